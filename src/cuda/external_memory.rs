@@ -1,0 +1,276 @@
+//! External memory imported into CUDA and the buffers mapped onto it.
+//!
+//! Layers as cudarc has them: the raw `cuImportExternalMemory` / `cuExternalMemoryGetMappedBuffer`
+//! calls, wrapped by [`ImportedMemory::import`] and [`ImportedMemory::map`] that validate first
+//! ([`crate::layout::validate_mapping`]), and owner types that free in the right order:
+//! a [`MappedRange`] holds its [`ImportedMemory`], which holds whatever owns the memory on
+//! the exporting side (the Vulkan allocation).
+
+use std::any::Any;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{result, sys, CudaContext};
+
+use crate::error::{CudaResultExt, Result};
+use crate::handle::OwnedExternalHandle;
+use crate::layout::{self, ImportLayout, MappingRequest};
+
+/// Options for [`ImportedMemory::map`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapOptions {
+    /// Alignment the Vulkan buffer viewing the range needs (1 if none).
+    pub vulkan_alignment: u64,
+    /// Allow the range to overlap live mappings. Overlapping mappings alias: CUDA then
+    /// requires volatile accesses for writes through one to be seen through the other.
+    pub allow_overlap: bool,
+}
+
+impl Default for MapOptions {
+    fn default() -> Self {
+        Self {
+            vulkan_alignment: 1,
+            allow_overlap: false,
+        }
+    }
+}
+
+/// Memory exported by another API and imported with `cuImportExternalMemory`; destroyed with
+/// `cuDestroyExternalMemory` when the last [`MappedRange`] and handle to it are gone.
+pub struct ImportedMemory {
+    ctx: Arc<CudaContext>,
+    handle: sys::CUexternalMemory,
+    layout: ImportLayout,
+    live: Mutex<Vec<(u64, Range<u64>)>>,
+    next_id: AtomicU64,
+    // Dropped after `handle` is destroyed (fields drop after Drop::drop runs).
+    _exporter: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+// SAFETY: CUexternalMemory is an opaque driver handle usable from any thread once the context
+// is bound (every method binds it); the mutable state is behind a Mutex / atomics.
+unsafe impl Send for ImportedMemory {}
+// SAFETY: as for Send.
+unsafe impl Sync for ImportedMemory {}
+
+impl std::fmt::Debug for ImportedMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImportedMemory")
+            .field("size", &self.layout.allocation_size)
+            .field("dedicated", &self.layout.dedicated)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ImportedMemory {
+    /// Imports `handle` with `cuImportExternalMemory`, with `CUDA_EXTERNAL_MEMORY_DEDICATED`
+    /// when `dedicated`. On Unix the descriptor passes to CUDA only on success; on failure it
+    /// is closed here, once. `exporter` is kept alive until the import is destroyed.
+    ///
+    /// # Safety
+    /// `handle` must be an opaque handle to memory of exactly `size` bytes (the allocation
+    /// size, not a buffer size), `dedicated` must say whether that memory is a dedicated
+    /// allocation, and `exporter` must keep that memory alive (or the caller must, for as long
+    /// as the returned value and its mappings live).
+    pub unsafe fn import(
+        ctx: &Arc<CudaContext>,
+        handle: OwnedExternalHandle,
+        size: u64,
+        dedicated: bool,
+        exporter: Option<Arc<dyn Any + Send + Sync>>,
+    ) -> Result<Arc<Self>> {
+        if size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        // SAFETY: forwarded from the caller's promise about `handle`, `size` and `dedicated`.
+        let ext = unsafe { import_raw(handle, size, dedicated) }?;
+        Ok(Arc::new(Self {
+            ctx: ctx.clone(),
+            handle: ext,
+            layout: ImportLayout {
+                allocation_size: size,
+                dedicated,
+            },
+            live: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(0),
+            _exporter: exporter,
+        }))
+    }
+
+    /// Maps `offset..offset + size` as a CUDA buffer after checking every rule of
+    /// [`layout::validate_mapping`] against this import and its live mappings.
+    pub fn map(self: &Arc<Self>, offset: u64, size: u64, options: MapOptions) -> Result<MappedRange> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let range = layout::validate_mapping(
+            self.layout,
+            MappingRequest {
+                offset,
+                size,
+                vulkan_alignment: options.vulkan_alignment,
+                allow_overlap: options.allow_overlap,
+            },
+            live.iter().map(|(_, r)| r),
+        )?;
+        self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        // SAFETY: the handle is a live import; the range was validated against its size and
+        // the measured offset rules.
+        let ptr = unsafe { result::external_memory::get_mapped_buffer(self.handle, offset, size) }
+            .cuda("cuExternalMemoryGetMappedBuffer")?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        live.push((id, range.clone()));
+        Ok(MappedRange {
+            memory: self.clone(),
+            ptr,
+            range,
+            id,
+        })
+    }
+
+    /// The size it was imported with.
+    pub fn size(&self) -> u64 {
+        self.layout.allocation_size
+    }
+    /// Whether it was imported with `CUDA_EXTERNAL_MEMORY_DEDICATED`.
+    pub fn is_dedicated(&self) -> bool {
+        self.layout.dedicated
+    }
+    /// The CUDA context it lives in.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    /// Number of live mappings.
+    pub fn live_mappings(&self) -> usize {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+impl Drop for ImportedMemory {
+    fn drop(&mut self) {
+        // Every MappedRange holds an Arc to us, so none is alive now.
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        // SAFETY: the handle came from a successful import and is destroyed once, here.
+        self.ctx
+            .record_err(unsafe { result::external_memory::destroy_external_memory(self.handle) });
+    }
+}
+
+#[cfg(unix)]
+unsafe fn import_raw(
+    handle: OwnedExternalHandle,
+    size: u64,
+    dedicated: bool,
+) -> Result<sys::CUexternalMemory> {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    let handle = crate::handle::check_open(handle)?;
+    let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
+        type_: sys::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+        handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 {
+            fd: handle.as_raw_fd(),
+        },
+        size,
+        flags: if dedicated {
+            sys::CUDA_EXTERNAL_MEMORY_DEDICATED
+        } else {
+            0
+        },
+        reserved: [0; 16],
+    };
+    let mut ext = std::mem::MaybeUninit::uninit();
+    // SAFETY: desc is fully initialised; the caller vouches for the handle and size.
+    unsafe { sys::cuImportExternalMemory(ext.as_mut_ptr(), &desc) }
+        .result()
+        .cuda("cuImportExternalMemory")?; // on error `handle` drops here and closes the fd once
+    // Success: CUDA owns the descriptor now and closes it itself.
+    let _ = handle.into_raw_fd();
+    // SAFETY: initialised by the successful call.
+    Ok(unsafe { ext.assume_init() })
+}
+
+#[cfg(windows)]
+unsafe fn import_raw(
+    handle: OwnedExternalHandle,
+    size: u64,
+    dedicated: bool,
+) -> Result<sys::CUexternalMemory> {
+    use std::os::windows::io::AsRawHandle;
+    let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
+        type_: sys::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32,
+        handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 {
+            win32: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1__bindgen_ty_1 {
+                handle: handle.as_raw_handle(),
+                name: std::ptr::null(),
+            },
+        },
+        size,
+        flags: if dedicated {
+            sys::CUDA_EXTERNAL_MEMORY_DEDICATED
+        } else {
+            0
+        },
+        reserved: [0; 16],
+    };
+    let mut ext = std::mem::MaybeUninit::uninit();
+    // SAFETY: desc is fully initialised; the caller vouches for the handle and size.
+    unsafe { sys::cuImportExternalMemory(ext.as_mut_ptr(), &desc) }
+        .result()
+        .cuda("cuImportExternalMemory")?;
+    // CUDA does not take ownership of an NT handle: `handle` closes it when it drops here.
+    drop(handle);
+    // SAFETY: initialised by the successful call.
+    Ok(unsafe { ext.assume_init() })
+}
+
+/// A buffer mapped onto imported memory (`cuExternalMemoryGetMappedBuffer`), freed with
+/// `cuMemFree` on drop. It keeps its [`ImportedMemory`] alive.
+pub struct MappedRange {
+    memory: Arc<ImportedMemory>,
+    ptr: sys::CUdeviceptr,
+    range: Range<u64>,
+    id: u64,
+}
+
+impl std::fmt::Debug for MappedRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedRange")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("range", &self.range)
+            .finish()
+    }
+}
+
+impl MappedRange {
+    /// The CUDA device pointer to the start of the range.
+    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+    /// A reference to the device pointer, to pass as a kernel argument.
+    pub fn device_ptr_ref(&self) -> &sys::CUdeviceptr {
+        &self.ptr
+    }
+    /// The byte range inside the imported memory.
+    pub fn range(&self) -> Range<u64> {
+        self.range.clone()
+    }
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.range.end - self.range.start
+    }
+    /// The imported memory it maps.
+    pub fn memory(&self) -> &Arc<ImportedMemory> {
+        &self.memory
+    }
+}
+
+impl Drop for MappedRange {
+    fn drop(&mut self) {
+        let ctx = &self.memory.ctx;
+        ctx.record_err(ctx.bind_to_thread());
+        // SAFETY: the pointer came from cuExternalMemoryGetMappedBuffer and is freed once, here,
+        // before its imported memory can be destroyed (we hold the Arc).
+        ctx.record_err(unsafe { result::memory_free(self.ptr) });
+        let mut live = self.memory.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|(id, _)| *id != self.id);
+    }
+}

@@ -1,0 +1,10 @@
+//! The CUDA side: device discovery by UUID, imported external memory with checked mapped
+//! buffers, and NVRTC kernel compilation.
+
+mod device;
+mod external_memory;
+mod kernels;
+
+pub use device::{context, devices, driver_present, init, ordinal_for_uuid, CudaDeviceInfo};
+pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
+pub use kernels::compile_module;

@@ -1,0 +1,469 @@
+//! Pure range, alignment and granularity rules, checked before any driver sees a request.
+//!
+//! Nothing here touches a GPU: every rule is a function of numbers, unit- and
+//! property-tested everywhere (see the tests at the bottom of this file).
+
+use std::fmt;
+use std::ops::Range;
+
+/// The smallest offset alignment at which `cuExternalMemoryGetMappedBuffer` maps a buffer
+/// inside non-dedicated imported memory.
+///
+/// Measured on the GPU machine (NVIDIA H200, driver 580): offsets 16, 256, 4096, 64 KiB and
+/// 2 MiB mapped and offset 4 did not; CUDA's documentation only says "suitably aligned".
+pub const CUDA_MAPPED_OFFSET_ALIGNMENT: u64 = 16;
+
+/// Which rule asked for an alignment, so that an error can say where the number came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlignmentRule {
+    /// `VkMemoryRequirements::alignment` of the Vulkan buffer that views the range.
+    VulkanBuffer,
+    /// [`CUDA_MAPPED_OFFSET_ALIGNMENT`], the measured CUDA rule for mapped buffers.
+    CudaMappedBuffer,
+    /// A VMM allocation granularity (`cuMemGetAllocationGranularity`).
+    Granularity,
+    /// `minImportedHostPointerAlignment` of `VK_EXT_external_memory_host`.
+    VulkanHostPointer,
+    /// The host page size that `cuMemHostRegister` requires.
+    HostPage,
+}
+
+impl fmt::Display for AlignmentRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AlignmentRule::VulkanBuffer => "the Vulkan buffer's memory alignment",
+            AlignmentRule::CudaMappedBuffer => "CUDA's mapped-buffer offset alignment",
+            AlignmentRule::Granularity => "the CUDA allocation granularity",
+            AlignmentRule::VulkanHostPointer => "Vulkan's minImportedHostPointerAlignment",
+            AlignmentRule::HostPage => "the host page size",
+        })
+    }
+}
+
+/// A broken range or alignment rule, with the numbers that broke it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// A range of zero bytes was requested.
+    #[error("zero-size range requested at offset {offset}: sizes must be at least 1 byte")]
+    ZeroSize {
+        /// Requested offset.
+        offset: u64,
+    },
+    /// `offset + size` does not fit in a u64.
+    #[error("offset {offset} + size {size} overflows u64")]
+    Overflow {
+        /// Requested offset.
+        offset: u64,
+        /// Requested size.
+        size: u64,
+    },
+    /// The range does not lie inside its parent.
+    #[error(
+        "range {offset}..{end} ({size} bytes) is outside the {container} of {container_size} bytes"
+    )]
+    OutOfBounds {
+        /// Requested offset.
+        offset: u64,
+        /// Requested size.
+        size: u64,
+        /// `offset + size`.
+        end: u64,
+        /// What the range must lie in (e.g. "allocation").
+        container: &'static str,
+        /// Size of that container in bytes.
+        container_size: u64,
+    },
+    /// A value is not a multiple of the alignment a rule requires.
+    #[error("{what} {value} is not a multiple of {alignment} ({rule})")]
+    Misaligned {
+        /// What was misaligned ("offset", "size", "address", "pointer").
+        what: &'static str,
+        /// The offending value.
+        value: u64,
+        /// The required alignment.
+        alignment: u64,
+        /// The rule that requires it.
+        rule: AlignmentRule,
+    },
+    /// An alignment given to a rule is not a power of two (or is zero).
+    #[error("alignment {alignment} is not a power of two")]
+    BadAlignment {
+        /// The value given.
+        alignment: u64,
+    },
+    /// Memory imported with `CUDA_EXTERNAL_MEMORY_DEDICATED` maps only at offset 0.
+    #[error(
+        "offset {offset} in a dedicated import: CUDA maps dedicated memory only at offset 0 \
+         (measured: every non-zero offset fails with CUDA_ERROR_INVALID_VALUE); \
+         use a non-dedicated allocation to place several buffers in one allocation"
+    )]
+    DedicatedOffset {
+        /// Requested offset.
+        offset: u64,
+    },
+    /// The range overlaps a live mapping and overlap was not allowed.
+    #[error(
+        "range {}..{} overlaps the live mapping {}..{}; overlapping mappings alias \
+         (CUDA requires volatile access to them) and need `allow_overlap`",
+        requested.start, requested.end, existing.start, existing.end
+    )]
+    Overlap {
+        /// Requested range.
+        requested: Range<u64>,
+        /// The live range it overlaps.
+        existing: Range<u64>,
+    },
+}
+
+/// Checks that `alignment` is a non-zero power of two.
+pub fn check_power_of_two(alignment: u64) -> Result<(), LayoutError> {
+    if alignment.is_power_of_two() {
+        Ok(())
+    } else {
+        Err(LayoutError::BadAlignment { alignment })
+    }
+}
+
+/// Checks that `value` is a multiple of `alignment` (a power of two).
+pub fn check_aligned(
+    what: &'static str,
+    value: u64,
+    alignment: u64,
+    rule: AlignmentRule,
+) -> Result<(), LayoutError> {
+    check_power_of_two(alignment)?;
+    if value & (alignment - 1) == 0 {
+        Ok(())
+    } else {
+        Err(LayoutError::Misaligned {
+            what,
+            value,
+            alignment,
+            rule,
+        })
+    }
+}
+
+/// Checks that `offset..offset + size` is non-empty, does not overflow, and lies inside
+/// `0..container_size`. Returns the range.
+pub fn check_range(
+    offset: u64,
+    size: u64,
+    container: &'static str,
+    container_size: u64,
+) -> Result<Range<u64>, LayoutError> {
+    if size == 0 {
+        return Err(LayoutError::ZeroSize { offset });
+    }
+    let end = offset
+        .checked_add(size)
+        .ok_or(LayoutError::Overflow { offset, size })?;
+    if end > container_size {
+        return Err(LayoutError::OutOfBounds {
+            offset,
+            size,
+            end,
+            container,
+            container_size,
+        });
+    }
+    Ok(offset..end)
+}
+
+/// Whether two half-open ranges share at least one byte.
+pub fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// Returns the first live range that `requested` overlaps, if any.
+pub fn check_no_overlap<'a>(
+    requested: &Range<u64>,
+    live: impl IntoIterator<Item = &'a Range<u64>>,
+) -> Result<(), LayoutError> {
+    match live.into_iter().find(|r| overlaps(requested, r)) {
+        Some(existing) => Err(LayoutError::Overlap {
+            requested: requested.clone(),
+            existing: existing.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Rounds `value` up to a multiple of `alignment` (a power of two); `None` on overflow.
+pub fn align_up(value: u64, alignment: u64) -> Option<u64> {
+    if !alignment.is_power_of_two() {
+        return None;
+    }
+    value
+        .checked_add(alignment - 1)
+        .map(|v| v & !(alignment - 1))
+}
+
+/// A request to map `offset..offset + size` of imported memory into CUDA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappingRequest {
+    /// Byte offset inside the imported allocation.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Alignment the Vulkan buffer viewing this range requires (1 when no Vulkan buffer).
+    pub vulkan_alignment: u64,
+    /// Whether the range may overlap live mappings.
+    pub allow_overlap: bool,
+}
+
+/// What is known about imported memory when a mapping is requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportLayout {
+    /// The allocation size it was imported with.
+    pub allocation_size: u64,
+    /// Whether it was imported with `CUDA_EXTERNAL_MEMORY_DEDICATED`.
+    pub dedicated: bool,
+}
+
+/// Every rule a mapped buffer must satisfy, in the order a reader would check them:
+/// non-empty, no overflow, inside the allocation, offset 0 for dedicated imports, offset
+/// aligned to the Vulkan buffer and to CUDA, and no overlap with a live mapping unless allowed.
+pub fn validate_mapping<'a>(
+    import: ImportLayout,
+    request: MappingRequest,
+    live: impl IntoIterator<Item = &'a Range<u64>>,
+) -> Result<Range<u64>, LayoutError> {
+    let range = check_range(
+        request.offset,
+        request.size,
+        "allocation",
+        import.allocation_size,
+    )?;
+    if import.dedicated && request.offset != 0 {
+        return Err(LayoutError::DedicatedOffset {
+            offset: request.offset,
+        });
+    }
+    check_aligned(
+        "offset",
+        request.offset,
+        request.vulkan_alignment,
+        AlignmentRule::VulkanBuffer,
+    )?;
+    check_aligned(
+        "offset",
+        request.offset,
+        CUDA_MAPPED_OFFSET_ALIGNMENT,
+        AlignmentRule::CudaMappedBuffer,
+    )?;
+    if !request.allow_overlap {
+        check_no_overlap(&range, live)?;
+    }
+    Ok(range)
+}
+
+/// Byte size of `len` elements of `T`, or an overflow error naming the numbers.
+pub fn bytes_for<T>(len: usize) -> Result<u64, LayoutError> {
+    let elem = std::mem::size_of::<T>() as u64;
+    (len as u64)
+        .checked_mul(elem)
+        .ok_or(LayoutError::Overflow {
+            offset: len as u64,
+            size: elem,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn import(size: u64, dedicated: bool) -> ImportLayout {
+        ImportLayout {
+            allocation_size: size,
+            dedicated,
+        }
+    }
+
+    fn req(offset: u64, size: u64) -> MappingRequest {
+        MappingRequest {
+            offset,
+            size,
+            vulkan_alignment: 16,
+            allow_overlap: false,
+        }
+    }
+
+    #[test]
+    fn accepts_whole_allocation() {
+        assert_eq!(
+            validate_mapping(import(4096, false), req(0, 4096), []),
+            Ok(0..4096)
+        );
+    }
+
+    #[test]
+    fn unaligned_size_is_fine() {
+        // Measured: a 100-byte mapped buffer works.
+        assert_eq!(
+            validate_mapping(import(4096, false), req(256, 100), []),
+            Ok(256..356)
+        );
+    }
+
+    #[test]
+    fn zero_size() {
+        assert_eq!(
+            validate_mapping(import(4096, false), req(0, 0), []),
+            Err(LayoutError::ZeroSize { offset: 0 })
+        );
+    }
+
+    #[test]
+    fn past_the_end() {
+        let err = validate_mapping(import(4096, false), req(4096, 16), []).unwrap_err();
+        assert_eq!(
+            err,
+            LayoutError::OutOfBounds {
+                offset: 4096,
+                size: 16,
+                end: 4112,
+                container: "allocation",
+                container_size: 4096
+            }
+        );
+        assert!(err.to_string().contains("4096..4112"), "{err}");
+    }
+
+    #[test]
+    fn overflow() {
+        assert_eq!(
+            validate_mapping(import(4096, false), req(u64::MAX - 15, 32), []),
+            Err(LayoutError::Overflow {
+                offset: u64::MAX - 15,
+                size: 32
+            })
+        );
+    }
+
+    #[test]
+    fn dedicated_only_at_zero() {
+        assert_eq!(
+            validate_mapping(import(1 << 20, true), req(256, 16), []),
+            Err(LayoutError::DedicatedOffset { offset: 256 })
+        );
+        assert!(validate_mapping(import(1 << 20, true), req(0, 16), []).is_ok());
+    }
+
+    #[test]
+    fn misaligned_for_cuda_and_vulkan() {
+        let mut r = req(4, 16);
+        r.vulkan_alignment = 1;
+        assert_eq!(
+            validate_mapping(import(4096, false), r, []),
+            Err(LayoutError::Misaligned {
+                what: "offset",
+                value: 4,
+                alignment: 16,
+                rule: AlignmentRule::CudaMappedBuffer
+            })
+        );
+        let mut r = req(64, 16);
+        r.vulkan_alignment = 256;
+        assert_eq!(
+            validate_mapping(import(4096, false), r, []),
+            Err(LayoutError::Misaligned {
+                what: "offset",
+                value: 64,
+                alignment: 256,
+                rule: AlignmentRule::VulkanBuffer
+            })
+        );
+    }
+
+    #[test]
+    fn bad_alignment_value() {
+        let mut r = req(0, 16);
+        r.vulkan_alignment = 48;
+        assert_eq!(
+            validate_mapping(import(4096, false), r, []),
+            Err(LayoutError::BadAlignment { alignment: 48 })
+        );
+    }
+
+    #[test]
+    fn overlap_rejected_unless_allowed() {
+        let live = [0..256u64];
+        assert_eq!(
+            validate_mapping(import(4096, false), req(128, 256), &live),
+            Err(LayoutError::Overlap {
+                requested: 128..384,
+                existing: 0..256
+            })
+        );
+        let mut r = req(128, 256);
+        r.allow_overlap = true;
+        assert!(validate_mapping(import(4096, false), r, &live).is_ok());
+        // Touching is not overlapping.
+        assert!(validate_mapping(import(4096, false), req(256, 256), &live).is_ok());
+    }
+
+    #[test]
+    fn align_up_works() {
+        assert_eq!(align_up(0, 16), Some(0));
+        assert_eq!(align_up(1, 16), Some(16));
+        assert_eq!(align_up(16, 16), Some(16));
+        assert_eq!(align_up(u64::MAX, 16), None);
+        assert_eq!(align_up(5, 3), None);
+    }
+
+    proptest! {
+        #[test]
+        fn accepted_ranges_obey_every_rule(
+            size in 1u64..1 << 40,
+            offset in any::<u64>(),
+            len in any::<u64>(),
+            dedicated in any::<bool>(),
+            valign_log in 0u32..16,
+        ) {
+            let r = MappingRequest { offset, size: len, vulkan_alignment: 1 << valign_log, allow_overlap: false };
+            match validate_mapping(import(size, dedicated), r, []) {
+                Ok(range) => {
+                    prop_assert!(len > 0);
+                    prop_assert_eq!(range.start, offset);
+                    prop_assert_eq!(range.end - range.start, len);
+                    prop_assert!(range.end <= size);
+                    prop_assert!(!dedicated || offset == 0);
+                    prop_assert_eq!(offset % (1 << valign_log), 0);
+                    prop_assert_eq!(offset % CUDA_MAPPED_OFFSET_ALIGNMENT, 0);
+                }
+                Err(LayoutError::ZeroSize { .. }) => prop_assert_eq!(len, 0),
+                Err(LayoutError::Overflow { .. }) => prop_assert!(offset.checked_add(len).is_none()),
+                Err(LayoutError::OutOfBounds { end, .. }) => prop_assert!(end > size),
+                Err(LayoutError::DedicatedOffset { .. }) => prop_assert!(dedicated && offset != 0),
+                Err(LayoutError::Misaligned { value, alignment, .. }) => prop_assert!(value % alignment != 0),
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+
+        #[test]
+        fn disjoint_mappings_never_overlap(
+            cuts in proptest::collection::btree_set(0u64..1 << 20, 2..20),
+        ) {
+            // Split 0..2^20 at random 16-aligned cut points; each piece must map beside the others.
+            let points: Vec<u64> = cuts.into_iter().map(|c| c & !15).collect();
+            let mut live: Vec<Range<u64>> = Vec::new();
+            for w in points.windows(2) {
+                if w[1] > w[0] {
+                    let r = MappingRequest { offset: w[0], size: w[1] - w[0], vulkan_alignment: 16, allow_overlap: false };
+                    let got = validate_mapping(import(1 << 20, false), r, &live);
+                    prop_assert!(got.is_ok(), "{:?}", got);
+                    // Any request that starts inside this piece must now be rejected.
+                    let inside = MappingRequest { offset: w[0], size: 1, ..r };
+                    live.push(w[0]..w[1]);
+                    let overlap_is_rejected = matches!(
+                        validate_mapping(import(1 << 20, false), inside, &live),
+                        Err(LayoutError::Overlap { .. })
+                    );
+                    prop_assert!(overlap_is_rejected);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! `cuvk`: zero-copy interop between Vulkan (through [`ash`]) and CUDA (through [`cudarc`]).
+//!
+//! Vulkan allocates exportable device memory; the bridge exports it as an opaque FD (Linux) or
+//! Win32 handle (Windows), imports it into CUDA with `cuImportExternalMemory`, and maps
+//! buffers with `cuExternalMemoryGetMappedBuffer`. Every offset, size and alignment is checked
+//! before a driver sees it ([`layout`]), and every handle is owned by a type that frees it
+//! exactly once, in the right order: a CUDA mapping keeps its imported memory alive, which
+//! keeps the Vulkan memory alive.
+//!
+//! ```no_run
+//! use cuvk::{Bridge, BridgeConfig, BufferUsage};
+//! # fn main() -> cuvk::Result<()> {
+//! let bridge = Bridge::new(BridgeConfig::default())?; // the Vulkan device CUDA device 0 is
+//! let particles = bridge.create_buffer::<[f32; 4]>(1 << 20, BufferUsage::STORAGE)?;
+//! // particles.vk_buffer() goes into descriptors; particles.kernel_arg() into a CUDA launch.
+//! # Ok(()) }
+//! ```
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![warn(missing_docs)]
+
+pub mod bridge;
+pub mod cuda;
+pub mod error;
+pub mod handle;
+pub mod layout;
+mod uuid;
+pub mod vulkan;
+
+pub use bridge::{Bridge, BridgeConfig, BufferUsage, SharedAllocation, SharedBuffer};
+pub use error::{Error, Result};
+pub use uuid::Uuid;
+
+/// Re-exported so users name the same versions this crate was built with.
+pub use ash;
+/// Re-exported so users name the same versions this crate was built with.
+pub use cudarc;

@@ -1,0 +1,607 @@
+//! Vulkan buffers and device memory: exportable, imported, and host-visible for staging.
+
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::error::{Error, Result, VkResultExt};
+use crate::handle::{OwnedExternalHandle, MEMORY_HANDLE_TYPE};
+use crate::layout::{self, AlignmentRule};
+use crate::vulkan::VulkanContext;
+
+/// What a buffer needs from the memory it is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferRequirements {
+    /// `VkMemoryRequirements::size`.
+    pub size: u64,
+    /// `VkMemoryRequirements::alignment`: every bind offset must be a multiple.
+    pub alignment: u64,
+    /// `VkMemoryRequirements::memoryTypeBits`.
+    pub memory_type_bits: u32,
+    /// `VkMemoryDedicatedRequirements::prefersDedicatedAllocation`.
+    pub prefers_dedicated: bool,
+    /// `VkMemoryDedicatedRequirements::requiresDedicatedAllocation`, or the external memory
+    /// properties report `DEDICATED_ONLY` for this buffer.
+    pub requires_dedicated: bool,
+}
+
+/// A `vk::Buffer` with its size, usage and external handle types, destroyed on drop.
+pub struct Buffer {
+    ctx: Arc<VulkanContext>,
+    buffer: vk::Buffer,
+    size: u64,
+    usage: vk::BufferUsageFlags,
+    external: vk::ExternalMemoryHandleTypeFlags,
+    requirements: BufferRequirements,
+}
+
+impl Buffer {
+    /// Creates a buffer of `size` bytes. With `exportable`, it is created with
+    /// `VkExternalMemoryBufferCreateInfo` for this platform's handle type, after checking
+    /// that the device can export such a buffer.
+    pub fn new(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        exportable: bool,
+    ) -> Result<Self> {
+        if size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        let external = if exportable {
+            MEMORY_HANDLE_TYPE
+        } else {
+            vk::ExternalMemoryHandleTypeFlags::empty()
+        };
+        let mut dedicated_only = false;
+        if exportable {
+            let features = external_buffer_features(ctx, usage)?;
+            if !features.contains(vk::ExternalMemoryFeatureFlags::EXPORTABLE) {
+                return Err(Error::Unsupported(format!(
+                    "the device cannot export buffers with usage {usage:?} as {external:?}"
+                )));
+            }
+            dedicated_only = features.contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY);
+        }
+        let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(external);
+        let mut info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(usage)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        if exportable {
+            info = info.push_next(&mut ext_info);
+        }
+        let device = ctx.device();
+        // SAFETY: valid device; create info lives across the call.
+        let buffer = unsafe { device.create_buffer(&info, None) }.vk("vkCreateBuffer")?;
+        let mut dedicated = vk::MemoryDedicatedRequirements::default();
+        let mut reqs = vk::MemoryRequirements2::default().push_next(&mut dedicated);
+        // SAFETY: the buffer was just created on this device.
+        unsafe {
+            device.get_buffer_memory_requirements2(
+                &vk::BufferMemoryRequirementsInfo2::default().buffer(buffer),
+                &mut reqs,
+            )
+        };
+        let r = reqs.memory_requirements;
+        Ok(Self {
+            ctx: ctx.clone(),
+            buffer,
+            size,
+            usage,
+            external,
+            requirements: BufferRequirements {
+                size: r.size,
+                alignment: r.alignment,
+                memory_type_bits: r.memory_type_bits,
+                prefers_dedicated: dedicated.prefers_dedicated_allocation == vk::TRUE,
+                requires_dedicated: dedicated.requires_dedicated_allocation == vk::TRUE
+                    || dedicated_only,
+            },
+        })
+    }
+
+    /// The raw handle.
+    pub fn handle(&self) -> vk::Buffer {
+        self.buffer
+    }
+    /// Size in bytes it was created with.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// Usage flags it was created with.
+    pub fn usage(&self) -> vk::BufferUsageFlags {
+        self.usage
+    }
+    /// External handle types it was created with (empty when not exportable).
+    pub fn external_handle_types(&self) -> vk::ExternalMemoryHandleTypeFlags {
+        self.external
+    }
+    /// Its memory requirements.
+    pub fn requirements(&self) -> BufferRequirements {
+        self.requirements
+    }
+    /// The context it was created on.
+    pub fn context(&self) -> &Arc<VulkanContext> {
+        &self.ctx
+    }
+
+    /// Checks every rule of `vkBindBufferMemory` that the bridge can see, then binds.
+    pub fn bind(self, memory: Arc<DeviceMemory>, offset: u64) -> Result<BoundBuffer> {
+        self.validate_bind(&memory, offset)?;
+        // SAFETY: validated above: same device, offset aligned and in range, allowed memory
+        // type, compatible handle types, dedicated rules respected; the buffer is unbound.
+        unsafe {
+            self.ctx
+                .device()
+                .bind_buffer_memory(self.buffer, memory.memory, offset)
+        }
+        .vk("vkBindBufferMemory")?;
+        Ok(BoundBuffer {
+            buffer: self,
+            memory,
+            offset,
+        })
+    }
+
+    fn validate_bind(&self, memory: &DeviceMemory, offset: u64) -> Result<()> {
+        if !self.ctx.same_device(&memory.ctx) {
+            return Err(Error::WrongDevice(
+                "the buffer and the memory belong to different Vulkan devices",
+            ));
+        }
+        let r = self.requirements;
+        if let Some(dedicated) = memory.dedicated_to {
+            if dedicated != self.buffer {
+                return Err(Error::DedicatedHoldsOneBuffer);
+            }
+        } else if r.requires_dedicated {
+            return Err(Error::InvalidArgument(
+                "this buffer requires a dedicated allocation (VkMemoryDedicatedRequirements)"
+                    .into(),
+            ));
+        }
+        if r.memory_type_bits & (1 << memory.memory_type_index) == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "memory type {} is not in the buffer's memoryTypeBits {:#x}",
+                memory.memory_type_index, r.memory_type_bits
+            )));
+        }
+        layout::check_aligned("offset", offset, r.alignment, AlignmentRule::VulkanBuffer)?;
+        layout::check_range(offset, r.size, "memory", memory.size)?;
+        if !memory.handle_types.is_empty() && !self.external.intersects(memory.handle_types) {
+            return Err(Error::NotExportable {
+                what: "the buffer",
+                handle_type: memory.handle_types,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: we created the buffer; GPU work using it was waited for by its users.
+        unsafe { self.ctx.device().destroy_buffer(self.buffer, None) };
+    }
+}
+
+/// Asks the device what it can do with an external buffer of this usage.
+fn external_buffer_features(
+    ctx: &VulkanContext,
+    usage: vk::BufferUsageFlags,
+) -> Result<vk::ExternalMemoryFeatureFlags> {
+    let info = vk::PhysicalDeviceExternalBufferInfo::default()
+        .usage(usage)
+        .handle_type(MEMORY_HANDLE_TYPE);
+    let mut props = vk::ExternalBufferProperties::default();
+    // SAFETY: valid physical device; structs live across the call.
+    unsafe {
+        ctx.instance().get_physical_device_external_buffer_properties(
+            ctx.physical_device(),
+            &info,
+            &mut props,
+        )
+    };
+    Ok(props.external_memory_properties.external_memory_features)
+}
+
+/// A `vk::DeviceMemory` allocation, freed on drop.
+pub struct DeviceMemory {
+    ctx: Arc<VulkanContext>,
+    memory: vk::DeviceMemory,
+    size: u64,
+    memory_type_index: u32,
+    dedicated_to: Option<vk::Buffer>,
+    handle_types: vk::ExternalMemoryHandleTypeFlags,
+    mapped: Option<std::ptr::NonNull<u8>>,
+}
+
+// SAFETY: the mapped pointer is only dereferenced through &mut self or by copying
+// out under &self after GPU work was waited for; the handles are plain Vulkan handles.
+unsafe impl Send for DeviceMemory {}
+// SAFETY: see Send; shared access never writes through the mapping.
+unsafe impl Sync for DeviceMemory {}
+
+/// How to allocate a [`DeviceMemory`].
+#[derive(Debug, Clone, Copy)]
+pub struct AllocateInfo {
+    /// Allocation size in bytes.
+    pub size: u64,
+    /// Allowed memory types.
+    pub memory_type_bits: u32,
+    /// Required properties.
+    pub properties: vk::MemoryPropertyFlags,
+    /// Allocate with `VkExportMemoryAllocateInfo` for this platform's handle type.
+    pub exportable: bool,
+}
+
+impl DeviceMemory {
+    /// Allocates memory; with `dedicated`, as a dedicated allocation for that buffer.
+    /// Host-visible memory is mapped for its whole life.
+    pub fn allocate(
+        ctx: &Arc<VulkanContext>,
+        info: AllocateInfo,
+        dedicated: Option<&Buffer>,
+    ) -> Result<Self> {
+        if info.size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        if let Some(b) = dedicated {
+            if info.exportable && b.external.is_empty() {
+                return Err(Error::NotExportable {
+                    what: "the buffer",
+                    handle_type: MEMORY_HANDLE_TYPE,
+                });
+            }
+        }
+        let type_index = ctx
+            .find_memory_type(info.memory_type_bits, info.properties)
+            .ok_or(Error::NoMemoryType {
+                type_bits: info.memory_type_bits,
+                required: info.properties,
+                exportable: info.exportable,
+            })?;
+        let handle_types = if info.exportable {
+            MEMORY_HANDLE_TYPE
+        } else {
+            vk::ExternalMemoryHandleTypeFlags::empty()
+        };
+        let mut export = vk::ExportMemoryAllocateInfo::default().handle_types(handle_types);
+        let mut dedicated_info =
+            vk::MemoryDedicatedAllocateInfo::default().buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
+        let mut alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(info.size)
+            .memory_type_index(type_index);
+        if info.exportable {
+            alloc = alloc.push_next(&mut export);
+        }
+        if dedicated.is_some() {
+            alloc = alloc.push_next(&mut dedicated_info);
+        }
+        // SAFETY: valid device; the chain lives across the call.
+        let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory")?;
+        Self::finish(ctx, memory, info.size, type_index, dedicated, handle_types)
+    }
+
+    /// Imports memory another allocation exported (the reverse of [`Self::export`]) as a new
+    /// Vulkan allocation, optionally dedicated to `dedicated`.
+    ///
+    /// The handle passes to the Vulkan driver on success (as for CUDA on Unix).
+    ///
+    /// # Safety
+    /// `handle` must refer to a memory object of at least `size` bytes exported with this
+    /// platform's opaque handle type from a device with the same `deviceUUID` and `driverUUID`,
+    /// and `memory_type_bits` must only allow types that such memory can be imported as.
+    pub unsafe fn import(
+        ctx: &Arc<VulkanContext>,
+        handle: OwnedExternalHandle,
+        size: u64,
+        memory_type_bits: u32,
+        dedicated: Option<&Buffer>,
+    ) -> Result<Self> {
+        if size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        let type_index = ctx
+            .find_memory_type(memory_type_bits, vk::MemoryPropertyFlags::empty())
+            .ok_or(Error::NoMemoryType {
+                type_bits: memory_type_bits,
+                required: vk::MemoryPropertyFlags::empty(),
+                exportable: false,
+            })?;
+        let mut dedicated_info =
+            vk::MemoryDedicatedAllocateInfo::default().buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
+        let memory = import_platform(ctx, handle, size, type_index, dedicated.is_some().then_some(&mut dedicated_info))?;
+        Self::finish(ctx, memory, size, type_index, dedicated, MEMORY_HANDLE_TYPE)
+    }
+
+    fn finish(
+        ctx: &Arc<VulkanContext>,
+        memory: vk::DeviceMemory,
+        size: u64,
+        memory_type_index: u32,
+        dedicated: Option<&Buffer>,
+        handle_types: vk::ExternalMemoryHandleTypeFlags,
+    ) -> Result<Self> {
+        let mut me = Self {
+            ctx: ctx.clone(),
+            memory,
+            size,
+            memory_type_index,
+            dedicated_to: dedicated.map(|b| b.buffer),
+            handle_types,
+            mapped: None,
+        };
+        let flags = ctx.memory_properties().memory_types[memory_type_index as usize].property_flags;
+        if flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) {
+            // SAFETY: host-visible memory of this device, not mapped yet; whole range.
+            let ptr = unsafe {
+                ctx.device()
+                    .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            }
+            .vk("vkMapMemory")?; // `me` frees the memory on this error path
+            me.mapped = std::ptr::NonNull::new(ptr.cast());
+        }
+        Ok(me)
+    }
+
+    /// Exports a new OS handle to this memory (each call makes a new one, owned by the caller).
+    pub fn export(&self) -> Result<OwnedExternalHandle> {
+        if !self.handle_types.contains(MEMORY_HANDLE_TYPE) {
+            return Err(Error::NotExportable {
+                what: "the memory",
+                handle_type: MEMORY_HANDLE_TYPE,
+            });
+        }
+        export_platform(&self.ctx, self.memory)
+    }
+
+    /// The raw handle.
+    pub fn handle(&self) -> vk::DeviceMemory {
+        self.memory
+    }
+    /// Allocation size in bytes (what CUDA must import with).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// Whether this is a dedicated allocation.
+    pub fn is_dedicated(&self) -> bool {
+        self.dedicated_to.is_some()
+    }
+    /// The memory type index.
+    pub fn memory_type_index(&self) -> u32 {
+        self.memory_type_index
+    }
+    /// The context it belongs to.
+    pub fn context(&self) -> &Arc<VulkanContext> {
+        &self.ctx
+    }
+    /// Whether it is host-visible (and so mapped).
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    /// Copies `dst.len()` bytes at `offset` out of host-visible memory.
+    ///
+    /// Call it only after the GPU work that wrote the range completed (a fence wait).
+    pub fn read_bytes(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let range = layout::check_range(offset, dst.len() as u64, "memory", self.size)?;
+        let ptr = self.mapped.ok_or(Error::Unsupported("memory is not host-visible".into()))?;
+        // SAFETY: the range is inside the mapping (checked); memory is host-coherent or the
+        // caller waited for the GPU; dst does not alias device memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(ptr.as_ptr().add(range.start as usize), dst.as_mut_ptr(), dst.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `src` into host-visible memory at `offset`.
+    pub fn write_bytes(&mut self, offset: u64, src: &[u8]) -> Result<()> {
+        let range = layout::check_range(offset, src.len() as u64, "memory", self.size)?;
+        let ptr = self.mapped.ok_or(Error::Unsupported("memory is not host-visible".into()))?;
+        // SAFETY: the range is inside the mapping (checked); &mut self excludes other host access.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), ptr.as_ptr().add(range.start as usize), src.len())
+        };
+        Ok(())
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // SAFETY: we allocated or imported this memory; every CUDA mapping and bound buffer of
+        // it holds an Arc to it, so none is alive. Freeing unmaps it implicitly.
+        unsafe { self.ctx.device().free_memory(self.memory, None) };
+    }
+}
+
+#[cfg(unix)]
+fn export_platform(ctx: &VulkanContext, memory: vk::DeviceMemory) -> Result<OwnedExternalHandle> {
+    use std::os::fd::FromRawFd;
+    let loader = ctx.ext.memory_fd.as_ref().ok_or(Error::MissingExtension {
+        extension: "VK_KHR_external_memory_fd".into(),
+        state: "not enabled on the device",
+        needed_for: "exporting memory",
+    })?;
+    let info = vk::MemoryGetFdInfoKHR::default()
+        .memory(memory)
+        .handle_type(MEMORY_HANDLE_TYPE);
+    // SAFETY: memory was allocated exportable as OPAQUE_FD (checked by the caller).
+    let fd = unsafe { loader.get_memory_fd(&info) }.vk("vkGetMemoryFdKHR")?;
+    // SAFETY: vkGetMemoryFdKHR returns a new descriptor that the caller owns.
+    Ok(unsafe { OwnedExternalHandle::from_raw_fd(fd) })
+}
+
+#[cfg(windows)]
+fn export_platform(ctx: &VulkanContext, memory: vk::DeviceMemory) -> Result<OwnedExternalHandle> {
+    use std::os::windows::io::FromRawHandle;
+    let loader = ctx.ext.memory_win32.as_ref().ok_or(Error::MissingExtension {
+        extension: "VK_KHR_external_memory_win32".into(),
+        state: "not enabled on the device",
+        needed_for: "exporting memory",
+    })?;
+    let info = vk::MemoryGetWin32HandleInfoKHR::default()
+        .memory(memory)
+        .handle_type(MEMORY_HANDLE_TYPE);
+    // SAFETY: memory was allocated exportable as OPAQUE_WIN32 (checked by the caller).
+    let h = unsafe { loader.get_memory_win32_handle(&info) }.vk("vkGetMemoryWin32HandleKHR")?;
+    // SAFETY: an OPAQUE_WIN32 export is a new NT handle the caller owns and must close.
+    Ok(unsafe { OwnedExternalHandle::from_raw_handle(h as _) })
+}
+
+#[cfg(unix)]
+fn import_platform(
+    ctx: &VulkanContext,
+    handle: OwnedExternalHandle,
+    size: u64,
+    type_index: u32,
+    dedicated: Option<&mut vk::MemoryDedicatedAllocateInfo<'_>>,
+) -> Result<vk::DeviceMemory> {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    let handle = crate::handle::check_open(handle)?;
+    let mut import = vk::ImportMemoryFdInfoKHR::default()
+        .handle_type(MEMORY_HANDLE_TYPE)
+        .fd(handle.as_raw_fd());
+    let mut alloc = vk::MemoryAllocateInfo::default()
+        .allocation_size(size)
+        .memory_type_index(type_index)
+        .push_next(&mut import);
+    if let Some(d) = dedicated {
+        alloc = alloc.push_next(d);
+    }
+    // SAFETY: caller promised the descriptor refers to compatible memory of >= size bytes.
+    let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory(import fd)")?;
+    // Success: the driver owns the descriptor now; do not close it.
+    let _ = handle.into_raw_fd();
+    Ok(memory)
+}
+
+#[cfg(windows)]
+fn import_platform(
+    ctx: &VulkanContext,
+    handle: OwnedExternalHandle,
+    size: u64,
+    type_index: u32,
+    dedicated: Option<&mut vk::MemoryDedicatedAllocateInfo<'_>>,
+) -> Result<vk::DeviceMemory> {
+    use std::os::windows::io::AsRawHandle;
+    let mut import = vk::ImportMemoryWin32HandleInfoKHR::default()
+        .handle_type(MEMORY_HANDLE_TYPE)
+        .handle(handle.as_raw_handle() as isize);
+    let mut alloc = vk::MemoryAllocateInfo::default()
+        .allocation_size(size)
+        .memory_type_index(type_index)
+        .push_next(&mut import);
+    if let Some(d) = dedicated {
+        alloc = alloc.push_next(d);
+    }
+    // SAFETY: caller promised the handle refers to compatible memory of >= size bytes.
+    let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory(import win32)")?;
+    // Importing an NT handle does not transfer ownership: `handle` closes it on drop.
+    drop(handle);
+    Ok(memory)
+}
+
+/// A buffer bound to memory it keeps alive.
+pub struct BoundBuffer {
+    buffer: Buffer,
+    memory: Arc<DeviceMemory>,
+    offset: u64,
+}
+
+impl BoundBuffer {
+    /// The buffer.
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+    /// The memory it is bound to.
+    pub fn memory(&self) -> &Arc<DeviceMemory> {
+        &self.memory
+    }
+    /// Bind offset in the memory.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+/// Anything that is a live `vk::Buffer` of a known size on a known device: what the safe
+/// command helpers accept, so they never see a destroyed handle.
+pub trait AsVkBuffer {
+    /// The buffer handle (valid while `self` lives).
+    fn vk_buffer(&self) -> vk::Buffer;
+    /// Its size in bytes.
+    fn vk_size(&self) -> u64;
+    /// The context that owns it.
+    fn vk_context(&self) -> &Arc<VulkanContext>;
+}
+
+impl AsVkBuffer for BoundBuffer {
+    fn vk_buffer(&self) -> vk::Buffer {
+        self.buffer.buffer
+    }
+    fn vk_size(&self) -> u64 {
+        self.buffer.size
+    }
+    fn vk_context(&self) -> &Arc<VulkanContext> {
+        &self.buffer.ctx
+    }
+}
+
+/// A host-visible, host-coherent buffer for reading results back and uploading inputs.
+pub struct HostBuffer {
+    bound: BoundBuffer,
+}
+
+impl HostBuffer {
+    /// Creates a host-visible coherent buffer of `size` bytes usable as a transfer source and
+    /// destination (and with `extra_usage`).
+    pub fn new(ctx: &Arc<VulkanContext>, size: u64, extra_usage: vk::BufferUsageFlags) -> Result<Self> {
+        let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST | extra_usage;
+        let buffer = Buffer::new(ctx, size, usage, false)?;
+        let r = buffer.requirements();
+        let memory = DeviceMemory::allocate(
+            ctx,
+            AllocateInfo {
+                size: r.size,
+                memory_type_bits: r.memory_type_bits,
+                properties: vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
+                exportable: false,
+            },
+            r.requires_dedicated.then_some(&buffer),
+        )?;
+        Ok(Self {
+            bound: buffer.bind(Arc::new(memory), 0)?,
+        })
+    }
+
+    /// Reads the whole buffer as elements of `T` (size rounded down to whole elements).
+    pub fn read<T: bytemuck::Pod>(&self) -> Result<Vec<T>> {
+        let n = self.bound.buffer.size as usize / std::mem::size_of::<T>().max(1);
+        let mut out = vec![T::zeroed(); n];
+        self.bound
+            .memory
+            .read_bytes(self.bound.offset, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    /// Writes `data` at the start of the buffer.
+    pub fn write<T: bytemuck::Pod>(&mut self, data: &[T]) -> Result<()> {
+        let offset = self.bound.offset;
+        let memory = Arc::get_mut(&mut self.bound.memory)
+            .ok_or(Error::InvalidArgument("host buffer memory is shared".into()))?;
+        memory.write_bytes(offset, bytemuck::cast_slice(data))
+    }
+}
+
+impl AsVkBuffer for HostBuffer {
+    fn vk_buffer(&self) -> vk::Buffer {
+        self.bound.vk_buffer()
+    }
+    fn vk_size(&self) -> u64 {
+        self.bound.vk_size()
+    }
+    fn vk_context(&self) -> &Arc<VulkanContext> {
+        self.bound.vk_context()
+    }
+}

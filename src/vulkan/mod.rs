@@ -1,0 +1,14 @@
+//! The Vulkan side: instance and device selection, exportable and imported memory, staging
+//! buffers and one-shot command helpers.
+
+mod commands;
+mod context;
+mod memory;
+
+pub use context::{
+    physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, Validation, VulkanConfig,
+    VulkanContext, MEMORY_EXTENSION, MIN_API_VERSION, SEMAPHORE_EXTENSION,
+};
+pub use memory::{
+    AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferRequirements, DeviceMemory, HostBuffer,
+};

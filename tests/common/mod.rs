@@ -1,0 +1,80 @@
+//! Helpers shared by the integration tests: device acquisition that skips with a printed
+//! reason where the machine lacks the device (and fails where REQUIRE_GPU / REQUIRE_VULKAN
+//! say it must have one), and leak accounting.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use cuvk::vulkan::{Validation, VulkanConfig, VulkanContext};
+use cuvk::{Bridge, BridgeConfig};
+
+fn required(var: &str) -> bool {
+    std::env::var(var).as_deref() == Ok("1")
+}
+
+/// A Vulkan context under the validation layer, or `None` (printed) where there is no
+/// Vulkan device. REQUIRE_VULKAN=1 or REQUIRE_GPU=1 turn "none" into a failure.
+pub fn vulkan(test: &str) -> Option<Arc<VulkanContext>> {
+    match VulkanContext::new(VulkanConfig {
+        validation: Validation::Required,
+        ..Default::default()
+    }) {
+        Ok(ctx) => Some(ctx),
+        Err(e) if e.is_unavailable() && !required("REQUIRE_VULKAN") && !required("REQUIRE_GPU") => {
+            eprintln!("SKIP {test}: no usable Vulkan device: {e}");
+            None
+        }
+        Err(e) => panic!("{test}: Vulkan device required but not usable: {e}"),
+    }
+}
+
+/// A bridge (CUDA + Vulkan on the same GPU, validation layer on), or `None` (printed) where
+/// there is no CUDA device. REQUIRE_GPU=1 turns "none" into a failure.
+pub fn bridge(test: &str) -> Option<Bridge> {
+    match Bridge::new(BridgeConfig {
+        validation: Validation::Required,
+        ..Default::default()
+    }) {
+        Ok(b) => Some(b),
+        Err(e) if e.is_unavailable() && !required("REQUIRE_GPU") => {
+            eprintln!("SKIP {test}: no CUDA + Vulkan GPU: {e}");
+            None
+        }
+        Err(e) => panic!("{test}: GPU required but not usable: {e}"),
+    }
+}
+
+/// Fails if the validation layer said anything.
+pub fn assert_clean(ctx: &VulkanContext) {
+    let msgs = ctx.validation_messages();
+    assert!(ctx.validation_enabled(), "validation layer not active");
+    assert!(msgs.is_empty(), "validation messages:\n{}", msgs.join("\n"));
+}
+
+/// Serialises the tests of one binary that count process-wide resources (descriptors, GPU
+/// memory): the harness runs tests on parallel threads.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Open file descriptors of this process.
+pub fn fds() -> usize {
+    cuvk::handle::open_fd_count().expect("count fds")
+}
+
+/// Asserts an error matches a pattern, printing it (the printed message is part of the test's
+/// record of what users see).
+#[macro_export]
+macro_rules! assert_err {
+    ($e:expr, $pat:pat) => {{
+        match $e {
+            Err(err) => {
+                eprintln!("expected error: {err}");
+                assert!(matches!(err, $pat), "wrong error: {err:?}");
+                err
+            }
+            Ok(_) => panic!("expected an error matching {}", stringify!($pat)),
+        }
+    }};
+}
