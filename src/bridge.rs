@@ -161,7 +161,11 @@ impl Bridge {
 
     /// Allocates `size` bytes of exportable, non-dedicated device memory, imported into CUDA,
     /// in which several [`SharedBuffer`]s of `usage` can live at different offsets.
-    pub fn create_allocation(&self, size: u64, usage: BufferUsage) -> Result<Arc<SharedAllocation>> {
+    pub fn create_allocation(
+        &self,
+        size: u64,
+        usage: BufferUsage,
+    ) -> Result<Arc<SharedAllocation>> {
         let usage = usage | transfer_usage();
         // A probe buffer tells which memory types buffers of this usage may use.
         let probe = Buffer::new(&self.vulkan, size, usage, true)?;
@@ -230,7 +234,11 @@ impl SharedAllocation {
     }
 
     /// A typed buffer of `len` elements at byte `offset`, seen by Vulkan and CUDA.
-    pub fn buffer<T: bytemuck::Pod>(self: &Arc<Self>, offset: u64, len: usize) -> Result<SharedBuffer<T>> {
+    pub fn buffer<T: bytemuck::Pod>(
+        self: &Arc<Self>,
+        offset: u64,
+        len: usize,
+    ) -> Result<SharedBuffer<T>> {
         self.buffer_with(offset, len, false)
     }
 

@@ -61,7 +61,9 @@ pub enum Error {
         available: String,
     },
     /// The CUDA device and the Vulkan device are different GPUs.
-    #[error("Vulkan device UUID {vulkan} differs from CUDA device UUID {cuda}: they are different GPUs")]
+    #[error(
+        "Vulkan device UUID {vulkan} differs from CUDA device UUID {cuda}: they are different GPUs"
+    )]
     DeviceMismatch {
         /// The Vulkan `deviceUUID`.
         vulkan: Uuid,
@@ -90,7 +92,9 @@ pub enum Error {
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// The validation layer was required but is not installed.
-    #[error("Vulkan validation layer VK_LAYER_KHRONOS_validation was required but is not installed")]
+    #[error(
+        "Vulkan validation layer VK_LAYER_KHRONOS_validation was required but is not installed"
+    )]
     ValidationLayerMissing,
     /// The object was not created exportable, so it cannot be shared.
     #[error("{what} was not created exportable (no {handle_type:?} in its external handle types)")]

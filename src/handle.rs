@@ -42,17 +42,31 @@ pub const SEMAPHORE_HANDLE_TYPE: vk::ExternalSemaphoreHandleTypeFlags = if cfg!(
 pub fn check_open(handle: OwnedExternalHandle) -> Result<OwnedExternalHandle> {
     use std::os::fd::AsRawFd;
     let fd = handle.as_raw_fd();
-    // SAFETY: F_GETFD only reads the descriptor flags; it is defined for any integer.
-    let rc = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if rc == -1 {
-        let reason = std::io::Error::last_os_error().to_string();
+    if let Err(reason) = descriptor_flags(fd) {
         std::mem::forget(handle);
         Err(Error::HandleNotOpen {
             handle: i64::from(fd),
-            reason,
+            reason: reason.to_string(),
         })
     } else {
         Ok(handle)
+    }
+}
+
+/// Whether `fd` is an open descriptor of this process.
+#[cfg(unix)]
+pub fn is_open(fd: std::os::fd::RawFd) -> bool {
+    descriptor_flags(fd).is_ok()
+}
+
+#[cfg(unix)]
+fn descriptor_flags(fd: std::os::fd::RawFd) -> std::io::Result<i32> {
+    // SAFETY: F_GETFD only reads the descriptor flags; it is defined for any integer.
+    let rc = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if rc == -1 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
     }
 }
 

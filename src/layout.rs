@@ -261,15 +261,14 @@ pub fn validate_mapping<'a>(
 /// Byte size of `len` elements of `T`, or an overflow error naming the numbers.
 pub fn bytes_for<T>(len: usize) -> Result<u64, LayoutError> {
     let elem = std::mem::size_of::<T>() as u64;
-    (len as u64)
-        .checked_mul(elem)
-        .ok_or(LayoutError::Overflow {
-            offset: len as u64,
-            size: elem,
-        })
+    (len as u64).checked_mul(elem).ok_or(LayoutError::Overflow {
+        offset: len as u64,
+        size: elem,
+    })
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic, clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -11,7 +11,7 @@
 //! use cuvk::{Bridge, BridgeConfig, BufferUsage};
 //! # fn main() -> cuvk::Result<()> {
 //! let bridge = Bridge::new(BridgeConfig::default())?; // the Vulkan device CUDA device 0 is
-//! let particles = bridge.create_buffer::<[f32; 4]>(1 << 20, BufferUsage::STORAGE)?;
+//! let particles = bridge.create_buffer::<[f32; 4]>(1 << 20, BufferUsage::STORAGE_BUFFER)?;
 //! // particles.vk_buffer() goes into descriptors; particles.kernel_arg() into a CUDA launch.
 //! # Ok(()) }
 //! ```

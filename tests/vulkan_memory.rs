@@ -59,7 +59,9 @@ fn import_into(
 }
 
 fn pattern(n: usize, seed: u32) -> Vec<u32> {
-    (0..n as u32).map(|i| i.wrapping_mul(2654435761) ^ seed).collect()
+    (0..n as u32)
+        .map(|i| i.wrapping_mul(2654435761) ^ seed)
+        .collect()
 }
 
 /// Writes a pattern through `a` (host upload + copy), reads it back through `b`.
@@ -76,17 +78,28 @@ fn write_a_read_b(
     up.write(&data).unwrap();
     ctx_a.copy_buffer(&up, 0, a, 0, a.buffer().size()).unwrap();
     let down = HostBuffer::new(ctx_b, b.buffer().size(), vk::BufferUsageFlags::empty()).unwrap();
-    ctx_b.copy_buffer(b, 0, &down, 0, b.buffer().size()).unwrap();
+    ctx_b
+        .copy_buffer(b, 0, &down, 0, b.buffer().size())
+        .unwrap();
     let got: Vec<u32> = down.read().unwrap();
     let bad = got.iter().zip(&data).filter(|(g, d)| g != d).count();
-    assert_eq!(bad, 0, "{bad} of {n} elements differ; first: {:?} vs {:?}", &got[..4], &data[..4]);
+    assert_eq!(
+        bad,
+        0,
+        "{bad} of {n} elements differ; first: {:?} vs {:?}",
+        &got[..4],
+        &data[..4]
+    );
 }
 
 #[test]
 fn export_import_same_device_round_trip() {
     let _serial = common::serial();
-    let Some(ctx) = common::vulkan("export_import_same_device_round_trip") else { return };
+    let Some(ctx) = common::vulkan("export_import_same_device_round_trip") else {
+        return;
+    };
     eprintln!("device: {}", ctx.info().describe());
+    common::warm_up(&ctx);
     let fds = common::fds();
     {
         let a = exportable(&ctx, 1 << 20).unwrap();
@@ -96,7 +109,11 @@ fn export_import_same_device_round_trip() {
         ctx.fill_buffer(&b, 0, 1 << 20, 0xdead_beef).unwrap();
         let down = HostBuffer::new(&ctx, 1 << 20, vk::BufferUsageFlags::empty()).unwrap();
         ctx.copy_buffer(&a, 0, &down, 0, 1 << 20).unwrap();
-        assert!(down.read::<u32>().unwrap().iter().all(|&w| w == 0xdead_beef));
+        assert!(down
+            .read::<u32>()
+            .unwrap()
+            .iter()
+            .all(|&w| w == 0xdead_beef));
     }
     assert_eq!(common::fds(), fds, "file descriptors leaked");
     common::assert_clean(&ctx);
@@ -105,9 +122,13 @@ fn export_import_same_device_round_trip() {
 #[test]
 fn export_import_second_device_round_trip() {
     let _serial = common::serial();
-    let Some(ctx_a) = common::vulkan("export_import_second_device_round_trip") else { return };
+    let Some(ctx_a) = common::vulkan("export_import_second_device_round_trip") else {
+        return;
+    };
     let ctx_b = common::vulkan("second device").unwrap();
+    common::warm_up(&ctx_b);
     assert_eq!(ctx_a.info().device_uuid, ctx_b.info().device_uuid);
+    common::warm_up(&ctx_a);
     let fds = common::fds();
     {
         let a = exportable(&ctx_a, 256 << 10).unwrap();
@@ -122,8 +143,11 @@ fn export_import_second_device_round_trip() {
 #[test]
 fn each_export_is_a_new_descriptor() {
     let _serial = common::serial();
-    let Some(ctx) = common::vulkan("each_export_is_a_new_descriptor") else { return };
+    let Some(ctx) = common::vulkan("each_export_is_a_new_descriptor") else {
+        return;
+    };
     let a = exportable(&ctx, 4096).unwrap();
+    common::warm_up(&ctx);
     let fds = common::fds();
     let f1 = a.memory().export().unwrap();
     let f2 = a.memory().export().unwrap();
@@ -138,7 +162,10 @@ fn each_export_is_a_new_descriptor() {
 #[test]
 fn bad_inputs_are_rejected_before_the_driver() {
     let _serial = common::serial();
-    let Some(ctx) = common::vulkan("bad_inputs_are_rejected_before_the_driver") else { return };
+    let Some(ctx) = common::vulkan("bad_inputs_are_rejected_before_the_driver") else {
+        return;
+    };
+    common::warm_up(&ctx);
     let fds = common::fds();
 
     // A buffer not created exportable cannot be bound to exportable memory.
@@ -157,7 +184,13 @@ fn bad_inputs_are_rejected_before_the_driver() {
         )
         .unwrap(),
     );
-    assert_err!(plain.bind(memory.clone(), 0), Error::NotExportable { what: "the buffer", .. });
+    assert_err!(
+        plain.bind(memory.clone(), 0),
+        Error::NotExportable {
+            what: "the buffer",
+            ..
+        }
+    );
 
     // Memory not allocated exportable cannot be exported.
     let plain_memory = DeviceMemory::allocate(
@@ -171,10 +204,19 @@ fn bad_inputs_are_rejected_before_the_driver() {
         None,
     )
     .unwrap();
-    assert_err!(plain_memory.export(), Error::NotExportable { what: "the memory", .. });
+    assert_err!(
+        plain_memory.export(),
+        Error::NotExportable {
+            what: "the memory",
+            ..
+        }
+    );
 
     // Zero sizes.
-    assert_err!(Buffer::new(&ctx, 0, USAGE, true), Error::Layout(LayoutError::ZeroSize { .. }));
+    assert_err!(
+        Buffer::new(&ctx, 0, USAGE, true),
+        Error::Layout(LayoutError::ZeroSize { .. })
+    );
 
     use std::os::fd::FromRawFd;
     // Bind offset misaligned and past the end.
@@ -182,13 +224,17 @@ fn bad_inputs_are_rejected_before_the_driver() {
     let align = b.requirements().alignment;
     if align > 1 {
         let e = assert_err!(
-            Buffer::new(&ctx, 1024, USAGE, true).unwrap().bind(memory.clone(), align / 2),
+            Buffer::new(&ctx, 1024, USAGE, true)
+                .unwrap()
+                .bind(memory.clone(), align / 2),
             Error::Layout(LayoutError::Misaligned { .. })
         );
         assert!(e.to_string().contains(&align.to_string()), "{e}");
     }
     assert_err!(
-        Buffer::new(&ctx, 1024, USAGE, true).unwrap().bind(memory.clone(), memory.size()),
+        Buffer::new(&ctx, 1024, USAGE, true)
+            .unwrap()
+            .bind(memory.clone(), memory.size()),
         Error::Layout(LayoutError::OutOfBounds { .. })
     );
 
@@ -220,7 +266,9 @@ fn bad_inputs_are_rejected_before_the_driver() {
 #[test]
 fn existing_device_without_extension_is_refused() {
     let _serial = common::serial();
-    let Some(ctx) = common::vulkan("existing_device_without_extension_is_refused") else { return };
+    let Some(ctx) = common::vulkan("existing_device_without_extension_is_refused") else {
+        return;
+    };
     // Wrap the same objects but claim no extension: refused with the extension's name.
     // SAFETY: the objects are valid and outlive the attempt (it fails before storing them
     // anywhere that would outlive `ctx`).
@@ -236,8 +284,16 @@ fn existing_device_without_extension_is_refused() {
             true,
         )
     };
-    let e = assert_err!(res, Error::MissingExtension { state: "not enabled on the device", .. });
-    assert!(e.to_string().contains(cuvk::vulkan::MEMORY_EXTENSION.to_str().unwrap()));
+    let e = assert_err!(
+        res,
+        Error::MissingExtension {
+            state: "not enabled on the device",
+            ..
+        }
+    );
+    assert!(e
+        .to_string()
+        .contains(cuvk::vulkan::MEMORY_EXTENSION.to_str().unwrap()));
 
     // With the extension named, it wraps, and the wrapped context exports and copies.
     // SAFETY: as above; the wrapper destroys nothing and is dropped before `ctx`.
@@ -264,7 +320,9 @@ fn existing_device_without_extension_is_refused() {
 #[test]
 fn validation_layer_catches_misuse() {
     // Shows the harness can fail: a deliberate invalid command must be recorded.
-    let Some(ctx) = common::vulkan("validation_layer_catches_misuse") else { return };
+    let Some(ctx) = common::vulkan("validation_layer_catches_misuse") else {
+        return;
+    };
     let a = exportable(&ctx, 4096).unwrap();
     let buf = cuvk::vulkan::AsVkBuffer::vk_buffer(&a);
     // SAFETY: deliberately invalid (offset not a multiple of 4) but harmless on lavapipe and

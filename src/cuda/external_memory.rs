@@ -101,7 +101,12 @@ impl ImportedMemory {
 
     /// Maps `offset..offset + size` as a CUDA buffer after checking every rule of
     /// [`layout::validate_mapping`] against this import and its live mappings.
-    pub fn map(self: &Arc<Self>, offset: u64, size: u64, options: MapOptions) -> Result<MappedRange> {
+    pub fn map(
+        self: &Arc<Self>,
+        offset: u64,
+        size: u64,
+        options: MapOptions,
+    ) -> Result<MappedRange> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let range = layout::validate_mapping(
             self.layout,
@@ -182,7 +187,7 @@ unsafe fn import_raw(
     unsafe { sys::cuImportExternalMemory(ext.as_mut_ptr(), &desc) }
         .result()
         .cuda("cuImportExternalMemory")?; // on error `handle` drops here and closes the fd once
-    // Success: CUDA owns the descriptor now and closes it itself.
+                                          // Success: CUDA owns the descriptor now and closes it itself.
     let _ = handle.into_raw_fd();
     // SAFETY: initialised by the successful call.
     Ok(unsafe { ext.assume_init() })

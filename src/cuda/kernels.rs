@@ -13,13 +13,17 @@ fn nvrtc_present() -> bool {
     *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
 }
 
-/// Compiles CUDA C++ `source` for `ctx`'s device (`--gpu-arch=compute_XY`) and loads it.
+/// Compiles CUDA C++ `source` for `ctx`'s device (`--gpu-architecture=compute_XY`) and loads it.
 pub fn compile_module(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Result<Arc<CudaModule>> {
     if !nvrtc_present() {
-        return Err(Error::Unsupported("NVRTC library (libnvrtc) not found".into()));
+        return Err(Error::Unsupported(
+            "NVRTC library (libnvrtc) not found".into(),
+        ));
     }
     if source.contains('\0') || name.contains('\0') {
-        return Err(Error::InvalidArgument(format!("kernel source {name} contains a NUL byte")));
+        return Err(Error::InvalidArgument(format!(
+            "kernel source {name} contains a NUL byte"
+        )));
     }
     let major = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
@@ -28,7 +32,10 @@ pub fn compile_module(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Resul
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
         .cuda("cuDeviceGetAttribute")?;
     let opts = CompileOptions {
-        options: vec![format!("--gpu-arch=compute_{major}{minor}"), "-std=c++17".into()],
+        options: vec![
+            format!("--gpu-architecture=compute_{major}{minor}"),
+            "-std=c++17".into(),
+        ],
         name: Some(name.to_string()),
         ..Default::default()
     };

@@ -25,15 +25,22 @@ impl VulkanContext {
             .queue_family_index(self.queue_family_index())
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
         // SAFETY: valid device.
-        let pool = unsafe { device.create_command_pool(&pool_info, None) }.vk("vkCreateCommandPool")?;
-        let guard = PoolGuard { device, pool, fence: vk::Fence::null() };
+        let pool =
+            unsafe { device.create_command_pool(&pool_info, None) }.vk("vkCreateCommandPool")?;
+        let guard = PoolGuard {
+            device,
+            pool,
+            fence: vk::Fence::null(),
+        };
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
             .level(vk::CommandBufferLevel::PRIMARY)
             .command_buffer_count(1);
         // SAFETY: the pool is ours; one primary buffer.
-        let cmd = unsafe { device.allocate_command_buffers(&alloc) }.vk("vkAllocateCommandBuffers")?[0];
-        let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        let cmd =
+            unsafe { device.allocate_command_buffers(&alloc) }.vk("vkAllocateCommandBuffers")?[0];
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
         // SAFETY: fresh command buffer from our pool.
         unsafe { device.begin_command_buffer(cmd, &begin) }.vk("vkBeginCommandBuffer")?;
         let out = record(device, cmd);
@@ -61,7 +68,8 @@ impl VulkanContext {
     fn submit_fenced(&self, mut guard: PoolGuard<'_>, cmd: vk::CommandBuffer) -> Result<()> {
         let device = self.device();
         // SAFETY: valid device.
-        guard.fence = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }.vk("vkCreateFence")?;
+        guard.fence = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }
+            .vk("vkCreateFence")?;
         let cmds = [cmd];
         let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
         {
@@ -87,7 +95,11 @@ impl VulkanContext {
         self.check_mine(dst)?;
         layout::check_range(src_offset, size, "source buffer", src.vk_size())?;
         layout::check_range(dst_offset, size, "destination buffer", dst.vk_size())?;
-        let region = [vk::BufferCopy { src_offset, dst_offset, size }];
+        let region = [vk::BufferCopy {
+            src_offset,
+            dst_offset,
+            size,
+        }];
         let (s, d) = (src.vk_buffer(), dst.vk_buffer());
         // SAFETY: both buffers are alive (borrowed), belong to this device, ranges checked.
         unsafe { self.submit_and_wait(|dev, cmd| dev.cmd_copy_buffer(cmd, s, d, &region)) }
@@ -95,7 +107,13 @@ impl VulkanContext {
 
     /// Fills `size` bytes of `dst` at `offset` with the 32-bit word `value`, and waits.
     /// Offset and size must be multiples of 4 (`vkCmdFillBuffer`).
-    pub fn fill_buffer(&self, dst: &dyn AsVkBuffer, offset: u64, size: u64, value: u32) -> Result<()> {
+    pub fn fill_buffer(
+        &self,
+        dst: &dyn AsVkBuffer,
+        offset: u64,
+        size: u64,
+        value: u32,
+    ) -> Result<()> {
         self.check_mine(dst)?;
         layout::check_range(offset, size, "buffer", dst.vk_size())?;
         layout::check_aligned("offset", offset, 4, layout::AlignmentRule::VulkanBuffer)?;
@@ -109,7 +127,9 @@ impl VulkanContext {
         if self.same_device(b.vk_context()) {
             Ok(())
         } else {
-            Err(Error::WrongDevice("the buffer belongs to another Vulkan device"))
+            Err(Error::WrongDevice(
+                "the buffer belongs to another Vulkan device",
+            ))
         }
     }
 }
@@ -126,7 +146,9 @@ impl Drop for PoolGuard<'_> {
         // SAFETY: the submission (if any) was waited for, or failed and is not pending; if the
         // wait itself failed, idle the device first so nothing destroyed is still in use.
         unsafe {
-            if self.fence != vk::Fence::null() && self.device.get_fence_status(self.fence) != Ok(true) {
+            if self.fence != vk::Fence::null()
+                && self.device.get_fence_status(self.fence) != Ok(true)
+            {
                 let _ = self.device.device_wait_idle();
             }
             self.device.destroy_fence(self.fence, None);

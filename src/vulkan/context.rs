@@ -160,7 +160,8 @@ impl VulkanContext {
     pub fn new(config: VulkanConfig) -> Result<Arc<Self>> {
         // SAFETY: loading the system Vulkan loader runs its initialisers; nothing else is
         // loaded into the process by it that we rely on being absent.
-        let entry = unsafe { ash::Entry::load() }.map_err(|e| Error::VulkanLoader(e.to_string()))?;
+        let entry =
+            unsafe { ash::Entry::load() }.map_err(|e| Error::VulkanLoader(e.to_string()))?;
         // SAFETY: entry is a loaded Vulkan entry point.
         let version = unsafe { entry.try_enumerate_instance_version() }
             .vk("vkEnumerateInstanceVersion")?
@@ -309,7 +310,10 @@ impl VulkanContext {
             c"vkGetMemoryFdKHR"
         };
         // SAFETY: the caller promised `device` is valid for this instance.
-        let fp = unsafe { ctx.instance.get_device_proc_addr(ctx.device.handle(), probe.as_ptr()) };
+        let fp = unsafe {
+            ctx.instance
+                .get_device_proc_addr(ctx.device.handle(), probe.as_ptr())
+        };
         if fp.is_none() {
             return Err(Error::MissingExtension {
                 extension: MEMORY_EXTENSION.to_string_lossy().into_owned(),
@@ -427,7 +431,11 @@ impl VulkanContext {
     }
 
     /// Finds a memory type allowed by `type_bits` with all of `required`.
-    pub fn find_memory_type(&self, type_bits: u32, required: vk::MemoryPropertyFlags) -> Option<u32> {
+    pub fn find_memory_type(
+        &self,
+        type_bits: u32,
+        required: vk::MemoryPropertyFlags,
+    ) -> Option<u32> {
         let props = &self.memory_properties;
         (0..props.memory_type_count).find(|&i| {
             type_bits & (1 << i) != 0
@@ -555,7 +563,10 @@ fn create_messenger(entry: &ash::Entry, instance: &ash::Instance) -> Result<Debu
 }
 
 /// Reads `deviceUUID` and `driverUUID` of a physical device.
-pub fn physical_device_uuids(instance: &ash::Instance, pd: vk::PhysicalDevice) -> (Uuid, Uuid, String) {
+pub fn physical_device_uuids(
+    instance: &ash::Instance,
+    pd: vk::PhysicalDevice,
+) -> (Uuid, Uuid, String) {
     let mut id = vk::PhysicalDeviceIDProperties::default();
     let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
     // SAFETY: valid instance/physical device; the chain is well formed.
@@ -632,7 +643,11 @@ fn supported_device_extensions(
         .collect())
 }
 
-fn device_info(instance: &ash::Instance, pd: vk::PhysicalDevice, capabilities: Capabilities) -> DeviceInfo {
+fn device_info(
+    instance: &ash::Instance,
+    pd: vk::PhysicalDevice,
+    capabilities: Capabilities,
+) -> DeviceInfo {
     let mut id = vk::PhysicalDeviceIDProperties::default();
     let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
     let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut id);

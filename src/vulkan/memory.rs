@@ -197,11 +197,12 @@ fn external_buffer_features(
     let mut props = vk::ExternalBufferProperties::default();
     // SAFETY: valid physical device; structs live across the call.
     unsafe {
-        ctx.instance().get_physical_device_external_buffer_properties(
-            ctx.physical_device(),
-            &info,
-            &mut props,
-        )
+        ctx.instance()
+            .get_physical_device_external_buffer_properties(
+                ctx.physical_device(),
+                &info,
+                &mut props,
+            )
     };
     Ok(props.external_memory_properties.external_memory_features)
 }
@@ -268,8 +269,8 @@ impl DeviceMemory {
             vk::ExternalMemoryHandleTypeFlags::empty()
         };
         let mut export = vk::ExportMemoryAllocateInfo::default().handle_types(handle_types);
-        let mut dedicated_info =
-            vk::MemoryDedicatedAllocateInfo::default().buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
+        let mut dedicated_info = vk::MemoryDedicatedAllocateInfo::default()
+            .buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
         let mut alloc = vk::MemoryAllocateInfo::default()
             .allocation_size(info.size)
             .memory_type_index(type_index);
@@ -280,7 +281,8 @@ impl DeviceMemory {
             alloc = alloc.push_next(&mut dedicated_info);
         }
         // SAFETY: valid device; the chain lives across the call.
-        let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory")?;
+        let memory =
+            unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory")?;
         Self::finish(ctx, memory, info.size, type_index, dedicated, handle_types)
     }
 
@@ -310,9 +312,15 @@ impl DeviceMemory {
                 required: vk::MemoryPropertyFlags::empty(),
                 exportable: false,
             })?;
-        let mut dedicated_info =
-            vk::MemoryDedicatedAllocateInfo::default().buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
-        let memory = import_platform(ctx, handle, size, type_index, dedicated.is_some().then_some(&mut dedicated_info))?;
+        let mut dedicated_info = vk::MemoryDedicatedAllocateInfo::default()
+            .buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
+        let memory = import_platform(
+            ctx,
+            handle,
+            size,
+            type_index,
+            dedicated.is_some().then_some(&mut dedicated_info),
+        )?;
         Self::finish(ctx, memory, size, type_index, dedicated, MEMORY_HANDLE_TYPE)
     }
 
@@ -387,11 +395,17 @@ impl DeviceMemory {
     /// Call it only after the GPU work that wrote the range completed (a fence wait).
     pub fn read_bytes(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         let range = layout::check_range(offset, dst.len() as u64, "memory", self.size)?;
-        let ptr = self.mapped.ok_or(Error::Unsupported("memory is not host-visible".into()))?;
+        let ptr = self
+            .mapped
+            .ok_or(Error::Unsupported("memory is not host-visible".into()))?;
         // SAFETY: the range is inside the mapping (checked); memory is host-coherent or the
         // caller waited for the GPU; dst does not alias device memory.
         unsafe {
-            std::ptr::copy_nonoverlapping(ptr.as_ptr().add(range.start as usize), dst.as_mut_ptr(), dst.len())
+            std::ptr::copy_nonoverlapping(
+                ptr.as_ptr().add(range.start as usize),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
         };
         Ok(())
     }
@@ -399,10 +413,16 @@ impl DeviceMemory {
     /// Copies `src` into host-visible memory at `offset`.
     pub fn write_bytes(&mut self, offset: u64, src: &[u8]) -> Result<()> {
         let range = layout::check_range(offset, src.len() as u64, "memory", self.size)?;
-        let ptr = self.mapped.ok_or(Error::Unsupported("memory is not host-visible".into()))?;
+        let ptr = self
+            .mapped
+            .ok_or(Error::Unsupported("memory is not host-visible".into()))?;
         // SAFETY: the range is inside the mapping (checked); &mut self excludes other host access.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), ptr.as_ptr().add(range.start as usize), src.len())
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                ptr.as_ptr().add(range.start as usize),
+                src.len(),
+            )
         };
         Ok(())
     }
@@ -436,11 +456,15 @@ fn export_platform(ctx: &VulkanContext, memory: vk::DeviceMemory) -> Result<Owne
 #[cfg(windows)]
 fn export_platform(ctx: &VulkanContext, memory: vk::DeviceMemory) -> Result<OwnedExternalHandle> {
     use std::os::windows::io::FromRawHandle;
-    let loader = ctx.ext.memory_win32.as_ref().ok_or(Error::MissingExtension {
-        extension: "VK_KHR_external_memory_win32".into(),
-        state: "not enabled on the device",
-        needed_for: "exporting memory",
-    })?;
+    let loader = ctx
+        .ext
+        .memory_win32
+        .as_ref()
+        .ok_or(Error::MissingExtension {
+            extension: "VK_KHR_external_memory_win32".into(),
+            state: "not enabled on the device",
+            needed_for: "exporting memory",
+        })?;
     let info = vk::MemoryGetWin32HandleInfoKHR::default()
         .memory(memory)
         .handle_type(MEMORY_HANDLE_TYPE);
@@ -471,7 +495,8 @@ fn import_platform(
         alloc = alloc.push_next(d);
     }
     // SAFETY: caller promised the descriptor refers to compatible memory of >= size bytes.
-    let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory(import fd)")?;
+    let memory =
+        unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory(import fd)")?;
     // Success: the driver owns the descriptor now; do not close it.
     let _ = handle.into_raw_fd();
     Ok(memory)
@@ -497,7 +522,8 @@ fn import_platform(
         alloc = alloc.push_next(d);
     }
     // SAFETY: caller promised the handle refers to compatible memory of >= size bytes.
-    let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory(import win32)")?;
+    let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }
+        .vk("vkAllocateMemory(import win32)")?;
     // Importing an NT handle does not transfer ownership: `handle` closes it on drop.
     drop(handle);
     Ok(memory)
@@ -556,8 +582,13 @@ pub struct HostBuffer {
 impl HostBuffer {
     /// Creates a host-visible coherent buffer of `size` bytes usable as a transfer source and
     /// destination (and with `extra_usage`).
-    pub fn new(ctx: &Arc<VulkanContext>, size: u64, extra_usage: vk::BufferUsageFlags) -> Result<Self> {
-        let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST | extra_usage;
+    pub fn new(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        extra_usage: vk::BufferUsageFlags,
+    ) -> Result<Self> {
+        let usage =
+            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST | extra_usage;
         let buffer = Buffer::new(ctx, size, usage, false)?;
         let r = buffer.requirements();
         let memory = DeviceMemory::allocate(
@@ -565,7 +596,8 @@ impl HostBuffer {
             AllocateInfo {
                 size: r.size,
                 memory_type_bits: r.memory_type_bits,
-                properties: vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
+                properties: vk::MemoryPropertyFlags::HOST_VISIBLE
+                    | vk::MemoryPropertyFlags::HOST_COHERENT,
                 exportable: false,
             },
             r.requires_dedicated.then_some(&buffer),
@@ -588,8 +620,9 @@ impl HostBuffer {
     /// Writes `data` at the start of the buffer.
     pub fn write<T: bytemuck::Pod>(&mut self, data: &[T]) -> Result<()> {
         let offset = self.bound.offset;
-        let memory = Arc::get_mut(&mut self.bound.memory)
-            .ok_or(Error::InvalidArgument("host buffer memory is shared".into()))?;
+        let memory = Arc::get_mut(&mut self.bound.memory).ok_or(Error::InvalidArgument(
+            "host buffer memory is shared".into(),
+        ))?;
         memory.write_bytes(offset, bytemuck::cast_slice(data))
     }
 }

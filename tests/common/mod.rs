@@ -58,6 +58,33 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Drivers open device files lazily on first use and keep them for the device's life (NVIDIA
+/// opened 9 on the first allocation): run one full export/copy cycle before a descriptor
+/// baseline is taken, so only what the code under test holds is counted.
+pub fn warm_up(ctx: &Arc<VulkanContext>) {
+    use cuvk::ash::vk;
+    use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory, HostBuffer};
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    let b = Buffer::new(ctx, 4096, usage, true).expect("warm-up buffer");
+    let r = b.requirements();
+    let m = DeviceMemory::allocate(
+        ctx,
+        AllocateInfo {
+            size: r.size,
+            memory_type_bits: r.memory_type_bits,
+            properties: vk::MemoryPropertyFlags::empty(),
+            exportable: true,
+        },
+        (r.requires_dedicated || r.prefers_dedicated).then_some(&b),
+    )
+    .expect("warm-up memory");
+    drop(m.export().expect("warm-up export"));
+    let bound = b.bind(Arc::new(m), 0).expect("warm-up bind");
+    let host = HostBuffer::new(ctx, 4096, vk::BufferUsageFlags::empty()).expect("warm-up host");
+    ctx.copy_buffer(&bound, 0, &host, 0, 4096)
+        .expect("warm-up copy");
+}
+
 /// Open file descriptors of this process.
 pub fn fds() -> usize {
     cuvk::handle::open_fd_count().expect("count fds")
