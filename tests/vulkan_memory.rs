@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cuvk::ash::vk;
 use cuvk::layout::LayoutError;
-use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory, HostBuffer, VulkanContext};
+use cuvk::vulkan::{AllocateInfo, BoundBuffer, Buffer, DeviceMemory, HostBuffer, VulkanContext};
 use cuvk::Error;
 
 const USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
@@ -17,45 +17,12 @@ const USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::from_raw(
         | vk::BufferUsageFlags::TRANSFER_DST.as_raw(),
 );
 
-/// An exportable buffer in its own exportable allocation (dedicated when asked for).
-fn exportable(ctx: &Arc<VulkanContext>, size: u64) -> cuvk::Result<cuvk::vulkan::BoundBuffer> {
-    let buffer = Buffer::new(ctx, size, USAGE, true)?;
-    let r = buffer.requirements();
-    let dedicated = r.requires_dedicated || r.prefers_dedicated;
-    let memory = DeviceMemory::allocate(
-        ctx,
-        AllocateInfo {
-            size: r.size,
-            memory_type_bits: r.memory_type_bits,
-            properties: vk::MemoryPropertyFlags::empty(),
-            exportable: true,
-        },
-        dedicated.then_some(&buffer),
-    )?;
-    buffer.bind(Arc::new(memory), 0)
+fn exportable(ctx: &Arc<VulkanContext>, size: u64) -> cuvk::Result<BoundBuffer> {
+    BoundBuffer::new_exportable(ctx, size, USAGE, vk::MemoryPropertyFlags::empty())
 }
 
-/// Imports `source`'s memory into `target` (same or another VkDevice) and binds a new buffer.
-fn import_into(
-    target: &Arc<VulkanContext>,
-    source: &cuvk::vulkan::BoundBuffer,
-) -> cuvk::Result<cuvk::vulkan::BoundBuffer> {
-    let fd = source.memory().export()?;
-    let buffer = Buffer::new(target, source.buffer().size(), USAGE, true)?;
-    let r = buffer.requirements();
-    let dedicated = source.memory().is_dedicated();
-    // SAFETY: the fd was just exported from memory of exactly this size on the same physical
-    // device; the memory types allowed are the buffer's own.
-    let memory = unsafe {
-        DeviceMemory::import(
-            target,
-            fd,
-            source.memory().size(),
-            r.memory_type_bits & (1 << source.memory().memory_type_index()),
-            dedicated.then_some(&buffer),
-        )
-    }?;
-    buffer.bind(Arc::new(memory), 0)
+fn import_into(target: &Arc<VulkanContext>, source: &BoundBuffer) -> cuvk::Result<BoundBuffer> {
+    BoundBuffer::import_from(target, source)
 }
 
 fn pattern(n: usize, seed: u32) -> Vec<u32> {
@@ -67,9 +34,9 @@ fn pattern(n: usize, seed: u32) -> Vec<u32> {
 /// Writes a pattern through `a` (host upload + copy), reads it back through `b`.
 fn write_a_read_b(
     ctx_a: &Arc<VulkanContext>,
-    a: &cuvk::vulkan::BoundBuffer,
+    a: &BoundBuffer,
     ctx_b: &Arc<VulkanContext>,
-    b: &cuvk::vulkan::BoundBuffer,
+    b: &BoundBuffer,
     seed: u32,
 ) {
     let n = (a.buffer().size() / 4) as usize;

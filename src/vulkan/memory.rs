@@ -537,6 +537,51 @@ pub struct BoundBuffer {
 }
 
 impl BoundBuffer {
+    /// An exportable buffer of `size` bytes in its own exportable allocation with
+    /// `properties`, dedicated exactly when the driver prefers or requires it.
+    pub fn new_exportable(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        properties: vk::MemoryPropertyFlags,
+    ) -> Result<Self> {
+        let buffer = Buffer::new(ctx, size, usage, true)?;
+        let r = buffer.requirements();
+        let dedicated = r.requires_dedicated || r.prefers_dedicated;
+        let memory = DeviceMemory::allocate(
+            ctx,
+            AllocateInfo {
+                size: r.size,
+                memory_type_bits: r.memory_type_bits,
+                properties,
+                exportable: true,
+            },
+            dedicated.then_some(&buffer),
+        )?;
+        buffer.bind(Arc::new(memory), 0)
+    }
+
+    /// Imports `source`'s memory into `ctx` (the same or another `VkDevice` on the same
+    /// physical device and driver) and binds a new buffer of the same size and usage to it.
+    pub fn import_from(ctx: &Arc<VulkanContext>, source: &BoundBuffer) -> Result<Self> {
+        let (from, to) = (source.buffer.ctx.info(), ctx.info());
+        if from.device_uuid != to.device_uuid || from.driver_uuid != to.driver_uuid {
+            return Err(Error::WrongDevice(
+                "opaque handles import only on the same physical device and driver (deviceUUID and driverUUID must match)",
+            ));
+        }
+        let handle = source.memory.export()?;
+        let buffer = Buffer::new(ctx, source.buffer.size, source.buffer.usage, true)?;
+        let type_bits =
+            buffer.requirements().memory_type_bits & (1 << source.memory.memory_type_index);
+        let dedicated = source.memory.is_dedicated().then_some(&buffer);
+        // SAFETY: the handle was just exported from `source`'s memory, of exactly that size,
+        // on a device with the same UUIDs (checked), as the same memory type.
+        let memory =
+            unsafe { DeviceMemory::import(ctx, handle, source.memory.size, type_bits, dedicated) }?;
+        buffer.bind(Arc::new(memory), 0)
+    }
+
     /// The buffer.
     pub fn buffer(&self) -> &Buffer {
         &self.buffer

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the build and the Vulkan tests need on a Debian machine, if missing:
+# the Vulkan loader, Mesa's lavapipe (a CPU Vulkan device) and the Khronos validation layer.
+set -euo pipefail
+need=()
+for p in libvulkan1 mesa-vulkan-drivers vulkan-validationlayers; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "missing packages: ${need[*]} (install them, e.g. apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  echo "installed: ${need[*]}"
+fi
