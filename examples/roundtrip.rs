@@ -33,7 +33,9 @@ fn main() -> anyhow::Result<()> {
             println!("no CUDA GPU here ({e}): running the Vulkan-only round trip instead");
             return vulkan_only(validation, elements);
         }
-        Err(e) => return Err(e).context("opening CUDA device 0 and the Vulkan device with its UUID"),
+        Err(e) => {
+            return Err(e).context("opening CUDA device 0 and the Vulkan device with its UUID")
+        }
     };
     println!(
         "device: {} (uuid {}), validation {}",
@@ -175,8 +177,14 @@ fn vulkan_fills_cuda_reads(
 /// Without CUDA: memory exported from one Vulkan device is imported into a second `VkDevice`
 /// (the same path the CUDA import takes, checked end to end on any Vulkan driver).
 fn vulkan_only(validation: Validation, elements: usize) -> anyhow::Result<()> {
-    let config = VulkanConfig { validation, ..Default::default() };
-    let (a_ctx, b_ctx) = (VulkanContext::new(config.clone())?, VulkanContext::new(config)?);
+    let config = VulkanConfig {
+        validation,
+        ..Default::default()
+    };
+    let (a_ctx, b_ctx) = (
+        VulkanContext::new(config.clone())?,
+        VulkanContext::new(config)?,
+    );
     println!("device: {}", a_ctx.info().describe());
     let bytes = elements as u64 * 4;
     let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
@@ -197,6 +205,8 @@ fn vulkan_only(validation: Validation, elements: usize) -> anyhow::Result<()> {
             bail!("validation messages:\n{}", msgs.join("\n"));
         }
     }
-    println!("Vulkan-only round trip: {elements} elements written on device A, read on device B: OK");
+    println!(
+        "Vulkan-only round trip: {elements} elements written on device A, read on device B: OK"
+    );
     Ok(())
 }

@@ -164,13 +164,21 @@ fn mapped_offsets_carry_correct_data() {
     let words: Vec<u64> = offsets
         .iter()
         .enumerate()
-        .map(|(i, &o)| offsets.get(i + 1).map_or(64, |&next| ((next - o) / 4).min(64)))
+        .map(|(i, &o)| {
+            offsets
+                .get(i + 1)
+                .map_or(64, |&next| ((next - o) / 4).min(64))
+        })
         .collect();
-    let opts = MapOptions { vulkan_alignment: 1, allow_overlap: false };
+    let opts = MapOptions {
+        vulkan_alignment: 1,
+        allow_overlap: false,
+    };
     let mut mappings = Vec::new();
     for (i, (&o, &w)) in offsets.iter().zip(&words).enumerate() {
         let m = imported.map(o, w * 4, opts).unwrap();
-        k.write_pattern(bridge.stream(), m.device_ptr_ref(), w, 0x100 + i as u32).unwrap();
+        k.write_pattern(bridge.stream(), m.device_ptr_ref(), w, 0x100 + i as u32)
+            .unwrap();
         mappings.push(m);
     }
     bridge.stream().synchronize().unwrap();
@@ -180,7 +188,11 @@ fn mapped_offsets_carry_correct_data() {
     let all = read_via_vulkan(&bridge, &whole);
     for (i, (&o, &w)) in offsets.iter().zip(&words).enumerate() {
         let at = (o / 4) as usize;
-        assert_pattern(&all[at..at + w as usize], 0x100 + i as u32, &format!("mapping at offset {o}"));
+        assert_pattern(
+            &all[at..at + w as usize],
+            0x100 + i as u32,
+            &format!("mapping at offset {o}"),
+        );
     }
     eprintln!("mapped offsets {offsets:?}: data correct through Vulkan");
     // Offsets below the measured rule are refused before the driver.
