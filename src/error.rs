@@ -134,6 +134,14 @@ pub enum Error {
     /// A dedicated allocation holds exactly one buffer.
     #[error("a dedicated allocation holds exactly one buffer (the one it was allocated for)")]
     DedicatedHoldsOneBuffer,
+    /// A timeline signal value does not exceed the last value scheduled for that semaphore.
+    #[error("timeline value {value} does not increase: {last} was already scheduled (values must strictly increase)")]
+    TimelineNotIncreasing {
+        /// The value asked for.
+        value: u64,
+        /// The highest value already scheduled.
+        last: u64,
+    },
     /// A host wait on the GPU timed out.
     #[error("timed out after {timeout_ns} ns waiting for {what}")]
     Timeout {

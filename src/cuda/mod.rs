@@ -3,8 +3,10 @@
 
 mod device;
 mod external_memory;
+mod external_semaphore;
 mod kernels;
 
 pub use device::{context, devices, driver_present, init, ordinal_for_uuid, CudaDeviceInfo};
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
+pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore, DEFAULT_DROP_TIMEOUT};
 pub use kernels::compile_module;

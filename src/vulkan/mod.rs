@@ -4,6 +4,7 @@
 mod commands;
 mod context;
 mod memory;
+mod semaphore;
 
 pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, Validation, VulkanConfig,
@@ -12,3 +13,4 @@ pub use context::{
 pub use memory::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferRequirements, DeviceMemory, HostBuffer,
 };
+pub use semaphore::{Semaphore, SemaphoreKind, SemaphoreOp};

@@ -1,0 +1,245 @@
+//! Vulkan semaphores imported into CUDA (`cuImportExternalSemaphore`), signalled and waited on
+//! CUDA streams (`cuSignalExternalSemaphoresAsync` / `cuWaitExternalSemaphoresAsync`).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
+
+use crate::error::{CudaResultExt, Error, Result};
+use crate::handle::OwnedExternalHandle;
+use crate::vulkan::{Semaphore, SemaphoreKind};
+
+/// How long [`ExternalSemaphore`]'s drop waits for CUDA work that still uses it before it
+/// gives up and leaks the import (and the Vulkan semaphore) rather than destroy them in use.
+pub const DEFAULT_DROP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The CUDA handle type asked for at import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaSemaphoreType {
+    /// `CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD` / `_OPAQUE_WIN32`: a binary semaphore.
+    Binary,
+    /// `CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD` / `_WIN32`.
+    Timeline,
+}
+
+/// A Vulkan semaphore imported into CUDA. It keeps the Vulkan semaphore alive, and its drop
+/// waits for the last CUDA operation that used it, so a pending CUDA wait never sees it
+/// destroyed (see [`Self::set_drop_timeout`]).
+pub struct ExternalSemaphore {
+    ctx: Arc<CudaContext>,
+    handle: sys::CUexternalSemaphore,
+    semaphore: Arc<Semaphore>,
+    last_use: Mutex<Option<CudaEvent>>,
+    drop_timeout: Duration,
+}
+
+// SAFETY: the CUDA handle is usable from any thread once the context is bound (every method
+// binds it); mutable state is behind a Mutex.
+unsafe impl Send for ExternalSemaphore {}
+// SAFETY: as for Send.
+unsafe impl Sync for ExternalSemaphore {}
+
+impl ExternalSemaphore {
+    /// Imports `semaphore` with the CUDA handle type matching its kind.
+    pub fn import(ctx: &Arc<CudaContext>, semaphore: &Arc<Semaphore>) -> Result<Self> {
+        let ty = match semaphore.kind() {
+            SemaphoreKind::Binary => CudaSemaphoreType::Binary,
+            SemaphoreKind::Timeline { .. } => CudaSemaphoreType::Timeline,
+        };
+        Self::import_as(ctx, semaphore, ty)
+    }
+
+    /// Imports `semaphore` as `ty`, which must match its kind: importing a binary semaphore
+    /// as a timeline (or the reverse) is refused before the driver sees it.
+    pub fn import_as(
+        ctx: &Arc<CudaContext>,
+        semaphore: &Arc<Semaphore>,
+        ty: CudaSemaphoreType,
+    ) -> Result<Self> {
+        let matches = matches!(
+            (semaphore.kind(), ty),
+            (SemaphoreKind::Binary, CudaSemaphoreType::Binary)
+                | (SemaphoreKind::Timeline { .. }, CudaSemaphoreType::Timeline)
+        );
+        if !matches {
+            return Err(Error::InvalidArgument(format!(
+                "a {:?} Vulkan semaphore cannot be imported into CUDA as {ty:?}",
+                semaphore.kind()
+            )));
+        }
+        let handle = semaphore.export()?;
+        ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        // SAFETY: the handle was just exported from `semaphore`, whose type matches `ty`.
+        let ext = unsafe { import_raw(handle, ty) }?;
+        Ok(Self {
+            ctx: ctx.clone(),
+            handle: ext,
+            semaphore: semaphore.clone(),
+            last_use: Mutex::new(None),
+            drop_timeout: DEFAULT_DROP_TIMEOUT,
+        })
+    }
+
+    /// The Vulkan semaphore it imports.
+    pub fn semaphore(&self) -> &Arc<Semaphore> {
+        &self.semaphore
+    }
+
+    /// Sets how long drop waits for pending CUDA work on this semaphore before leaking it.
+    pub fn set_drop_timeout(&mut self, timeout: Duration) {
+        self.drop_timeout = timeout;
+    }
+
+    /// Enqueues a signal on `stream`: for a timeline, of `value` (which must increase over
+    /// every signal scheduled by any API: checked before the driver); binary ignores `value`.
+    pub fn signal(&self, stream: &CudaStream, value: u64) -> Result<()> {
+        self.check_stream(stream)?;
+        self.semaphore.reserve_signal(value)?;
+        // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
+        let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS = unsafe { std::mem::zeroed() };
+        params.params.fence.value = value;
+        self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        // SAFETY: one live semaphore, one params struct, a stream of this context.
+        unsafe {
+            sys::cuSignalExternalSemaphoresAsync(&self.handle, &params, 1, stream.cu_stream())
+        }
+        .result()
+        .cuda("cuSignalExternalSemaphoresAsync")?;
+        self.record_use(stream)
+    }
+
+    /// Enqueues a wait on `stream` until the semaphore is signalled (timeline: reaches `value`).
+    pub fn wait(&self, stream: &CudaStream, value: u64) -> Result<()> {
+        self.check_stream(stream)?;
+        // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
+        let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS = unsafe { std::mem::zeroed() };
+        params.params.fence.value = value;
+        self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        // SAFETY: one live semaphore, one params struct, a stream of this context.
+        unsafe { sys::cuWaitExternalSemaphoresAsync(&self.handle, &params, 1, stream.cu_stream()) }
+            .result()
+            .cuda("cuWaitExternalSemaphoresAsync")?;
+        self.record_use(stream)
+    }
+
+    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if Arc::ptr_eq(stream.context(), &self.ctx) {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice(
+                "the stream belongs to another CUDA context",
+            ))
+        }
+    }
+
+    /// Records an event after the operation just enqueued, so drop can wait for it.
+    /// Operations on one stream complete in order, so the newest event covers older ones on
+    /// that stream; for several streams, the newest is waited for first, then the rest by
+    /// the context synchronisation in drop.
+    fn record_use(&self, stream: &CudaStream) -> Result<()> {
+        let event = self.ctx.new_event(None).cuda("cuEventCreate")?;
+        event.record(stream).cuda("cuEventRecord")?;
+        *self.last_use.lock().unwrap_or_else(|p| p.into_inner()) = Some(event);
+        Ok(())
+    }
+}
+
+impl Drop for ExternalSemaphore {
+    fn drop(&mut self) {
+        let ctx = self.ctx.clone();
+        ctx.record_err(ctx.bind_to_thread());
+        let last = self
+            .last_use
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(event) = last {
+            let deadline = Instant::now() + self.drop_timeout;
+            while !event.is_complete() {
+                if Instant::now() >= deadline {
+                    // A CUDA wait is still pending (its value was never signalled). Destroying
+                    // the semaphore now would be undefined: leak the import and keep the
+                    // Vulkan semaphore alive instead, and say so.
+                    eprintln!(
+                        "cuvk: ExternalSemaphore dropped while CUDA work still waits on it after \
+                         {:?}; leaking the import and the Vulkan semaphore to stay safe",
+                        self.drop_timeout
+                    );
+                    std::mem::forget(self.semaphore.clone());
+                    std::mem::forget(event);
+                    return;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        // SAFETY: imported once, destroyed once, after the last CUDA operation using it.
+        ctx.record_err(unsafe { sys::cuDestroyExternalSemaphore(self.handle) }.result());
+    }
+}
+
+#[cfg(unix)]
+unsafe fn import_raw(
+    handle: OwnedExternalHandle,
+    ty: CudaSemaphoreType,
+) -> Result<sys::CUexternalSemaphore> {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    let handle = crate::handle::check_open(handle)?;
+    let type_ = match ty {
+        CudaSemaphoreType::Binary => sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD,
+        CudaSemaphoreType::Timeline => {
+            sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD
+        }
+    };
+    let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
+        type_,
+        handle: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 {
+            fd: handle.as_raw_fd(),
+        },
+        flags: 0,
+        reserved: [0; 16],
+    };
+    let mut ext = std::mem::MaybeUninit::uninit();
+    // SAFETY: desc is fully initialised; the caller vouches for the handle and its type.
+    unsafe { sys::cuImportExternalSemaphore(ext.as_mut_ptr(), &desc) }
+        .result()
+        .cuda("cuImportExternalSemaphore")?; // on error `handle` closes the fd, once
+                                             // Success: CUDA owns the descriptor now.
+    let _ = handle.into_raw_fd();
+    // SAFETY: initialised by the successful call.
+    Ok(unsafe { ext.assume_init() })
+}
+
+#[cfg(windows)]
+unsafe fn import_raw(
+    handle: OwnedExternalHandle,
+    ty: CudaSemaphoreType,
+) -> Result<sys::CUexternalSemaphore> {
+    use std::os::windows::io::AsRawHandle;
+    let type_ = match ty {
+        CudaSemaphoreType::Binary => sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_WIN32,
+        CudaSemaphoreType::Timeline => {
+            sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_WIN32
+        }
+    };
+    let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
+        type_,
+        handle: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 {
+            win32: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1__bindgen_ty_1 {
+                handle: handle.as_raw_handle(),
+                name: std::ptr::null(),
+            },
+        },
+        flags: 0,
+        reserved: [0; 16],
+    };
+    let mut ext = std::mem::MaybeUninit::uninit();
+    // SAFETY: desc is fully initialised; the caller vouches for the handle and its type.
+    unsafe { sys::cuImportExternalSemaphore(ext.as_mut_ptr(), &desc) }
+        .result()
+        .cuda("cuImportExternalSemaphore")?;
+    // CUDA does not own NT handles: `handle` closes it here.
+    drop(handle);
+    // SAFETY: initialised by the successful call.
+    Ok(unsafe { ext.assume_init() })
+}
