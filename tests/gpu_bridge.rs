@@ -214,7 +214,7 @@ fn bad_inputs_each_refused_then_next_call_works() {
     let alloc = bridge
         .create_allocation(1 << 20, BufferUsage::STORAGE_BUFFER)
         .unwrap();
-    common::warm_up(bridge.vulkan());
+    let _warm = common::warm_up(bridge.vulkan());
     let fds = common::fds();
     let free = cuda_free();
     let live = alloc.cuda_memory().live_mappings();
@@ -292,7 +292,7 @@ fn bad_inputs_each_refused_then_next_call_works() {
     bridge.vulkan().fill_buffer(&b, 0, 4096, 9).unwrap();
     assert!(b.cuda_read().unwrap().iter().all(|&w| w == 9));
     drop(b);
-    assert_eq!(common::fds(), fds, "descriptors leaked");
+    common::assert_fds(fds, "descriptors leaked");
     assert!(
         cuda_free() >= free,
         "CUDA memory leaked: {} -> {}",
@@ -326,7 +326,7 @@ fn same_descriptor_imported_twice_is_refused() {
         )
         .unwrap(),
     );
-    common::warm_up(bridge.vulkan());
+    let _warm = common::warm_up(bridge.vulkan());
     let fds = common::fds();
     let fd = memory.export().unwrap();
     let raw = fd.as_raw_fd();
@@ -355,7 +355,7 @@ fn same_descriptor_imported_twice_is_refused() {
         assert_err!(res, Error::HandleNotOpen { .. });
     }
     drop(first);
-    assert_eq!(common::fds(), fds, "descriptor leaked or closed twice");
+    common::assert_fds(fds, "descriptor leaked or closed twice");
     // The next import of a fresh export works.
     let fd = memory.export().unwrap();
     // SAFETY: as above.
@@ -371,7 +371,7 @@ fn same_descriptor_imported_twice_is_refused() {
     .unwrap();
     drop(again.map(0, 4096, MapOptions::default()).unwrap());
     drop(again);
-    assert_eq!(common::fds(), fds);
+    common::assert_fds(fds, "descriptors");
 }
 
 /// 10,000 create/export/import/map/drop cycles: descriptors and CUDA free memory return to
@@ -390,7 +390,7 @@ fn ten_thousand_cycles_leak_nothing() {
                 .unwrap(),
         );
     }
-    common::warm_up(bridge.vulkan());
+    let _warm = common::warm_up(bridge.vulkan());
     let fds = common::fds();
     let free = cuda_free();
     let t = std::time::Instant::now();

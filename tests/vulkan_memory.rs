@@ -66,7 +66,7 @@ fn export_import_same_device_round_trip() {
         return;
     };
     eprintln!("device: {}", ctx.info().describe());
-    common::warm_up(&ctx);
+    let _warm = common::warm_up(&ctx);
     let fds = common::fds();
     {
         let a = exportable(&ctx, 1 << 20).unwrap();
@@ -82,7 +82,7 @@ fn export_import_same_device_round_trip() {
             .iter()
             .all(|&w| w == 0xdead_beef));
     }
-    assert_eq!(common::fds(), fds, "file descriptors leaked");
+    common::assert_fds(fds, "file descriptors leaked");
     common::assert_clean(&ctx);
 }
 
@@ -93,16 +93,16 @@ fn export_import_second_device_round_trip() {
         return;
     };
     let ctx_b = common::vulkan("second device").unwrap();
-    common::warm_up(&ctx_b);
+    let _warm = common::warm_up(&ctx_b);
     assert_eq!(ctx_a.info().device_uuid, ctx_b.info().device_uuid);
-    common::warm_up(&ctx_a);
+    let _warm = common::warm_up(&ctx_a);
     let fds = common::fds();
     {
         let a = exportable(&ctx_a, 256 << 10).unwrap();
         let b = import_into(&ctx_b, &a).unwrap();
         write_a_read_b(&ctx_a, &a, &ctx_b, &b, 7);
     }
-    assert_eq!(common::fds(), fds, "file descriptors leaked");
+    common::assert_fds(fds, "file descriptors leaked");
     common::assert_clean(&ctx_a);
     common::assert_clean(&ctx_b);
 }
@@ -114,7 +114,7 @@ fn each_export_is_a_new_descriptor() {
         return;
     };
     let a = exportable(&ctx, 4096).unwrap();
-    common::warm_up(&ctx);
+    let _warm = common::warm_up(&ctx);
     let fds = common::fds();
     let f1 = a.memory().export().unwrap();
     let f2 = a.memory().export().unwrap();
@@ -122,7 +122,7 @@ fn each_export_is_a_new_descriptor() {
     assert_ne!(f1.as_raw_fd(), f2.as_raw_fd());
     assert_eq!(common::fds(), fds + 2);
     drop((f1, f2));
-    assert_eq!(common::fds(), fds);
+    common::assert_fds(fds, "descriptors");
     common::assert_clean(&ctx);
 }
 
@@ -132,7 +132,7 @@ fn bad_inputs_are_rejected_before_the_driver() {
     let Some(ctx) = common::vulkan("bad_inputs_are_rejected_before_the_driver") else {
         return;
     };
-    common::warm_up(&ctx);
+    let _warm = common::warm_up(&ctx);
     let fds = common::fds();
 
     // A buffer not created exportable cannot be bound to exportable memory.
@@ -226,7 +226,7 @@ fn bad_inputs_are_rejected_before_the_driver() {
     ctx.fill_buffer(&ok, 0, 1024, 5).unwrap();
     drop(ok);
     drop((memory, plain_memory));
-    assert_eq!(common::fds(), fds, "file descriptors leaked");
+    common::assert_fds(fds, "file descriptors leaked");
     common::assert_clean(&ctx);
 }
 

@@ -58,31 +58,48 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Drivers open device files lazily on first use and keep them for the device's life (NVIDIA
-/// opened 9 on the first allocation): run one full export/copy cycle before a descriptor
-/// baseline is taken, so only what the code under test holds is counted.
-pub fn warm_up(ctx: &Arc<VulkanContext>) {
+/// Drivers open device files lazily and tie some to live allocations (NVIDIA opened 9 on the
+/// first allocation and closed 8 when the last one was freed): run one full export/copy
+/// cycle and keep what it made alive across the test (hold the returned value), so a
+/// descriptor baseline counts only what the code under test holds.
+pub fn warm_up(ctx: &Arc<VulkanContext>) -> WarmUp {
     use cuvk::ash::vk;
-    use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory, HostBuffer};
+    use cuvk::vulkan::{BoundBuffer, HostBuffer};
     let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
-    let b = Buffer::new(ctx, 4096, usage, true).expect("warm-up buffer");
-    let r = b.requirements();
-    let m = DeviceMemory::allocate(
-        ctx,
-        AllocateInfo {
-            size: r.size,
-            memory_type_bits: r.memory_type_bits,
-            properties: vk::MemoryPropertyFlags::empty(),
-            exportable: true,
-        },
-        (r.requires_dedicated || r.prefers_dedicated).then_some(&b),
-    )
-    .expect("warm-up memory");
-    drop(m.export().expect("warm-up export"));
-    let bound = b.bind(Arc::new(m), 0).expect("warm-up bind");
+    let bound = BoundBuffer::new_exportable(ctx, 4096, usage, vk::MemoryPropertyFlags::empty())
+        .expect("warm-up buffer");
+    drop(bound.memory().export().expect("warm-up export"));
     let host = HostBuffer::new(ctx, 4096, vk::BufferUsageFlags::empty()).expect("warm-up host");
     ctx.copy_buffer(&bound, 0, &host, 0, 4096)
         .expect("warm-up copy");
+    WarmUp(bound, host)
+}
+
+/// What [`warm_up`] keeps alive.
+pub struct WarmUp(cuvk::vulkan::BoundBuffer, cuvk::vulkan::HostBuffer);
+
+/// Where each open descriptor points (printed when a leak check fails).
+pub fn fd_links() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| format!("{:?}", std::fs::read_link(e.path()).unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Asserts the descriptor count is back to `before`, listing the open descriptors if not.
+pub fn assert_fds(before: usize, what: &str) {
+    let now = fds();
+    assert_eq!(
+        now,
+        before,
+        "{what}: descriptors {before} -> {now}; open now: {:?}",
+        fd_links()
+    );
 }
 
 /// Open file descriptors of this process.
