@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the build and the Vulkan tests need on a Debian machine, if missing:
-# the Vulkan loader, Mesa's lavapipe (a CPU Vulkan device) and the Khronos validation layer.
+# the Vulkan loader, Mesa's lavapipe (a CPU Vulkan device), the Khronos validation layer,
+# and the shader tools that check the shipped SPIR-V (glslang, spirv-tools).
 set -euo pipefail
 need=()
-for p in libvulkan1 mesa-vulkan-drivers vulkan-validationlayers; do
+for p in libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

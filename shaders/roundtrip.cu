@@ -32,3 +32,11 @@ extern "C" __global__ void copy16(const uint4* __restrict__ src, uint4* __restri
         dst[i] = src[i];
     }
 }
+
+// Writes `value` into every element: the frame-pacing tests' CUDA-side writer.
+extern "C" __global__ void fill_u32(unsigned int* out, unsigned long long n, unsigned int value) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        out[i] = value;
+    }
+}

@@ -21,6 +21,7 @@
 pub mod bridge;
 pub mod cuda;
 pub mod error;
+pub mod frames;
 pub mod handle;
 pub mod layout;
 mod uuid;
@@ -28,6 +29,7 @@ pub mod vulkan;
 
 pub use bridge::{Bridge, BridgeConfig, BufferUsage, SharedAllocation, SharedBuffer};
 pub use error::{Error, Result};
+pub use frames::{Frame, FramePacer};
 pub use uuid::Uuid;
 
 /// Re-exported so users name the same versions this crate was built with.

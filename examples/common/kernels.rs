@@ -19,6 +19,7 @@ pub struct Kernels {
     write_pattern: CudaFunction,
     count_not_equal: CudaFunction,
     copy16: CudaFunction,
+    fill_u32: CudaFunction,
     sms: u32,
 }
 
@@ -41,6 +42,7 @@ impl Kernels {
             write_pattern: module.load_function("write_pattern")?,
             count_not_equal: module.load_function("count_not_equal")?,
             copy16: module.load_function("copy16")?,
+            fill_u32: module.load_function("fill_u32")?,
             sms,
         })
     }
@@ -74,6 +76,21 @@ impl Kernels {
         // SAFETY: `ptr` points to at least n u32 elements of live device memory (caller).
         unsafe { b.launch(grid(self.sms, n)) }?;
         Ok(stream.clone_dtoh(&counter)?[0])
+    }
+
+    /// Writes `value` into `n` u32 elements at `ptr`.
+    pub fn fill(
+        &self,
+        stream: &Arc<CudaStream>,
+        ptr: &CUdeviceptr,
+        n: u64,
+        value: u32,
+    ) -> anyhow::Result<()> {
+        let mut b = stream.launch_builder(&self.fill_u32);
+        b.arg(ptr).arg(&n).arg(&value);
+        // SAFETY: `ptr` points to at least n u32 elements of live device memory (caller).
+        unsafe { b.launch(grid(self.sms, n)) }?;
+        Ok(())
     }
 
     /// Copies `bytes` (a multiple of 16) from `src` to `dst`.

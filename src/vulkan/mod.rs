@@ -2,10 +2,12 @@
 //! buffers and one-shot command helpers.
 
 mod commands;
+mod compute;
 mod context;
 mod memory;
 mod semaphore;
 
+pub use compute::ComputePipeline;
 pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, Validation, VulkanConfig,
     VulkanContext, MEMORY_EXTENSION, MIN_API_VERSION, SEMAPHORE_EXTENSION,

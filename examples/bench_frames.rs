@@ -1,0 +1,362 @@
+//! Per-frame CUDA→Vulkan handoff cost, side by side in one run:
+//!
+//! - `pacer K=1..3`: the frame pacer, pipelined (CUDA writes, semaphores, Vulkan reads);
+//! - `no sync`: the same launches and submits with no ordering at all (the floor the pacer's
+//!   overhead is measured against; its results are wrong by design);
+//! - `cpu waits`: CUDA kernel + stream synchronize, then Vulkan submit + fence wait;
+//! - `ping-pong`: strict CUDA→Vulkan→CUDA, each side waiting for the other on the GPU,
+//!   with default and with highest CUDA stream priority;
+//! - `cuda ping-pong`: the same alternation between two CUDA streams (events), no Vulkan;
+//! - `vulkan ping-pong`: alternating dependent submissions on one Vulkan queue, no CUDA.
+//!
+//! Each frame's work is tiny (4 KiB written by CUDA, checked by a Vulkan compute shader), so
+//! the numbers are the synchronisation cost.
+//!
+//!     cargo run --release --example bench_frames [-- --frames 5000 --json out.json]
+
+#[path = "common/checker.rs"]
+mod checker;
+#[path = "common/kernels.rs"]
+mod kernels;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use checker::Checker;
+use cuvk::ash::vk;
+use cuvk::cuda::ExternalSemaphore;
+use cuvk::cudarc::driver::sys;
+use cuvk::vulkan::{HostBuffer, Semaphore, SemaphoreKind, SemaphoreOp};
+use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, SharedBuffer};
+use kernels::Kernels;
+
+const ELEMENTS: usize = 1024;
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Setup {
+    bridge: Bridge,
+    k: Kernels,
+    slots: Vec<SharedBuffer<u32>>,
+    result: HostBuffer,
+}
+
+impl Setup {
+    fn checker(&self, command_slots: usize) -> anyhow::Result<Checker> {
+        Checker::new(&self.bridge, &self.slots, &self.result, command_slots)
+    }
+    fn reset_result(&mut self) -> anyhow::Result<()> {
+        self.result.write(&[0u32; 3])?;
+        Ok(())
+    }
+}
+
+fn per_frame_us(t: Instant, frames: u64) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6 / frames as f64
+}
+
+/// The pacer, K frames in flight (K <= slots).
+fn pacer(s: &mut Setup, k_in_flight: u32, frames: u64) -> anyhow::Result<(f64, u32)> {
+    s.reset_result()?;
+    let stream = s.bridge.cuda().new_stream()?;
+    let mut pacer = FramePacer::new(&s.bridge, k_in_flight)?;
+    let checker = s.checker(pacer.command_slots())?;
+    let t = Instant::now();
+    for _ in 0..frames {
+        let f = pacer.begin_frame()?;
+        let slot = &s.slots[f.slot];
+        pacer.cuda_acquire(&f, &stream)?;
+        s.k.fill(&stream, slot.kernel_arg(), ELEMENTS as u64, f.number as u32)?;
+        pacer.cuda_release(&f, &stream)?;
+        // SAFETY: begin_frame freed the command slot; everything lives until wait_idle.
+        unsafe {
+            let cmd = checker.record(
+                f.command_slot,
+                f.slot,
+                f.number as u32,
+                Some((&pacer, slot)),
+            )?;
+            pacer.vulkan_submit(
+                &f,
+                &[cmd],
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                &[],
+                &[],
+                vk::Fence::null(),
+            )?;
+        }
+    }
+    pacer.wait_idle(WAIT)?;
+    let us = per_frame_us(t, frames);
+    drop(checker);
+    Ok((us, checker::read_result(&s.result)?.0))
+}
+
+/// Same launches and submits, no ordering; a fence every 2 frames bounds the CPU's lead so
+/// command slots can be reused (the pacer bounds it the same way).
+fn no_sync(s: &mut Setup, frames: u64) -> anyhow::Result<f64> {
+    s.reset_result()?;
+    let stream = s.bridge.cuda().new_stream()?;
+    let ctx = s.bridge.vulkan().clone();
+    let timeline = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, false)?;
+    let checker = s.checker(4)?;
+    let t = Instant::now();
+    for n in 1..=frames {
+        if n > 4 {
+            timeline.wait_host(n - 4, WAIT)?;
+        }
+        s.k.fill(&stream, s.slots[0].kernel_arg(), ELEMENTS as u64, n as u32)?;
+        let signal = [SemaphoreOp {
+            semaphore: &timeline,
+            value: n,
+            stage: vk::PipelineStageFlags::empty(),
+        }];
+        // SAFETY: command slot n % 4 finished (waited above); resources live until the end.
+        unsafe {
+            let cmd = checker.record((n % 4) as usize, 0, n as u32, None)?;
+            ctx.submit_with_semaphores(&[cmd], &[], &signal, vk::Fence::null())?;
+        }
+    }
+    timeline.wait_host(frames, WAIT)?;
+    stream.synchronize()?;
+    Ok(per_frame_us(t, frames))
+}
+
+/// CUDA kernel + stream synchronize, Vulkan submit + fence wait, every frame.
+fn cpu_waits(s: &mut Setup, frames: u64) -> anyhow::Result<(f64, u32)> {
+    s.reset_result()?;
+    let stream = s.bridge.cuda().new_stream()?;
+    let ctx = s.bridge.vulkan().clone();
+    let checker = s.checker(1)?;
+    // SAFETY: valid device; destroyed below.
+    let fence = unsafe {
+        ctx.device()
+            .create_fence(&vk::FenceCreateInfo::default(), None)
+    }?;
+    let t = Instant::now();
+    for n in 1..=frames {
+        s.k.fill(&stream, s.slots[0].kernel_arg(), ELEMENTS as u64, n as u32)?;
+        stream.synchronize()?;
+        // SAFETY: the previous submission completed (fence waited); resources are alive.
+        unsafe {
+            let cmd = checker.record(0, 0, n as u32, None)?;
+            ctx.submit_with_semaphores(&[cmd], &[], &[], fence)?;
+            ctx.device().wait_for_fences(&[fence], true, u64::MAX)?;
+            ctx.device().reset_fences(&[fence])?;
+        }
+    }
+    let us = per_frame_us(t, frames);
+    // SAFETY: nothing pending on it.
+    unsafe { ctx.device().destroy_fence(fence, None) };
+    drop(checker);
+    Ok((us, checker::read_result(&s.result)?.0))
+}
+
+/// Strict alternation: CUDA writes N, Vulkan checks N, CUDA waits for that before N+1.
+fn ping_pong(s: &mut Setup, frames: u64, priority: Option<i32>) -> anyhow::Result<(f64, u32)> {
+    s.reset_result()?;
+    let cuda = s.bridge.cuda().clone();
+    let stream = match priority {
+        Some(p) => cuda.new_stream_with_priority(p)?,
+        None => cuda.new_stream()?,
+    };
+    let ctx = s.bridge.vulkan().clone();
+    let timeline = SemaphoreKind::Timeline { initial: 0 };
+    let (to_vk, to_cuda) = (
+        Semaphore::new(&ctx, timeline, true)?,
+        Semaphore::new(&ctx, timeline, true)?,
+    );
+    let (to_vk_cu, to_cuda_cu) = (
+        ExternalSemaphore::import(&cuda, &to_vk)?,
+        ExternalSemaphore::import(&cuda, &to_cuda)?,
+    );
+    let checker = s.checker(4)?;
+    let t = Instant::now();
+    for n in 1..=frames {
+        if n > 4 {
+            to_cuda.wait_host(n - 4, WAIT)?; // command-slot reuse only; rarely blocks
+        }
+        if n > 1 {
+            to_cuda_cu.wait(&stream, n - 1)?;
+        }
+        s.k.fill(&stream, s.slots[0].kernel_arg(), ELEMENTS as u64, n as u32)?;
+        to_vk_cu.signal(&stream, n)?;
+        let wait = [SemaphoreOp {
+            semaphore: &to_vk,
+            value: n,
+            stage: vk::PipelineStageFlags::COMPUTE_SHADER,
+        }];
+        let signal = [SemaphoreOp {
+            semaphore: &to_cuda,
+            value: n,
+            stage: vk::PipelineStageFlags::empty(),
+        }];
+        // SAFETY: command slot n % 4 finished; resources live until the final wait.
+        unsafe {
+            let cmd = checker.record((n % 4) as usize, 0, n as u32, None)?;
+            ctx.submit_with_semaphores(&[cmd], &wait, &signal, vk::Fence::null())?;
+        }
+    }
+    to_cuda.wait_host(frames, WAIT)?;
+    let us = per_frame_us(t, frames);
+    drop(checker);
+    Ok((us, checker::read_result(&s.result)?.0))
+}
+
+/// Strict alternation between two CUDA streams through events: no Vulkan, no API switch.
+fn cuda_ping_pong(s: &Setup, frames: u64) -> anyhow::Result<f64> {
+    let cuda = s.bridge.cuda();
+    let (a, b) = (cuda.new_stream()?, cuda.new_stream()?);
+    let t = Instant::now();
+    for n in 1..=frames {
+        s.k.fill(&a, s.slots[0].kernel_arg(), ELEMENTS as u64, n as u32)?;
+        let e = a.record_event(None)?;
+        b.wait(&e)?;
+        s.k.fill(&b, s.slots[0].kernel_arg(), ELEMENTS as u64, n as u32)?;
+        let e = b.record_event(None)?;
+        a.wait(&e)?;
+    }
+    a.synchronize()?;
+    Ok(per_frame_us(t, frames))
+}
+
+/// Strict alternation of dependent submissions on one Vulkan queue (timeline-chained): no CUDA.
+fn vulkan_ping_pong(s: &mut Setup, frames: u64) -> anyhow::Result<f64> {
+    s.reset_result()?;
+    let ctx = s.bridge.vulkan().clone();
+    let sem = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, false)?;
+    let checker = s.checker(8)?;
+    let t = Instant::now();
+    for n in 1..=frames {
+        for half in 0..2u64 {
+            let v = 2 * n - 1 + half;
+            if v > 8 {
+                sem.wait_host(v - 8, WAIT)?;
+            }
+            let wait = [SemaphoreOp {
+                semaphore: &sem,
+                value: v - 1,
+                stage: vk::PipelineStageFlags::COMPUTE_SHADER,
+            }];
+            let signal = [SemaphoreOp {
+                semaphore: &sem,
+                value: v,
+                stage: vk::PipelineStageFlags::empty(),
+            }];
+            // SAFETY: command slot v % 8 finished; resources live until the final wait.
+            unsafe {
+                let cmd = checker.record((v % 8) as usize, 0, 0, None)?;
+                ctx.submit_with_semaphores(
+                    &[cmd],
+                    if v > 1 { &wait } else { &[] },
+                    &signal,
+                    vk::Fence::null(),
+                )?;
+            }
+        }
+    }
+    sem.wait_host(2 * frames, WAIT)?;
+    Ok(per_frame_us(t, frames))
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut frames: u64 = 5000;
+    let mut json_path: Option<String> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--frames" => frames = args.next().context("--frames N")?.parse()?,
+            "--json" => json_path = Some(args.next().context("--json PATH")?),
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    let bridge = Bridge::new(BridgeConfig::default())?;
+    println!(
+        "device: {} (uuid {})",
+        bridge.vulkan().info().name,
+        bridge.uuid()
+    );
+    let k = Kernels::load(bridge.cuda())?;
+    let slots = (0..3)
+        .map(|_| bridge.create_buffer::<u32>(ELEMENTS, BufferUsage::STORAGE_BUFFER))
+        .collect::<cuvk::Result<Vec<_>>>()?;
+    let result = HostBuffer::new(bridge.vulkan(), 12, vk::BufferUsageFlags::STORAGE_BUFFER)?;
+    let mut s = Setup {
+        bridge,
+        k,
+        slots,
+        result,
+    };
+    // The highest CUDA stream priority (numerically lowest) of this context.
+    let (mut _least, mut lo) = (0i32, 0i32);
+    s.bridge.cuda().bind_to_thread()?;
+    // SAFETY: plain out-parameters; the context is bound.
+    unsafe { sys::cuCtxGetStreamPriorityRange(&mut _least, &mut lo) }.result()?;
+
+    // Warm-up of every path (module load, pipeline creation, driver caches).
+    pacer(&mut s, 2, 200)?;
+    cpu_waits(&mut s, 50)?;
+    ping_pong(&mut s, 50, None)?;
+
+    let mut rows: Vec<(String, f64, Option<u32>)> = Vec::new();
+    let floor = no_sync(&mut s, frames)?;
+    rows.push(("no sync (floor, results unordered)".into(), floor, None));
+    for kk in 1..=3 {
+        let (us, bad) = pacer(&mut s, kk, frames)?;
+        rows.push((format!("pacer, pipelined, K={kk}"), us, Some(bad)));
+    }
+    let (cpu_us, bad) = cpu_waits(&mut s, frames.min(2000))?;
+    rows.push(("CPU waits (stream sync + fence)".into(), cpu_us, Some(bad)));
+    let (pp, bad) = ping_pong(&mut s, frames.min(2000), None)?;
+    rows.push(("ping-pong CUDA->Vulkan->CUDA".into(), pp, Some(bad)));
+    let (pp_hi, bad) = ping_pong(&mut s, frames.min(2000), Some(lo))?;
+    rows.push((
+        format!("ping-pong, CUDA stream priority {lo}"),
+        pp_hi,
+        Some(bad),
+    ));
+    rows.push((
+        "CUDA-only ping-pong, 2 streams".into(),
+        cuda_ping_pong(&s, frames.min(2000))?,
+        None,
+    ));
+    rows.push((
+        "Vulkan-only ping-pong, 1 queue".into(),
+        vulkan_ping_pong(&mut s, frames.min(2000))?,
+        None,
+    ));
+
+    println!("\nper-frame cost, {ELEMENTS} u32 per frame (us per frame; mismatches = elements Vulkan read wrong)");
+    println!("| path                                   | us/frame | mismatches |");
+    println!("|----------------------------------------|----------|------------|");
+    for (name, us, bad) in &rows {
+        let bad = bad.map_or("-".to_string(), |b| b.to_string());
+        println!("| {name:<38} | {us:>8.1} | {bad:>10} |");
+    }
+    let best_pacer = rows[1..4].iter().map(|r| r.1).fold(f64::MAX, f64::min);
+    println!(
+        "\npacer overhead over no-sync floor (best K): {:.1} us/frame",
+        best_pacer - floor
+    );
+    println!("CPU waits / pacer (best K): {:.1}x", cpu_us / best_pacer);
+    if let Some(p) = json_path {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|(n, us, bad)| {
+                format!(
+                    "{{\"path\":\"{n}\",\"us_per_frame\":{us:.2},\"mismatches\":{}}}",
+                    bad.map_or("null".into(), |b| b.to_string())
+                )
+            })
+            .collect();
+        let json = format!(
+            "{{\"device\":\"{}\",\"frames\":{frames},\"elements\":{ELEMENTS},\"rows\":[{}],\"pacer_overhead_us\":{:.2},\"cpu_over_pacer\":{:.2}}}\n",
+            s.bridge.vulkan().info().name,
+            items.join(","),
+            best_pacer - floor,
+            cpu_us / best_pacer
+        );
+        std::fs::write(&p, json).with_context(|| format!("writing {p}"))?;
+        println!("wrote {p}");
+    }
+    Ok(())
+}

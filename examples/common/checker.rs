@@ -1,0 +1,141 @@
+//! The Vulkan-side reader of the frame tests and benchmark: a compute shader
+//! (shaders/check_value.comp) that counts elements differing from the expected frame number,
+//! with one command pool per command slot. Shared by examples and tests (`#[path]`).
+#![allow(dead_code)]
+
+use cuvk::ash::vk;
+use cuvk::vulkan::{AsVkBuffer, ComputePipeline, HostBuffer};
+use cuvk::{Bridge, FramePacer, SharedBuffer};
+
+pub const CHECK_SPV: &[u8] = include_bytes!("../../shaders/check_value.spv");
+
+pub struct Checker {
+    pipeline: ComputePipeline,
+    sets: Vec<vk::DescriptorSet>,
+    pools: Vec<vk::CommandPool>,
+    cmds: Vec<vk::CommandBuffer>,
+    elements: u32,
+    device: cuvk::ash::Device,
+}
+
+impl Checker {
+    /// `result` is a 12-byte host buffer: mismatches, checks, last bad value.
+    pub fn new(
+        bridge: &Bridge,
+        slots: &[SharedBuffer<u32>],
+        result: &HostBuffer,
+        command_slots: usize,
+    ) -> anyhow::Result<Self> {
+        let ctx = bridge.vulkan();
+        let pipeline = ComputePipeline::new(ctx, CHECK_SPV, 2, 8, slots.len() as u32)?;
+        let sets = slots
+            .iter()
+            .map(|s| pipeline.descriptor_set(&[s as &dyn AsVkBuffer, result]))
+            .collect::<cuvk::Result<Vec<_>>>()?;
+        let device = ctx.device().clone();
+        let mut pools = Vec::new();
+        let mut cmds = Vec::new();
+        for _ in 0..command_slots {
+            let info =
+                vk::CommandPoolCreateInfo::default().queue_family_index(ctx.queue_family_index());
+            // SAFETY: valid device.
+            let pool = unsafe { device.create_command_pool(&info, None) }?;
+            pools.push(pool);
+            let alloc = vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .command_buffer_count(1);
+            // SAFETY: our pool.
+            cmds.push(unsafe { device.allocate_command_buffers(&alloc) }?[0]);
+        }
+        let elements = slots.first().map_or(0, |s| s.len() as u32);
+        Ok(Self {
+            pipeline,
+            sets,
+            pools,
+            cmds,
+            elements,
+            device,
+        })
+    }
+
+    /// Records the check of `slot` against `expected` into command slot `command_slot`, with
+    /// the ownership transfers from/to CUDA when a pacer is given.
+    ///
+    /// # Safety
+    /// The previous use of `command_slot` must have completed; `slots[slot]` must be the
+    /// buffer the descriptor set was made for.
+    pub unsafe fn record(
+        &self,
+        command_slot: usize,
+        slot: usize,
+        expected: u32,
+        transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
+    ) -> anyhow::Result<vk::CommandBuffer> {
+        let device = &self.device;
+        let cmd = self.cmds[command_slot];
+        // SAFETY: the caller promised the command slot is free; everything recorded is ours.
+        unsafe {
+            device
+                .reset_command_pool(self.pools[command_slot], vk::CommandPoolResetFlags::empty())?;
+            let begin = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+            device.begin_command_buffer(cmd, &begin)?;
+            if let Some((pacer, buf)) = transfer {
+                pacer.record_acquire_from_cuda(
+                    cmd,
+                    &[buf],
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ,
+                );
+            }
+            // Earlier checks' atomic adds to the result buffer happen before this one's.
+            let mem = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+            device.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::DependencyFlags::empty(),
+                &mem,
+                &[],
+                &[],
+            );
+            let push: Vec<u8> = [expected, self.elements]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect();
+            let groups = self.elements.div_ceil(256).clamp(1, 1024);
+            self.pipeline
+                .record_dispatch(cmd, self.sets[slot], &push, groups);
+            if let Some((pacer, buf)) = transfer {
+                pacer.record_release_to_cuda(
+                    cmd,
+                    &[buf],
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ,
+                );
+            }
+            device.end_command_buffer(cmd)?;
+        }
+        Ok(cmd)
+    }
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        // SAFETY: users wait for all frames before dropping; pools and buffers are ours.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            for &p in &self.pools {
+                self.device.destroy_command_pool(p, None);
+            }
+        }
+    }
+}
+
+/// Reads (mismatches, checks, last bad value) from the result buffer.
+pub fn read_result(result: &HostBuffer) -> anyhow::Result<(u32, u32, u32)> {
+    let r: Vec<u32> = result.read()?;
+    Ok((r[0], r[1], r[2]))
+}

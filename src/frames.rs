@@ -1,0 +1,265 @@
+//! Frame pacing for render loops where CUDA writes and Vulkan reads shared buffers, with
+//! K frames in flight, ordered on the GPU by two timeline semaphores:
+//!
+//! - `cuda_done` reaches N when CUDA has finished writing frame N;
+//! - `vulkan_done` reaches N when Vulkan has finished reading frame N.
+//!
+//! Frame N uses slot `N % K`. Before writing it, the CUDA stream waits (on the GPU) for
+//! `vulkan_done >= N - K`, the last frame that read the slot; Vulkan's submission waits for
+//! `cuda_done >= N`. The CUDA↔Vulkan handoff never waits on the CPU. The only host wait is
+//! [`FramePacer::begin_frame`]'s bound on how far the CPU records ahead of the GPU: frame N
+//! starts once Vulkan finished frame `N - 2K`, so the frame's command buffer (one of `2K`,
+//! [`Frame::command_slot`]) is free to reuse; the data slots are guarded on the GPU alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ash::vk;
+use cudarc::driver::CudaStream;
+
+use crate::cuda::ExternalSemaphore;
+use crate::error::{Error, Result};
+use crate::vulkan::{AsVkBuffer, Semaphore, SemaphoreKind, SemaphoreOp};
+use crate::Bridge;
+
+/// How long [`FramePacer::begin_frame`] waits for a slot before reporting [`Error::Timeout`].
+pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One frame handed out by [`FramePacer::begin_frame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// Frame number, from 1, strictly increasing: the timeline value of this frame.
+    pub number: u64,
+    /// The slot (buffer index) this frame writes and reads: `number % frames_in_flight`.
+    pub slot: usize,
+    /// Which of the `2 * frames_in_flight` command buffers this frame may record into: the
+    /// frame that last used it has completed.
+    pub command_slot: usize,
+    frames_in_flight: u64,
+}
+
+impl Frame {
+    /// The last frame that used this slot (`number - K`), if any: what CUDA must wait for.
+    pub fn previous_use(&self) -> Option<u64> {
+        self.number
+            .checked_sub(self.frames_in_flight)
+            .filter(|&n| n > 0)
+    }
+}
+
+/// Hands out frames and orders CUDA writes and Vulkan reads of K slots on the GPU.
+pub struct FramePacer {
+    frames_in_flight: u64,
+    cuda_done: Arc<Semaphore>,
+    vulkan_done: Arc<Semaphore>,
+    cuda_done_import: ExternalSemaphore,
+    vulkan_done_import: ExternalSemaphore,
+    queue_family: u32,
+    next: u64,
+    slot_timeout: Duration,
+}
+
+impl FramePacer {
+    /// Creates the two exportable timeline semaphores, imports them into CUDA, for
+    /// `frames_in_flight` (1 to 8) slots.
+    pub fn new(bridge: &Bridge, frames_in_flight: u32) -> Result<Self> {
+        if !(1..=8).contains(&frames_in_flight) {
+            return Err(Error::InvalidArgument(format!(
+                "frames in flight must be 1 to 8, not {frames_in_flight}"
+            )));
+        }
+        let vk = bridge.vulkan();
+        let timeline = SemaphoreKind::Timeline { initial: 0 };
+        let cuda_done = Semaphore::new(vk, timeline, true)?;
+        let vulkan_done = Semaphore::new(vk, timeline, true)?;
+        Ok(Self {
+            frames_in_flight: u64::from(frames_in_flight),
+            cuda_done_import: ExternalSemaphore::import(bridge.cuda(), &cuda_done)?,
+            vulkan_done_import: ExternalSemaphore::import(bridge.cuda(), &vulkan_done)?,
+            cuda_done,
+            vulkan_done,
+            queue_family: vk.queue_family_index(),
+            next: 1,
+            slot_timeout: DEFAULT_SLOT_TIMEOUT,
+        })
+    }
+
+    /// Frames in flight (K).
+    pub fn frames_in_flight(&self) -> u32 {
+        self.frames_in_flight as u32
+    }
+    /// The timeline CUDA signals with the frame number when it has written a frame.
+    pub fn cuda_done(&self) -> &Arc<Semaphore> {
+        &self.cuda_done
+    }
+    /// The timeline Vulkan signals with the frame number when it has read a frame.
+    pub fn vulkan_done(&self) -> &Arc<Semaphore> {
+        &self.vulkan_done
+    }
+    /// Sets how long [`Self::begin_frame`] waits for a slot.
+    pub fn set_slot_timeout(&mut self, timeout: Duration) {
+        self.slot_timeout = timeout;
+    }
+
+    /// Number of command buffers a loop cycles through ([`Frame::command_slot`]): `2K`.
+    pub fn command_slots(&self) -> usize {
+        2 * self.frames_in_flight as usize
+    }
+
+    /// The next frame. Waits on the host only until Vulkan has finished frame `N - 2K`, the
+    /// previous user of the frame's command slot (immediate unless the CPU is 2K frames ahead).
+    pub fn begin_frame(&mut self) -> Result<Frame> {
+        let command_slots = 2 * self.frames_in_flight;
+        let frame = Frame {
+            number: self.next,
+            slot: (self.next % self.frames_in_flight) as usize,
+            command_slot: (self.next % command_slots) as usize,
+            frames_in_flight: self.frames_in_flight,
+        };
+        if let Some(prev) = self.next.checked_sub(command_slots).filter(|&n| n > 0) {
+            self.vulkan_done.wait_host(prev, self.slot_timeout)?;
+        }
+        self.next += 1;
+        Ok(frame)
+    }
+
+    /// On `stream`: wait (on the GPU) until Vulkan has released the frame's slot.
+    pub fn cuda_acquire(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
+        match frame.previous_use() {
+            Some(prev) => self.vulkan_done_import.wait(stream, prev),
+            None => Ok(()),
+        }
+    }
+
+    /// On `stream`, after the frame's kernels: signal `cuda_done = frame.number`.
+    pub fn cuda_release(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
+        self.cuda_done_import.signal(stream, frame.number)
+    }
+
+    /// Submits the frame's Vulkan work: it waits for `cuda_done >= frame.number` at
+    /// `wait_stage` and signals `vulkan_done = frame.number`, plus the extra semaphores given
+    /// (e.g. binary swapchain semaphores).
+    ///
+    /// # Safety
+    /// As [`crate::vulkan::VulkanContext::submit_with_semaphores`].
+    pub unsafe fn vulkan_submit(
+        &self,
+        frame: &Frame,
+        command_buffers: &[vk::CommandBuffer],
+        wait_stage: vk::PipelineStageFlags,
+        extra_waits: &[SemaphoreOp<'_>],
+        extra_signals: &[SemaphoreOp<'_>],
+        fence: vk::Fence,
+    ) -> Result<()> {
+        let mut waits = vec![SemaphoreOp {
+            semaphore: &self.cuda_done,
+            value: frame.number,
+            stage: wait_stage,
+        }];
+        waits.extend_from_slice(extra_waits);
+        let mut signals = vec![SemaphoreOp {
+            semaphore: &self.vulkan_done,
+            value: frame.number,
+            stage: vk::PipelineStageFlags::empty(),
+        }];
+        signals.extend_from_slice(extra_signals);
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.cuda_done.context().submit_with_semaphores(
+                command_buffers,
+                &waits,
+                &signals,
+                fence,
+            )
+        }
+    }
+
+    /// Records the acquire half of the queue-family ownership transfer of `buffers` from
+    /// CUDA (`VK_QUEUE_FAMILY_EXTERNAL`) to this queue family, before Vulkan reads them.
+    ///
+    /// # Safety
+    /// `cmd` must be recording on the pacer's device; the buffers must stay alive until the
+    /// commands complete.
+    pub unsafe fn record_acquire_from_cuda(
+        &self,
+        cmd: vk::CommandBuffer,
+        buffers: &[&dyn AsVkBuffer],
+        dst_stage: vk::PipelineStageFlags,
+        dst_access: vk::AccessFlags,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.record_transfer(
+                cmd,
+                buffers,
+                (vk::QUEUE_FAMILY_EXTERNAL, self.queue_family),
+                (vk::PipelineStageFlags::TOP_OF_PIPE, dst_stage),
+                (vk::AccessFlags::empty(), dst_access),
+            )
+        }
+    }
+
+    /// Records the release half of the ownership transfer of `buffers` back to CUDA, after
+    /// Vulkan's last access to them in this frame.
+    ///
+    /// # Safety
+    /// As [`Self::record_acquire_from_cuda`].
+    pub unsafe fn record_release_to_cuda(
+        &self,
+        cmd: vk::CommandBuffer,
+        buffers: &[&dyn AsVkBuffer],
+        src_stage: vk::PipelineStageFlags,
+        src_access: vk::AccessFlags,
+    ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.record_transfer(
+                cmd,
+                buffers,
+                (self.queue_family, vk::QUEUE_FAMILY_EXTERNAL),
+                (src_stage, vk::PipelineStageFlags::BOTTOM_OF_PIPE),
+                (src_access, vk::AccessFlags::empty()),
+            )
+        }
+    }
+
+    unsafe fn record_transfer(
+        &self,
+        cmd: vk::CommandBuffer,
+        buffers: &[&dyn AsVkBuffer],
+        (src_family, dst_family): (u32, u32),
+        (src_stage, dst_stage): (vk::PipelineStageFlags, vk::PipelineStageFlags),
+        (src_access, dst_access): (vk::AccessFlags, vk::AccessFlags),
+    ) {
+        let barriers: Vec<vk::BufferMemoryBarrier> = buffers
+            .iter()
+            .map(|b| {
+                vk::BufferMemoryBarrier::default()
+                    .src_access_mask(src_access)
+                    .dst_access_mask(dst_access)
+                    .src_queue_family_index(src_family)
+                    .dst_queue_family_index(dst_family)
+                    .buffer(b.vk_buffer())
+                    .offset(0)
+                    .size(vk::WHOLE_SIZE)
+            })
+            .collect();
+        // SAFETY: forwarded from the caller (recording command buffer on this device).
+        unsafe {
+            self.cuda_done.context().device().cmd_pipeline_barrier(
+                cmd,
+                src_stage,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &[],
+                &barriers,
+                &[],
+            )
+        }
+    }
+
+    /// Waits on the host until Vulkan has finished every frame handed out so far.
+    pub fn wait_idle(&self, timeout: Duration) -> Result<()> {
+        self.vulkan_done.wait_host(self.next - 1, timeout)
+    }
+}

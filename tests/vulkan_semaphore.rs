@@ -1,0 +1,130 @@
+//! Semaphores on the Vulkan side alone (any Vulkan device; lavapipe in CI), under the
+//! validation layer: the clear `Unsupported`-style error where export is missing, timeline
+//! values, host signal/wait, timeouts, and non-increasing values refused before the driver.
+
+#[macro_use]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cuvk::ash::vk;
+use cuvk::vulkan::{Semaphore, SemaphoreKind, SemaphoreOp};
+use cuvk::Error;
+
+const TIMELINE: SemaphoreKind = SemaphoreKind::Timeline { initial: 0 };
+
+#[test]
+fn export_without_the_extension_says_so() {
+    let Some(ctx) = common::vulkan("export_without_the_extension_says_so") else {
+        return;
+    };
+    if ctx.info().capabilities.external_semaphore {
+        eprintln!(
+            "SKIP: {} can export semaphores (the GPU tests cover it)",
+            ctx.info().name
+        );
+        return;
+    }
+    let e = assert_err!(
+        Semaphore::new(&ctx, TIMELINE, true),
+        Error::MissingExtension { .. }
+    );
+    assert!(e.is_unavailable());
+    assert!(
+        e.to_string()
+            .contains(cuvk::vulkan::SEMAPHORE_EXTENSION.to_str().unwrap()),
+        "{e}"
+    );
+    // The next valid call works: a non-exportable timeline.
+    let s = Semaphore::new(&ctx, TIMELINE, false).unwrap();
+    s.signal_host(1).unwrap();
+    assert_eq!(s.value().unwrap(), 1);
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn timeline_values_signal_wait_and_timeout() {
+    let Some(ctx) = common::vulkan("timeline_values_signal_wait_and_timeout") else {
+        return;
+    };
+    let s = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 5 }, false).unwrap();
+    assert_eq!(s.value().unwrap(), 5);
+    s.wait_host(5, Duration::ZERO).unwrap();
+    s.signal_host(9).unwrap();
+    assert_eq!(s.value().unwrap(), 9);
+    s.wait_host(7, Duration::from_millis(1)).unwrap();
+
+    // Waiting on a value never signalled returns a timeout error, not a hang.
+    let t = Instant::now();
+    let e = assert_err!(
+        s.wait_host(10, Duration::from_millis(50)),
+        Error::Timeout { .. }
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(45),
+        "returned after {:?}: {e}",
+        t.elapsed()
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+
+    // Values must strictly increase: refused before the driver, with both numbers.
+    let e = assert_err!(
+        s.signal_host(9),
+        Error::TimelineNotIncreasing { value: 9, last: 9 }
+    );
+    assert!(e.to_string().contains("9"));
+    assert_err!(
+        s.signal_host(3),
+        Error::TimelineNotIncreasing { value: 3, last: 9 }
+    );
+    // The next valid call works.
+    s.signal_host(10).unwrap();
+    s.wait_host(10, Duration::from_secs(1)).unwrap();
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn queue_submission_signals_and_waits_timelines() {
+    let Some(ctx) = common::vulkan("queue_submission_signals_and_waits_timelines") else {
+        return;
+    };
+    let a = Semaphore::new(&ctx, TIMELINE, false).unwrap();
+    let b = Semaphore::new(&ctx, TIMELINE, false).unwrap();
+    // Submission waits for a=1 (signalled from the host later) and signals b=1.
+    let wait = [SemaphoreOp {
+        semaphore: &a,
+        value: 1,
+        stage: vk::PipelineStageFlags::ALL_COMMANDS,
+    }];
+    let signal = [SemaphoreOp {
+        semaphore: &b,
+        value: 1,
+        stage: vk::PipelineStageFlags::empty(),
+    }];
+    // SAFETY: no command buffers; the semaphores outlive the submission (waited below).
+    unsafe { ctx.submit_with_semaphores(&[], &wait, &signal, vk::Fence::null()) }.unwrap();
+    assert_err!(
+        b.wait_host(1, Duration::from_millis(20)),
+        Error::Timeout { .. }
+    );
+    a.signal_host(1).unwrap();
+    b.wait_host(1, Duration::from_secs(5)).unwrap();
+    // A submission that would signal a value already scheduled is refused before the driver.
+    // SAFETY: as above (refused before submission).
+    let res = unsafe { ctx.submit_with_semaphores(&[], &[], &signal, vk::Fence::null()) };
+    assert_err!(res, Error::TimelineNotIncreasing { value: 1, last: 1 });
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn binary_semaphores_refuse_timeline_operations() {
+    let Some(ctx) = common::vulkan("binary_semaphores_refuse_timeline_operations") else {
+        return;
+    };
+    let s = Semaphore::new(&ctx, SemaphoreKind::Binary, false).unwrap();
+    assert_err!(s.value(), Error::InvalidArgument(_));
+    assert_err!(s.signal_host(1), Error::InvalidArgument(_));
+    assert_err!(s.wait_host(1, Duration::ZERO), Error::InvalidArgument(_));
+    assert_err!(s.export(), Error::InvalidArgument(_));
+    common::assert_clean(&ctx);
+}
