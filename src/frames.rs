@@ -10,6 +10,9 @@
 //! [`FramePacer::begin_frame`]'s bound on how far the CPU records ahead of the GPU: frame N
 //! starts once Vulkan finished frame `N - 2K`, so the frame's command buffer (one of `2K`,
 //! [`Frame::command_slot`]) is free to reuse; the data slots are guarded on the GPU alone.
+//! That host wait is on a third, non-exported timeline (`frames_complete`) that each Vulkan
+//! submission also signals: the validation layer cannot follow the payload of exported
+//! semaphores, so only a wait on a non-exported one tells it the command buffer is free.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +55,7 @@ pub struct FramePacer {
     frames_in_flight: u64,
     cuda_done: Arc<Semaphore>,
     vulkan_done: Arc<Semaphore>,
+    frames_complete: Arc<Semaphore>,
     cuda_done_import: ExternalSemaphore,
     vulkan_done_import: ExternalSemaphore,
     queue_family: u32,
@@ -72,12 +76,14 @@ impl FramePacer {
         let timeline = SemaphoreKind::Timeline { initial: 0 };
         let cuda_done = Semaphore::new(vk, timeline, true)?;
         let vulkan_done = Semaphore::new(vk, timeline, true)?;
+        let frames_complete = Semaphore::new(vk, timeline, false)?;
         Ok(Self {
             frames_in_flight: u64::from(frames_in_flight),
             cuda_done_import: ExternalSemaphore::import(bridge.cuda(), &cuda_done)?,
             vulkan_done_import: ExternalSemaphore::import(bridge.cuda(), &vulkan_done)?,
             cuda_done,
             vulkan_done,
+            frames_complete,
             queue_family: vk.queue_family_index(),
             next: 1,
             slot_timeout: DEFAULT_SLOT_TIMEOUT,
@@ -95,6 +101,12 @@ impl FramePacer {
     /// The timeline Vulkan signals with the frame number when it has read a frame.
     pub fn vulkan_done(&self) -> &Arc<Semaphore> {
         &self.vulkan_done
+    }
+    /// The host-side completion timeline (not exported): Vulkan signals it with the frame
+    /// number alongside `vulkan_done`. A submission that bypasses [`Self::vulkan_submit`] must
+    /// signal both.
+    pub fn frames_complete(&self) -> &Arc<Semaphore> {
+        &self.frames_complete
     }
     /// Sets how long [`Self::begin_frame`] waits for a slot.
     pub fn set_slot_timeout(&mut self, timeout: Duration) {
@@ -117,7 +129,7 @@ impl FramePacer {
             frames_in_flight: self.frames_in_flight,
         };
         if let Some(prev) = self.next.checked_sub(command_slots).filter(|&n| n > 0) {
-            self.vulkan_done.wait_host(prev, self.slot_timeout)?;
+            self.frames_complete.wait_host(prev, self.slot_timeout)?;
         }
         self.next += 1;
         Ok(frame)
@@ -157,11 +169,18 @@ impl FramePacer {
             stage: wait_stage,
         }];
         waits.extend_from_slice(extra_waits);
-        let mut signals = vec![SemaphoreOp {
-            semaphore: &self.vulkan_done,
-            value: frame.number,
-            stage: vk::PipelineStageFlags::empty(),
-        }];
+        let mut signals = vec![
+            SemaphoreOp {
+                semaphore: &self.vulkan_done,
+                value: frame.number,
+                stage: vk::PipelineStageFlags::empty(),
+            },
+            SemaphoreOp {
+                semaphore: &self.frames_complete,
+                value: frame.number,
+                stage: vk::PipelineStageFlags::empty(),
+            },
+        ];
         signals.extend_from_slice(extra_signals);
         // SAFETY: forwarded from the caller.
         unsafe {
@@ -260,6 +279,6 @@ impl FramePacer {
 
     /// Waits on the host until Vulkan has finished every frame handed out so far.
     pub fn wait_idle(&self, timeout: Duration) -> Result<()> {
-        self.vulkan_done.wait_host(self.next - 1, timeout)
+        self.frames_complete.wait_host(self.next - 1, timeout)
     }
 }

@@ -88,11 +88,11 @@ fn run_frames(
         // SAFETY: the command buffer and everything it uses live until wait_idle below.
         unsafe {
             if fault == Fault::SkipVulkanWait {
-                let signal = [SemaphoreOp {
-                    semaphore: pacer.vulkan_done(),
+                let signal = [pacer.vulkan_done(), pacer.frames_complete()].map(|s| SemaphoreOp {
+                    semaphore: s,
                     value: frame.number,
                     stage: vk::PipelineStageFlags::empty(),
-                }];
+                });
                 ctx.submit_with_semaphores(&[cmd], &[], &signal, vk::Fence::null())
                     .unwrap();
             } else {
