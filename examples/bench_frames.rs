@@ -1,6 +1,7 @@
 //! Per-frame CUDA→Vulkan handoff cost, side by side in one run:
 //!
-//! - `pacer K=1..3`: the frame pacer, pipelined (CUDA writes, semaphores, Vulkan reads);
+//! - `raw one-way`: raw calls, CUDA signals and Vulkan waits, CUDA never waits back;
+//! - `pacer K=1..8`: the frame pacer, pipelined (CUDA writes, semaphores, Vulkan reads);
 //! - `no sync`: the same launches and submits with no ordering at all (the floor the pacer's
 //!   overhead is measured against; its results are wrong by design);
 //! - `cpu waits`: CUDA kernel + stream synchronize, then Vulkan submit + fence wait;
@@ -118,6 +119,44 @@ fn no_sync(s: &mut Setup, frames: u64) -> anyhow::Result<f64> {
     }
     timeline.wait_host(frames, WAIT)?;
     stream.synchronize()?;
+    Ok(per_frame_us(t, frames))
+}
+
+/// Raw calls, one way (as DESIGN.md measured 11 us): CUDA kernel + signal, Vulkan submit
+/// waits for it; CUDA never waits for Vulkan (so results race by design).
+fn one_way(s: &mut Setup, frames: u64) -> anyhow::Result<f64> {
+    s.reset_result()?;
+    let cuda = s.bridge.cuda().clone();
+    let stream = cuda.new_stream()?;
+    let ctx = s.bridge.vulkan().clone();
+    let to_vk = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, true)?;
+    let to_vk_cu = ExternalSemaphore::import(&cuda, &to_vk)?;
+    let done = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, false)?;
+    let checker = s.checker(8)?;
+    let t = Instant::now();
+    for n in 1..=frames {
+        if n > 8 {
+            done.wait_host(n - 8, WAIT)?;
+        }
+        s.k.fill(&stream, s.slots[0].kernel_arg(), ELEMENTS as u64, n as u32)?;
+        to_vk_cu.signal(&stream, n)?;
+        let wait = [SemaphoreOp {
+            semaphore: &to_vk,
+            value: n,
+            stage: vk::PipelineStageFlags::COMPUTE_SHADER,
+        }];
+        let signal = [SemaphoreOp {
+            semaphore: &done,
+            value: n,
+            stage: vk::PipelineStageFlags::empty(),
+        }];
+        // SAFETY: command slot n % 8 finished; resources live until the final wait.
+        unsafe {
+            let cmd = checker.record((n % 8) as usize, 0, n as u32, None)?;
+            ctx.submit_with_semaphores(&[cmd], &wait, &signal, vk::Fence::null())?;
+        }
+    }
+    done.wait_host(frames, WAIT)?;
     Ok(per_frame_us(t, frames))
 }
 
@@ -276,7 +315,7 @@ fn main() -> anyhow::Result<()> {
         bridge.uuid()
     );
     let k = Kernels::load(bridge.cuda())?;
-    let slots = (0..3)
+    let slots = (0..8)
         .map(|_| bridge.create_buffer::<u32>(ELEMENTS, BufferUsage::STORAGE_BUFFER))
         .collect::<cuvk::Result<Vec<_>>>()?;
     let result = HostBuffer::new(bridge.vulkan(), 12, vk::BufferUsageFlags::STORAGE_BUFFER)?;
@@ -300,7 +339,13 @@ fn main() -> anyhow::Result<()> {
     let mut rows: Vec<(String, f64, Option<u32>)> = Vec::new();
     let floor = no_sync(&mut s, frames)?;
     rows.push(("no sync (floor, results unordered)".into(), floor, None));
-    for kk in 1..=3 {
+    let raw = one_way(&mut s, frames)?;
+    rows.push((
+        "raw one-way CUDA->Vulkan (no reverse wait)".into(),
+        raw,
+        None,
+    ));
+    for kk in [1, 2, 3, 4, 8] {
         let (us, bad) = pacer(&mut s, kk, frames)?;
         rows.push((format!("pacer, pipelined, K={kk}"), us, Some(bad)));
     }
@@ -349,10 +394,10 @@ fn main() -> anyhow::Result<()> {
             })
             .collect();
         let json = format!(
-            "{{\"device\":\"{}\",\"frames\":{frames},\"elements\":{ELEMENTS},\"rows\":[{}],\"pacer_overhead_us\":{:.2},\"cpu_over_pacer\":{:.2}}}\n",
+            "{{\"device\":\"{}\",\"frames\":{frames},\"elements\":{ELEMENTS},\"rows\":[{}],\"raw_one_way_us\":{raw:.2},\"pacer_minus_raw_us\":{:.2},\"cpu_over_best_pacer\":{:.2}}}\n",
             s.bridge.vulkan().info().name,
             items.join(","),
-            best_pacer - floor,
+            best_pacer - raw,
             cpu_us / best_pacer
         );
         std::fs::write(&p, json).with_context(|| format!("writing {p}"))?;

@@ -30,7 +30,8 @@ pub struct ExternalSemaphore {
     ctx: Arc<CudaContext>,
     handle: sys::CUexternalSemaphore,
     semaphore: Arc<Semaphore>,
-    last_use: Mutex<Option<CudaEvent>>,
+    // One event per stream that used the semaphore, re-recorded after each operation there.
+    last_use: Mutex<Vec<(sys::CUstream, CudaEvent)>>,
     drop_timeout: Duration,
 }
 
@@ -76,7 +77,7 @@ impl ExternalSemaphore {
             ctx: ctx.clone(),
             handle: ext,
             semaphore: semaphore.clone(),
-            last_use: Mutex::new(None),
+            last_use: Mutex::new(Vec::new()),
             drop_timeout: DEFAULT_DROP_TIMEOUT,
         })
     }
@@ -133,14 +134,18 @@ impl ExternalSemaphore {
         }
     }
 
-    /// Records an event after the operation just enqueued, so drop can wait for it.
-    /// Operations on one stream complete in order, so the newest event covers older ones on
-    /// that stream; for several streams, the newest is waited for first, then the rest by
-    /// the context synchronisation in drop.
+    /// Records (re-records) this stream's event after the operation just enqueued, so drop
+    /// can wait for it. Operations on one stream complete in order, so the stream's newest
+    /// record covers every earlier use there.
     fn record_use(&self, stream: &CudaStream) -> Result<()> {
+        let mut uses = self.last_use.lock().unwrap_or_else(|p| p.into_inner());
+        let key = stream.cu_stream();
+        if let Some((_, event)) = uses.iter().find(|(s, _)| *s == key) {
+            return event.record(stream).cuda("cuEventRecord");
+        }
         let event = self.ctx.new_event(None).cuda("cuEventCreate")?;
         event.record(stream).cuda("cuEventRecord")?;
-        *self.last_use.lock().unwrap_or_else(|p| p.into_inner()) = Some(event);
+        uses.push((key, event));
         Ok(())
     }
 }
@@ -149,29 +154,29 @@ impl Drop for ExternalSemaphore {
     fn drop(&mut self) {
         let ctx = self.ctx.clone();
         ctx.record_err(ctx.bind_to_thread());
-        let last = self
-            .last_use
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(event) = last {
-            let deadline = Instant::now() + self.drop_timeout;
+        let uses = std::mem::take(self.last_use.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let deadline = Instant::now() + self.drop_timeout;
+        let all_done = uses.iter().all(|(_, event)| {
             while !event.is_complete() {
                 if Instant::now() >= deadline {
-                    // A CUDA wait is still pending (its value was never signalled). Destroying
-                    // the semaphore now would be undefined: leak the import and keep the
-                    // Vulkan semaphore alive instead, and say so.
-                    eprintln!(
-                        "cuvk: ExternalSemaphore dropped while CUDA work still waits on it after \
-                         {:?}; leaking the import and the Vulkan semaphore to stay safe",
-                        self.drop_timeout
-                    );
-                    std::mem::forget(self.semaphore.clone());
-                    std::mem::forget(event);
-                    return;
+                    return false;
                 }
                 std::thread::sleep(Duration::from_micros(200));
             }
+            true
+        });
+        if !all_done {
+            // A CUDA wait is still pending (its value was never signalled). Destroying the
+            // semaphore now would be undefined: leak the import, its events and the Vulkan
+            // semaphore instead, and say so.
+            eprintln!(
+                "cuvk: ExternalSemaphore dropped while CUDA work still waits on it after {:?}; \
+                 leaking the import and the Vulkan semaphore to stay safe",
+                self.drop_timeout
+            );
+            std::mem::forget(self.semaphore.clone());
+            std::mem::forget(uses);
+            return;
         }
         // SAFETY: imported once, destroyed once, after the last CUDA operation using it.
         ctx.record_err(unsafe { sys::cuDestroyExternalSemaphore(self.handle) }.result());
