@@ -344,12 +344,14 @@ fn main() -> anyhow::Result<()> {
     let mut rows: Vec<(String, f64, Option<u32>)> = Vec::new();
     let floor = no_sync(&mut s, frames)?;
     rows.push(("no sync (floor, results unordered)".into(), floor, None));
-    let raw = one_way(&mut s, frames)?;
+    let raw = one_way(&mut s, frames, true)?;
     rows.push((
-        "raw one-way CUDA->Vulkan (no reverse wait)".into(),
+        "raw one-way CUDA->Vulkan, no reverse wait".into(),
         raw,
         None,
     ));
+    let raw_empty = one_way(&mut s, frames, false)?;
+    rows.push(("raw one-way, empty Vulkan submit".into(), raw_empty, None));
     for kk in [1, 2, 3, 4, 8] {
         let (us, bad) = pacer(&mut s, kk, frames)?;
         rows.push((format!("pacer, pipelined, K={kk}"), us, Some(bad)));
@@ -376,11 +378,11 @@ fn main() -> anyhow::Result<()> {
     ));
 
     println!("\nper-frame cost, {ELEMENTS} u32 per frame (us per frame; mismatches = elements Vulkan read wrong)");
-    println!("| path                                   | us/frame | mismatches |");
-    println!("|----------------------------------------|----------|------------|");
+    println!("| path                                        | us/frame | mismatches |");
+    println!("|---------------------------------------------|----------|------------|");
     for (name, us, bad) in &rows {
         let bad = bad.map_or("-".to_string(), |b| b.to_string());
-        println!("| {name:<38} | {us:>8.1} | {bad:>10} |");
+        println!("| {name:<43} | {us:>8.1} | {bad:>10} |");
     }
     let pacer_rows: Vec<f64> = rows
         .iter()
