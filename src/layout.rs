@@ -74,7 +74,7 @@ pub enum LayoutError {
         container_size: u64,
     },
     /// A value is not a multiple of the alignment a rule requires.
-    #[error("{what} {value} is not a multiple of {alignment} ({rule})")]
+    #[error("{what} {} is not a multiple of {alignment} ({rule})", show_value(what, *value))]
     Misaligned {
         /// What was misaligned ("offset", "size", "address", "pointer").
         what: &'static str,
@@ -113,6 +113,15 @@ pub enum LayoutError {
         /// The live range it overlaps.
         existing: Range<u64>,
     },
+}
+
+/// Addresses read better in hex, offsets and sizes in decimal.
+fn show_value(what: &str, value: u64) -> String {
+    if matches!(what, "pointer" | "address") {
+        format!("{value:#x}")
+    } else {
+        value.to_string()
+    }
 }
 
 /// Checks that `alignment` is a non-zero power of two.

@@ -24,6 +24,7 @@ pub mod error;
 pub mod frames;
 pub mod handle;
 pub mod layout;
+pub mod staging;
 mod uuid;
 pub mod vulkan;
 

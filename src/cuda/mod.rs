@@ -4,6 +4,7 @@
 mod device;
 mod external_memory;
 mod external_semaphore;
+pub mod host;
 mod kernels;
 
 pub use device::{context, devices, driver_present, init, ordinal_for_uuid, CudaDeviceInfo};

@@ -97,8 +97,6 @@ impl DeviceInfo {
 }
 
 /// Extension loaders, present where the extension is enabled.
-// The semaphore and host-memory loaders serve the modules built on this one.
-#[allow(dead_code)]
 pub(crate) struct DeviceExtensions {
     #[cfg(unix)]
     pub memory_fd: Option<khr::external_memory_fd::Device>,

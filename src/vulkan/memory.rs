@@ -45,20 +45,44 @@ impl Buffer {
         usage: vk::BufferUsageFlags,
         exportable: bool,
     ) -> Result<Self> {
+        if exportable {
+            Self::with_handle_types(
+                ctx,
+                size,
+                usage,
+                MEMORY_HANDLE_TYPE,
+                vk::ExternalMemoryFeatureFlags::EXPORTABLE,
+            )
+        } else {
+            Self::with_handle_types(
+                ctx,
+                size,
+                usage,
+                vk::ExternalMemoryHandleTypeFlags::empty(),
+                vk::ExternalMemoryFeatureFlags::empty(),
+            )
+        }
+    }
+
+    /// Creates a buffer for external memory of `external` handle types (none: an ordinary
+    /// buffer), after checking the device offers `needed` features for it.
+    pub fn with_handle_types(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        external: vk::ExternalMemoryHandleTypeFlags,
+        needed: vk::ExternalMemoryFeatureFlags,
+    ) -> Result<Self> {
         if size == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
-        let external = if exportable {
-            MEMORY_HANDLE_TYPE
-        } else {
-            vk::ExternalMemoryHandleTypeFlags::empty()
-        };
+        let exportable = !external.is_empty();
         let mut dedicated_only = false;
         if exportable {
-            let features = external_buffer_features(ctx, usage)?;
-            if !features.contains(vk::ExternalMemoryFeatureFlags::EXPORTABLE) {
+            let features = external_buffer_features(ctx, usage, external)?;
+            if !features.contains(needed) {
                 return Err(Error::Unsupported(format!(
-                    "the device cannot export buffers with usage {usage:?} as {external:?}"
+                    "the device offers {features:?} for buffers with usage {usage:?} as {external:?}; {needed:?} is needed"
                 )));
             }
             dedicated_only = features.contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY);
@@ -190,10 +214,11 @@ impl Drop for Buffer {
 fn external_buffer_features(
     ctx: &VulkanContext,
     usage: vk::BufferUsageFlags,
+    handle_type: vk::ExternalMemoryHandleTypeFlags,
 ) -> Result<vk::ExternalMemoryFeatureFlags> {
     let info = vk::PhysicalDeviceExternalBufferInfo::default()
         .usage(usage)
-        .handle_type(MEMORY_HANDLE_TYPE);
+        .handle_type(handle_type);
     let mut props = vk::ExternalBufferProperties::default();
     // SAFETY: valid physical device; structs live across the call.
     unsafe {
@@ -324,7 +349,7 @@ impl DeviceMemory {
         Self::finish(ctx, memory, size, type_index, dedicated, MEMORY_HANDLE_TYPE)
     }
 
-    fn finish(
+    pub(crate) fn finish(
         ctx: &Arc<VulkanContext>,
         memory: vk::DeviceMemory,
         size: u64,

@@ -4,6 +4,7 @@
 mod commands;
 mod compute;
 mod context;
+mod host_memory;
 mod memory;
 mod semaphore;
 
@@ -12,6 +13,7 @@ pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, Validation, VulkanConfig,
     VulkanContext, MEMORY_EXTENSION, MIN_API_VERSION, SEMAPHORE_EXTENSION,
 };
+pub use host_memory::HostImportedBuffer;
 pub use memory::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferRequirements, DeviceMemory, HostBuffer,
 };
