@@ -14,7 +14,7 @@ use cuvk::cuda::host::{
     PinnedBuffer,
 };
 use cuvk::cudarc::driver::{result, sys, CudaStream};
-use cuvk::vulkan::{BoundBuffer, HostImportedBuffer};
+use cuvk::vulkan::{AsVkBuffer, BoundBuffer, HostImportedBuffer};
 use cuvk::{Bridge, BridgeConfig};
 
 const SIZES: [(usize, &str, usize); 4] = [
@@ -65,7 +65,8 @@ fn cuda_gbps(
     Ok(median(v))
 }
 
-/// Median GB/s of Vulkan copies between imported host memory and device-local memory.
+/// Median GB/s of Vulkan copies between imported host memory and device-local memory, timed
+/// on the GPU with timestamp queries (as the CUDA rows are timed with events).
 fn vulkan_gbps(
     bridge: &Bridge,
     host: &HostImportedBuffer<'_>,
@@ -75,18 +76,57 @@ fn vulkan_gbps(
     h2d: bool,
 ) -> anyhow::Result<f64> {
     let vk = bridge.vulkan();
+    let device = vk.device();
+    // SAFETY: valid instance and physical device.
+    let period = unsafe {
+        vk.instance()
+            .get_physical_device_properties(vk.physical_device())
+    }
+    .limits
+    .timestamp_period as f64;
+    let info = vk::QueryPoolCreateInfo::default()
+        .query_type(vk::QueryType::TIMESTAMP)
+        .query_count(2);
+    // SAFETY: valid device; destroyed below.
+    let pool = unsafe { device.create_query_pool(&info, None) }?;
+    let (src, dst) = if h2d {
+        (host.vk_buffer(), dev.vk_buffer())
+    } else {
+        (dev.vk_buffer(), host.vk_buffer())
+    };
+    let region = [vk::BufferCopy {
+        src_offset: 0,
+        dst_offset: 0,
+        size: bytes as u64,
+    }];
     let mut v = Vec::new();
     for i in 0..reps + 1 {
-        let t = Instant::now();
-        if h2d {
-            vk.copy_buffer(host, 0, dev, 0, bytes as u64)?;
-        } else {
-            vk.copy_buffer(dev, 0, host, 0, bytes as u64)?;
+        // SAFETY: the buffers and the pool live across the waited submission.
+        unsafe {
+            vk.submit_and_wait(|d, cmd| {
+                d.cmd_reset_query_pool(cmd, pool, 0, 2);
+                d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 0);
+                d.cmd_copy_buffer(cmd, src, dst, &region);
+                d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, 1);
+            })?;
         }
+        let mut ticks = [0u64; 2];
+        // SAFETY: both queries were written by the completed submission.
+        unsafe {
+            device.get_query_pool_results(
+                pool,
+                0,
+                &mut ticks,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }?;
         if i > 0 {
-            v.push(bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+            let secs = (ticks[1] - ticks[0]) as f64 * period * 1e-9;
+            v.push(bytes as f64 / secs / 1e9);
         }
     }
+    // SAFETY: no submission uses it any more.
+    unsafe { device.destroy_query_pool(pool, None) };
     Ok(median(v))
 }
 
@@ -180,14 +220,14 @@ fn main() -> anyhow::Result<()> {
         others.push((name.into(), PinnedBuffer::new(bridge.cuda(), GIB, flags)?));
     }
 
-    println!("\n| host memory                  | size    | H2D GB/s | D2H GB/s |");
-    println!("|------------------------------|---------|----------|----------|");
+    println!("\n| host memory                    | size    | H2D GB/s | D2H GB/s |");
+    println!("|--------------------------------|---------|----------|----------|");
     let mut rows = Vec::new();
     let mut best_pinned = 0f64;
     let mut pinned_rows = Vec::new();
     for (bytes, label, reps) in SIZES {
         let mut emit = |name: &str, h2d: f64, d2h: f64, is_pinned: bool| {
-            println!("| {name:<28} | {label:<7} | {h2d:>8.1} | {d2h:>8.1} |");
+            println!("| {name:<30} | {label:<7} | {h2d:>8.1} | {d2h:>8.1} |");
             rows.push(format!("{{\"memory\":\"{name}\",\"size\":\"{label}\",\"bytes\":{bytes},\"h2d_gbps\":{h2d:.2},\"d2h_gbps\":{d2h:.2}}}"));
             if is_pinned {
                 pinned_rows.push((name.to_string(), label, h2d, d2h));

@@ -101,13 +101,20 @@ pub enum LayoutError {
         /// Requested offset.
         offset: u64,
     },
-    /// The range overlaps a live mapping and overlap was not allowed.
+    /// The range overlaps a live one (a CUDA mapping, a host registration) where that is
+    /// not allowed.
     #[error(
-        "range {}..{} overlaps the live mapping {}..{}; overlapping mappings alias \
-         (CUDA requires volatile access to them) and need `allow_overlap`",
-        requested.start, requested.end, existing.start, existing.end
+        "range {} overlaps the live {what} {}{}",
+        show_range(what, requested), show_range(what, existing),
+        if *what == "mapping" {
+            "; overlapping mappings alias (CUDA requires volatile access to them) and need `allow_overlap`"
+        } else {
+            ""
+        }
     )]
     Overlap {
+        /// What the live range is ("mapping", "registration").
+        what: &'static str,
         /// Requested range.
         requested: Range<u64>,
         /// The live range it overlaps.
@@ -121,6 +128,15 @@ fn show_value(what: &str, value: u64) -> String {
         format!("{value:#x}")
     } else {
         value.to_string()
+    }
+}
+
+/// Host address ranges in hex, offsets inside allocations in decimal.
+fn show_range(what: &str, r: &Range<u64>) -> String {
+    if what == "registration" {
+        format!("{:#x}..{:#x}", r.start, r.end)
+    } else {
+        format!("{}..{}", r.start, r.end)
     }
 }
 
@@ -186,11 +202,13 @@ pub fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
 
 /// Returns the first live range that `requested` overlaps, if any.
 pub fn check_no_overlap<'a>(
+    what: &'static str,
     requested: &Range<u64>,
     live: impl IntoIterator<Item = &'a Range<u64>>,
 ) -> Result<(), LayoutError> {
     match live.into_iter().find(|r| overlaps(requested, r)) {
         Some(existing) => Err(LayoutError::Overlap {
+            what,
             requested: requested.clone(),
             existing: existing.clone(),
         }),
@@ -262,7 +280,7 @@ pub fn validate_mapping<'a>(
         AlignmentRule::CudaMappedBuffer,
     )?;
     if !request.allow_overlap {
-        check_no_overlap(&range, live)?;
+        check_no_overlap("mapping", &range, live)?;
     }
     Ok(range)
 }
@@ -401,6 +419,7 @@ mod tests {
         assert_eq!(
             validate_mapping(import(4096, false), req(128, 256), &live),
             Err(LayoutError::Overlap {
+                what: "mapping",
                 requested: 128..384,
                 existing: 0..256
             })

@@ -157,15 +157,21 @@ fn every_register_flag_combination_takes_cuda_copies() {
                     .unwrap();
                 bridge.stream().synchronize().unwrap();
                 // SAFETY: the destination is the registered slice, exactly N u32.
-                unsafe {
+                let d2h = unsafe {
                     cuvk::cudarc::driver::result::memcpy_dtoh_sync(reg.as_mut_slice(), a.cuda_ptr())
+                };
+                if flags.read_only {
+                    // READ_ONLY: the device may only read the range; a copy into it is refused.
+                    let e = d2h.expect_err("a D2H copy into READ_ONLY registered memory succeeded");
+                    eprintln!("register {flags:?}: D2H refused as the flag says: {e:?}");
+                } else {
+                    d2h.unwrap();
+                    assert!(
+                        (0..N).all(|j| reg.as_slice()[j] == pattern(j, bits)),
+                        "{flags:?}: D2H into registered memory"
+                    );
                 }
-                .unwrap();
-                assert!(
-                    (0..N).all(|j| reg.as_slice()[j] == pattern(j, bits)),
-                    "{flags:?}: D2H into registered memory"
-                );
-                // and back: host data uploaded from registered memory
+                // and H2D from registered memory
                 reg.as_mut_slice().fill(bits + 1);
                 // SAFETY: source is the registered slice; destination a's N u32.
                 unsafe {
@@ -177,7 +183,7 @@ fn every_register_flag_combination_takes_cuda_copies() {
                         .unwrap(),
                     0
                 );
-                eprintln!("register {flags:?}: D2H and H2D correct");
+                eprintln!("register {flags:?}: copies correct");
             }
             Err(e) => {
                 // Only IOMEMORY may fail on ordinary RAM; anything else is a bug.

@@ -78,9 +78,11 @@ pub struct HostRegisterFlags {
     pub portable: bool,
     /// Mapped into the CUDA address space.
     pub device_map: bool,
-    /// The range is I/O memory (e.g. a PCIe BAR), not ordinary RAM.
+    /// The range is I/O memory (e.g. a PCIe BAR), not ordinary RAM (measured: refused with
+    /// CUDA_ERROR_INVALID_VALUE for ordinary RAM).
     pub io_memory: bool,
-    /// The device will only read the range.
+    /// The device will only read the range: CUDA copies into it are refused (measured on the
+    /// H200: a device-to-host copy into it returns CUDA_ERROR_INVALID_VALUE).
     pub read_only: bool,
 }
 
@@ -303,7 +305,7 @@ impl<'a, T: bytemuck::Pod> HostRegistration<'a, T> {
         let mut registered = REGISTERED.lock().unwrap_or_else(|p| p.into_inner());
         let as_u64 = |r: &Range<usize>| r.start as u64..r.end as u64;
         let live: Vec<Range<u64>> = registered.iter().map(as_u64).collect();
-        layout::check_no_overlap(&as_u64(&range), &live)?;
+        layout::check_no_overlap("registration", &as_u64(&range), &live)?;
         ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
         // SAFETY: the range is page-aligned, non-empty, not registered, and borrowed
         // exclusively for the registration's lifetime.
