@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the build and the Vulkan tests need on a Debian machine, if missing:
 # the Vulkan loader, Mesa's lavapipe (a CPU Vulkan device), the Khronos validation layer,
-# and the shader tools that check the shipped SPIR-V (glslang, spirv-tools).
+# the shader tools that check the shipped SPIR-V (glslang, spirv-tools), and Xvfb + xwd for the
+# particle demo's window test.
 set -euo pipefail
 need=()
-for p in libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools; do
+for p in libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools xvfb x11-apps; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

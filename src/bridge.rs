@@ -44,6 +44,10 @@ pub struct BridgeConfig {
     pub cuda_device: CudaDeviceChoice,
     /// Validation layer use on the Vulkan side.
     pub validation: Validation,
+    /// Extra Vulkan instance extensions (e.g. for a window surface).
+    pub instance_extensions: Vec<&'static std::ffi::CStr>,
+    /// Extra Vulkan device extensions (e.g. `VK_KHR_swapchain`).
+    pub device_extensions: Vec<&'static std::ffi::CStr>,
 }
 
 /// Whether a buffer gets a dedicated allocation.
@@ -81,6 +85,8 @@ impl Bridge {
         let vulkan = VulkanContext::new(VulkanConfig {
             validation: config.validation,
             device: DeviceChoice::Uuid(uuid),
+            instance_extensions: config.instance_extensions,
+            device_extensions: config.device_extensions,
         })?;
         Self::from_parts(vulkan, cuda)
     }

@@ -42,6 +42,18 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// A frame numbered and slotted as the pacer would number it, for loops with the same
+    /// structure that run without CUDA (e.g. a Vulkan-only fallback ordered by one timeline).
+    pub fn new_unpaced(number: u64, frames_in_flight: u32) -> Self {
+        let k = u64::from(frames_in_flight.max(1));
+        Frame {
+            number,
+            slot: (number % k) as usize,
+            command_slot: (number % (2 * k)) as usize,
+            frames_in_flight: k,
+        }
+    }
+
     /// The last frame that used this slot (`number - K`), if any: what CUDA must wait for.
     pub fn previous_use(&self) -> Option<u64> {
         self.number

@@ -53,6 +53,10 @@ pub struct VulkanConfig {
     pub validation: Validation,
     /// Device selection.
     pub device: DeviceChoice,
+    /// Extra instance extensions (e.g. the surface extensions a window needs).
+    pub instance_extensions: Vec<&'static CStr>,
+    /// Extra device extensions (e.g. `VK_KHR_swapchain`); each must be supported.
+    pub device_extensions: Vec<&'static CStr>,
 }
 
 /// What the chosen device can do for interop, gathered once (as wgpu-hal gathers limits).
@@ -181,11 +185,14 @@ impl VulkanContext {
         } else {
             vec![]
         };
-        let instance_exts: Vec<*const i8> = if layer_present {
-            vec![ext::debug_utils::NAME.as_ptr()]
-        } else {
-            vec![]
-        };
+        let mut instance_exts: Vec<*const i8> = config
+            .instance_extensions
+            .iter()
+            .map(|e| e.as_ptr())
+            .collect();
+        if layer_present {
+            instance_exts.push(ext::debug_utils::NAME.as_ptr());
+        }
         let app = vk::ApplicationInfo::default()
             .application_name(c"cuvk")
             .api_version(MIN_API_VERSION);
@@ -215,6 +222,16 @@ impl VulkanContext {
             });
         }
         let mut enable: Vec<&CStr> = vec![MEMORY_EXTENSION];
+        for &wanted in &config.device_extensions {
+            if !supported.iter().any(|e| e.as_c_str() == wanted) {
+                return Err(Error::MissingExtension {
+                    extension: wanted.to_string_lossy().into_owned(),
+                    state: "not supported by the device",
+                    needed_for: "the caller's request",
+                });
+            }
+            enable.push(wanted);
+        }
         for optional in [SEMAPHORE_EXTENSION, ext::external_memory_host::NAME] {
             if supported.iter().any(|e| e.as_c_str() == optional) {
                 enable.push(optional);

@@ -1,0 +1,1026 @@
+//! The demo's engine: particle storage for each mode, the two simulations, the compute-splat
+//! renderer, and the frame loop ordered by the frame pacer (CUDA modes) or a local timeline
+//! (Vulkan mode).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use cuvk::ash::vk;
+use cuvk::cuda::host::HostAllocFlags;
+use cuvk::cudarc::driver::{
+    sys, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cuvk::staging::StagingBuffer;
+use cuvk::vulkan::{
+    AsVkBuffer, BoundBuffer, ComputePipeline, HostBuffer, Semaphore, SemaphoreKind, SemaphoreOp,
+    VulkanContext,
+};
+use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer};
+
+use crate::sim::{initial_state, Camera, Params};
+
+/// Which API simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimKind {
+    Cuda,
+    Vulkan,
+}
+
+/// How CUDA's result reaches Vulkan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transfer {
+    /// Shared memory: Vulkan draws from the buffers CUDA wrote.
+    ZeroCopy,
+    /// What users do without interop: CUDA → pinned host memory → Vulkan buffer.
+    Staging,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub particles: usize,
+    pub seed: u64,
+    pub width: u32,
+    pub height: u32,
+    pub sim: SimKind,
+    pub transfer: Transfer,
+    pub frames_in_flight: u32,
+    pub shader_dir: PathBuf,
+}
+
+/// The shader files the demo reads at start-up.
+pub struct Shaders {
+    pub sim: Vec<u8>,
+    pub splat: Vec<u8>,
+    pub resolve: Vec<u8>,
+    pub particles_cu: String,
+}
+
+impl Shaders {
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let read = |name: &str| {
+            std::fs::read(dir.join(name))
+                .with_context(|| format!("cannot read shader {}", dir.join(name).display()))
+        };
+        Ok(Self {
+            sim: read("sim.spv")?,
+            splat: read("splat.spv")?,
+            resolve: read("resolve.spv")?,
+            particles_cu: String::from_utf8(read("particles.cu")?)
+                .context("particles.cu is not UTF-8")?,
+        })
+    }
+}
+
+/// The devices, made once and shared by every engine (benchmark runs make several).
+pub struct Devices {
+    pub vk: Arc<VulkanContext>,
+    pub bridge: Option<Bridge>,
+}
+
+/// Per-frame timings in milliseconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameTimes {
+    pub frame: f64,
+    pub sim: f64,
+    pub draw: f64,
+    pub wait: f64,
+}
+
+/// Where a frame's pixels go.
+pub enum Target<'a> {
+    /// Offscreen; with `Some(path)`, written there as PNG once the frame completes.
+    Offscreen(Option<&'a Path>),
+    /// A swapchain image: copied in, then the caller presents it.
+    Swapchain {
+        image: vk::Image,
+        acquired: &'a Semaphore,
+        rendered: &'a Semaphore,
+    },
+}
+
+/// What depends on the image size: per-pixel counts, RGBA pixels, the readback buffer, and the
+/// splat and resolve pipelines whose descriptor sets point at them.
+struct Canvas {
+    width: u32,
+    height: u32,
+    splat: ComputePipeline,
+    splat_sets: Vec<vk::DescriptorSet>,
+    resolve: ComputePipeline,
+    resolve_set: vk::DescriptorSet,
+    _counts: BoundBuffer, // bound in the splat and resolve descriptor sets
+    pixels: BoundBuffer,
+    readback: HostBuffer,
+}
+
+impl Canvas {
+    fn new(
+        vk: &Arc<VulkanContext>,
+        splat_spv: &[u8],
+        resolve_spv: &[u8],
+        store: &Store,
+        k: usize,
+        width: u32,
+        height: u32,
+    ) -> anyhow::Result<Self> {
+        let pixels_n = u64::from(width * height);
+        let counts = device_local(vk, pixels_n * 4, STORAGE)?;
+        vk.fill_buffer(&counts, 0, pixels_n * 4, 0)?;
+        let pixels = device_local(vk, pixels_n * 4, STORAGE)?;
+        let readback = HostBuffer::new(vk, pixels_n * 4, vk::BufferUsageFlags::empty())?;
+        let splat = ComputePipeline::new(vk, splat_spv, 2, 76, k as u32)?;
+        let splat_sets = (0..k)
+            .map(|s| splat.descriptor_set(&[store.draw_buffer(s), &counts]))
+            .collect::<cuvk::Result<Vec<_>>>()?;
+        let resolve = ComputePipeline::new(vk, resolve_spv, 2, 12, 1)?;
+        let resolve_set = resolve.descriptor_set(&[&counts, &pixels])?;
+        Ok(Self {
+            width,
+            height,
+            splat,
+            splat_sets,
+            resolve,
+            resolve_set,
+            _counts: counts,
+            pixels,
+            readback,
+        })
+    }
+}
+
+/// Particle buffers, per mode. Slot `s` holds the state of frames with `number % K == s`.
+#[allow(clippy::large_enum_variant)] // one per engine
+enum Store {
+    ZeroCopy {
+        pos: Vec<SharedBuffer<[f32; 4]>>,
+        vel: Vec<SharedBuffer<[f32; 4]>>,
+    },
+    Vulkan {
+        pos: Vec<BoundBuffer>,
+        vel: Vec<BoundBuffer>,
+    },
+    Staging {
+        pos: [CudaSlice<f32>; 2],
+        vel: [CudaSlice<f32>; 2],
+        staging: Vec<StagingBuffer>,
+        draw: Vec<BoundBuffer>,
+    },
+}
+
+impl Store {
+    fn draw_buffer(&self, slot: usize) -> &dyn AsVkBuffer {
+        match self {
+            Store::ZeroCopy { pos, .. } => &pos[slot],
+            Store::Vulkan { pos, .. } => &pos[slot],
+            Store::Staging { draw, .. } => &draw[slot],
+        }
+    }
+}
+
+/// Frame ordering: the pacer where CUDA is involved, a local timeline otherwise.
+enum Sync {
+    Pacer(FramePacer),
+    Local {
+        timeline: Arc<Semaphore>,
+        next: u64,
+        k: u64,
+    },
+}
+
+struct CudaSide {
+    stream: Arc<CudaStream>,
+    step: CudaFunction,
+    events: Vec<(CudaEvent, CudaEvent)>,
+    grid: u32,
+}
+
+pub struct Engine {
+    vk: Arc<VulkanContext>,
+    opts: Options,
+    params: Params,
+    store: Store,
+    sync: Sync,
+    cuda: Option<CudaSide>,
+    canvas: Canvas,
+    splat_spv: Vec<u8>,
+    resolve_spv: Vec<u8>,
+    sim: Option<(ComputePipeline, Vec<vk::DescriptorSet>)>,
+    pools: Vec<vk::CommandPool>,
+    cmds: Vec<vk::CommandBuffer>,
+    queries: vk::QueryPool,
+    timestamp_ns: f64,
+    pending: Vec<Option<FrameTimes>>, // per command slot: the CPU-side times of its last frame
+    pub times: Vec<FrameTimes>,
+    last_start: Option<Instant>,
+    pub camera: Camera,
+    pub bgra: bool,
+    pub paused: bool,
+}
+
+const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
+
+fn device_local(
+    vk: &Arc<VulkanContext>,
+    bytes: u64,
+    usage: vk::BufferUsageFlags,
+) -> anyhow::Result<BoundBuffer> {
+    let usage = usage | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    Ok(BoundBuffer::new_exportable(
+        vk,
+        bytes,
+        usage,
+        vk::MemoryPropertyFlags::DEVICE_LOCAL,
+    )?)
+}
+
+fn upload(vk: &Arc<VulkanContext>, dst: &dyn AsVkBuffer, data: &[[f32; 4]]) -> anyhow::Result<()> {
+    let bytes = std::mem::size_of_val(data) as u64;
+    let mut host = HostBuffer::new(vk, bytes, vk::BufferUsageFlags::empty())?;
+    host.write(data)?;
+    vk.copy_buffer(&host, 0, dst, 0, bytes)?;
+    Ok(())
+}
+
+/// GPU memory the particle buffers of `opts` need, in bytes.
+pub fn bytes_needed(opts: &Options) -> u64 {
+    let per_set = opts.particles as u64 * 16;
+    let k = u64::from(opts.frames_in_flight);
+    match (opts.sim, opts.transfer) {
+        (SimKind::Cuda, Transfer::Staging) => per_set * (4 + k),
+        _ => per_set * 2 * k,
+    }
+}
+
+impl Engine {
+    pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
+        let vk = dev.vk.clone();
+        let k = opts.frames_in_flight as usize;
+        let n = opts.particles;
+        let bytes = (n * 16) as u64;
+        let params = Params::new(n as u32);
+        let (pos0, vel0) = initial_state(n, opts.seed);
+
+        let (store, sync, cuda) = match opts.sim {
+            SimKind::Vulkan => {
+                let mut pos = Vec::new();
+                let mut vel = Vec::new();
+                for _ in 0..k {
+                    pos.push(device_local(&vk, bytes, STORAGE)?);
+                    vel.push(device_local(&vk, bytes, STORAGE)?);
+                }
+                upload(&vk, &pos[0], &pos0)?;
+                upload(&vk, &vel[0], &vel0)?;
+                let timeline = Semaphore::new(&vk, SemaphoreKind::Timeline { initial: 0 }, false)?;
+                (
+                    Store::Vulkan { pos, vel },
+                    Sync::Local {
+                        timeline,
+                        next: 1,
+                        k: k as u64,
+                    },
+                    None,
+                )
+            }
+            SimKind::Cuda => {
+                let bridge = dev
+                    .bridge
+                    .as_ref()
+                    .context("the CUDA simulation needs a CUDA device (use --sim vulkan)")?;
+                let module = cuvk::cuda::compile_module(
+                    bridge.cuda(),
+                    "particles.cu",
+                    &shaders.particles_cu,
+                )?;
+                let stream = bridge.cuda().new_stream()?;
+                let sms = bridge
+                    .cuda()
+                    .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+                    as u32;
+                let events = (0..2 * k)
+                    .map(|_| {
+                        let e = |_| {
+                            bridge
+                                .cuda()
+                                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                        };
+                        Ok((e(0)?, e(1)?))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let side = CudaSide {
+                    stream,
+                    step: module.load_function("step")?,
+                    events,
+                    grid: (n as u32).div_ceil(256).clamp(1, sms * 16),
+                };
+                let store = match opts.transfer {
+                    Transfer::ZeroCopy => {
+                        let mut pos = Vec::new();
+                        let mut vel = Vec::new();
+                        for _ in 0..k {
+                            pos.push(
+                                bridge.create_buffer::<[f32; 4]>(n, BufferUsage::STORAGE_BUFFER)?,
+                            );
+                            vel.push(
+                                bridge.create_buffer::<[f32; 4]>(n, BufferUsage::STORAGE_BUFFER)?,
+                            );
+                        }
+                        pos[0].cuda_write(&pos0)?;
+                        vel[0].cuda_write(&vel0)?;
+                        Store::ZeroCopy { pos, vel }
+                    }
+                    Transfer::Staging => {
+                        let s = &side.stream;
+                        let flat =
+                            |v: &[[f32; 4]]| v.iter().flatten().copied().collect::<Vec<f32>>();
+                        let pos = [s.clone_htod(&flat(&pos0))?, s.alloc_zeros::<f32>(n * 4)?];
+                        let vel = [s.clone_htod(&flat(&vel0))?, s.alloc_zeros::<f32>(n * 4)?];
+                        let mut staging = Vec::new();
+                        let mut draw = Vec::new();
+                        for _ in 0..k {
+                            staging.push(StagingBuffer::new(
+                                bridge,
+                                n * 16,
+                                HostAllocFlags::default(),
+                                vk::BufferUsageFlags::empty(),
+                            )?);
+                            draw.push(device_local(&vk, bytes, STORAGE)?);
+                        }
+                        s.synchronize()?;
+                        Store::Staging {
+                            pos,
+                            vel,
+                            staging,
+                            draw,
+                        }
+                    }
+                };
+                (
+                    store,
+                    Sync::Pacer(FramePacer::new(bridge, k as u32)?),
+                    Some(side),
+                )
+            }
+        };
+
+        let canvas = Canvas::new(
+            &vk,
+            &shaders.splat,
+            &shaders.resolve,
+            &store,
+            k,
+            opts.width,
+            opts.height,
+        )?;
+        let sim = match &store {
+            Store::Vulkan { pos, vel } => {
+                let p = ComputePipeline::new(&vk, &shaders.sim, 4, 24, k as u32)?;
+                let sets = (0..k)
+                    .map(|s| {
+                        let prev = (s + k - 1) % k;
+                        p.descriptor_set(&[&pos[prev], &vel[prev], &pos[s], &vel[s]])
+                    })
+                    .collect::<cuvk::Result<Vec<_>>>()?;
+                Some((p, sets))
+            }
+            _ => None,
+        };
+        let device = vk.device();
+        let mut pools = Vec::new();
+        let mut cmds = Vec::new();
+        for _ in 0..2 * k {
+            let info =
+                vk::CommandPoolCreateInfo::default().queue_family_index(vk.queue_family_index());
+            // SAFETY: valid device; destroyed in Drop.
+            let pool = unsafe { device.create_command_pool(&info, None) }?;
+            pools.push(pool);
+            let alloc = vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .command_buffer_count(1);
+            // SAFETY: our pool.
+            cmds.push(unsafe { device.allocate_command_buffers(&alloc) }?[0]);
+        }
+        let qinfo = vk::QueryPoolCreateInfo::default()
+            .query_type(vk::QueryType::TIMESTAMP)
+            .query_count(4 * 2 * k as u32);
+        // SAFETY: valid device; destroyed in Drop.
+        let queries = unsafe { device.create_query_pool(&qinfo, None) }?;
+        // SAFETY: valid instance/physical device.
+        let timestamp_ns = unsafe {
+            vk.instance()
+                .get_physical_device_properties(vk.physical_device())
+        }
+        .limits
+        .timestamp_period as f64;
+        // SAFETY: queries are reset before use; resetting on the host needs hostQueryReset, so
+        // reset them all once on the GPU here.
+        unsafe {
+            vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, 4 * 2 * k as u32))?
+        };
+        Ok(Self {
+            vk,
+            opts,
+            params,
+            store,
+            sync,
+            cuda,
+            canvas,
+            splat_spv: shaders.splat.clone(),
+            resolve_spv: shaders.resolve.clone(),
+            sim,
+            pools,
+            cmds,
+            queries,
+            timestamp_ns,
+            pending: vec![None; 2 * k],
+            times: Vec::new(),
+            last_start: None,
+            camera: Camera::default(),
+            bgra: false,
+            paused: false,
+        })
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Renders at a new size from now on (waits for the GPU; the simulation goes on).
+    pub fn resize(&mut self, width: u32, height: u32) -> anyhow::Result<()> {
+        self.wait_idle()?;
+        let k = self.opts.frames_in_flight as usize;
+        self.canvas = Canvas::new(
+            &self.vk,
+            &self.splat_spv,
+            &self.resolve_spv,
+            &self.store,
+            k,
+            width,
+            height,
+        )?;
+        self.opts.width = width;
+        self.opts.height = height;
+        Ok(())
+    }
+
+    /// Restarts the simulation from its initial state (waits for the GPU first).
+    pub fn reset(&mut self) -> anyhow::Result<()> {
+        self.wait_idle()?;
+        let (pos0, vel0) = initial_state(self.opts.particles, self.opts.seed);
+        let last = self.last_frame() as usize % self.opts.frames_in_flight as usize;
+        let parity = (self.last_frame() % 2) as usize;
+        match &mut self.store {
+            Store::ZeroCopy { pos, vel } => {
+                pos[last].cuda_write(&pos0)?;
+                vel[last].cuda_write(&vel0)?;
+            }
+            Store::Vulkan { pos, vel } => {
+                upload(&self.vk, &pos[last], &pos0)?;
+                upload(&self.vk, &vel[last], &vel0)?;
+            }
+            Store::Staging { pos, vel, .. } => {
+                let s = &self.cuda.as_ref().context("CUDA side")?.stream;
+                s.memcpy_htod(
+                    &pos0.iter().flatten().copied().collect::<Vec<f32>>(),
+                    &mut pos[parity],
+                )?;
+                s.memcpy_htod(
+                    &vel0.iter().flatten().copied().collect::<Vec<f32>>(),
+                    &mut vel[parity],
+                )?;
+                s.synchronize()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The number of the last frame submitted.
+    pub fn last_frame(&self) -> u64 {
+        match &self.sync {
+            Sync::Pacer(p) => p.vulkan_done().highest_signal(),
+            Sync::Local { next, .. } => next - 1,
+        }
+    }
+
+    fn begin(&mut self) -> anyhow::Result<Frame> {
+        match &mut self.sync {
+            Sync::Pacer(p) => Ok(p.begin_frame()?),
+            Sync::Local { timeline, next, k } => {
+                let number = *next;
+                if let Some(prev) = number.checked_sub(2 * *k).filter(|&n| n > 0) {
+                    timeline.wait_host(prev, Duration::from_secs(10))?;
+                }
+                *next += 1;
+                Ok(Frame::new_unpaced(number, *k as u32))
+            }
+        }
+    }
+
+    /// Runs one frame into `target`. Returns when it is submitted (or, for a PNG, written).
+    pub fn frame(&mut self, target: Target<'_>) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        let frame = self.begin()?;
+        let wait_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let c = frame.command_slot;
+        self.collect(c)?;
+        let start = Instant::now();
+        let frame_ms = self
+            .last_start
+            .replace(start)
+            .map_or(0.0, |prev| (start - prev).as_secs_f64() * 1e3);
+        let simulate = !self.paused;
+        self.run_cuda(&frame, simulate)?;
+        let cmd = self.record(&frame, &target, simulate)?;
+        let stage = vk::PipelineStageFlags::ALL_COMMANDS;
+        let mut waits = Vec::new();
+        let mut signals = Vec::new();
+        if let Target::Swapchain {
+            acquired, rendered, ..
+        } = &target
+        {
+            waits.push(SemaphoreOp {
+                semaphore: acquired,
+                value: 0,
+                stage: vk::PipelineStageFlags::TRANSFER,
+            });
+            signals.push(SemaphoreOp {
+                semaphore: rendered,
+                value: 0,
+                stage: vk::PipelineStageFlags::empty(),
+            });
+        }
+        // SAFETY: the command buffer and everything it uses live in `self`, which waits for
+        // the GPU before dropping them.
+        unsafe {
+            match &self.sync {
+                Sync::Pacer(p) => {
+                    p.vulkan_submit(&frame, &[cmd], stage, &waits, &signals, vk::Fence::null())?
+                }
+                Sync::Local { timeline, .. } => {
+                    signals.push(SemaphoreOp {
+                        semaphore: timeline,
+                        value: frame.number,
+                        stage: vk::PipelineStageFlags::empty(),
+                    });
+                    self.vk
+                        .submit_with_semaphores(&[cmd], &waits, &signals, vk::Fence::null())?
+                }
+            }
+        }
+        self.pending[c] = Some(FrameTimes {
+            frame: frame_ms,
+            sim: 0.0,
+            draw: 0.0,
+            wait: wait_ms,
+        });
+        if let Target::Offscreen(Some(path)) = target {
+            self.wait_for(frame.number)?;
+            write_png(
+                path,
+                self.canvas.width,
+                self.canvas.height,
+                &self.canvas.readback.read::<u8>()?,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Waits on the host until frame `number` has completed on the GPU.
+    pub fn wait_for(&self, number: u64) -> anyhow::Result<()> {
+        let t = Duration::from_secs(30);
+        match &self.sync {
+            Sync::Pacer(p) => p.frames_complete().wait_host(number, t)?,
+            Sync::Local { timeline, .. } => timeline.wait_host(number, t)?,
+        }
+        Ok(())
+    }
+
+    /// Waits for every submitted frame and collects the remaining timings.
+    pub fn wait_idle(&mut self) -> anyhow::Result<()> {
+        self.wait_for(self.last_frame())?;
+        if let Some(c) = &self.cuda {
+            c.stream.synchronize()?;
+        }
+        for c in 0..self.pending.len() {
+            self.collect(c)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the timings of the frame that last used command slot `c` (it has completed).
+    fn collect(&mut self, c: usize) -> anyhow::Result<()> {
+        let Some(cpu) = self.pending[c].take() else {
+            return Ok(());
+        };
+        let mut ts = [0u64; 3];
+        // SAFETY: the frame that wrote these queries has completed (begin_frame / wait_idle).
+        unsafe {
+            self.vk.device().get_query_pool_results(
+                self.queries,
+                4 * c as u32,
+                &mut ts,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )?;
+        }
+        let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 * self.timestamp_ns * 1e-6;
+        let sim = match &self.cuda {
+            Some(side) => side.events[c].0.elapsed_ms(&side.events[c].1)? as f64,
+            None => ms(ts[0], ts[1]),
+        };
+        self.times.push(FrameTimes {
+            sim,
+            draw: ms(ts[1], ts[2]),
+            ..cpu
+        });
+        Ok(())
+    }
+
+    fn run_cuda(&mut self, frame: &Frame, simulate: bool) -> anyhow::Result<()> {
+        let Some(side) = &self.cuda else {
+            return Ok(());
+        };
+        let Sync::Pacer(pacer) = &self.sync else {
+            bail!("CUDA simulation without a pacer")
+        };
+        let s = &side.stream;
+        let k = self.opts.frames_in_flight as usize;
+        let (slot, prev) = (frame.slot, (frame.slot + k - 1) % k);
+        let cfg = LaunchConfig {
+            grid_dim: (side.grid, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (ev0, ev1) = &side.events[frame.command_slot];
+        let params = self.params;
+        match &mut self.store {
+            Store::ZeroCopy { pos, vel } => {
+                pacer.cuda_acquire(frame, s)?;
+                ev0.record(s)?;
+                let (pi, vi, po, vo) = (
+                    pos[prev].cuda_ptr(),
+                    vel[prev].cuda_ptr(),
+                    pos[slot].cuda_ptr(),
+                    vel[slot].cuda_ptr(),
+                );
+                let mut b = s.launch_builder(&side.step);
+                let p = if simulate {
+                    params
+                } else {
+                    Params {
+                        dt: 0.0,
+                        damping: 1.0,
+                        ..params
+                    }
+                };
+                b.arg(&pi).arg(&vi).arg(&po).arg(&vo).arg(&p);
+                // SAFETY: all four pointers are live mappings of `count` float4 each; slot was
+                // released by Vulkan (cuda_acquire) and prev is only read.
+                unsafe { b.launch(cfg) }?;
+                ev1.record(s)?;
+            }
+            Store::Staging {
+                pos, vel, staging, ..
+            } => {
+                let n = frame.number as usize;
+                let (src, dst) = ((n + 1) % 2, n % 2);
+                ev0.record(s)?;
+                let p = if simulate {
+                    params
+                } else {
+                    Params {
+                        dt: 0.0,
+                        damping: 1.0,
+                        ..params
+                    }
+                };
+                {
+                    let (pos_lo, pos_hi) = pos.split_at_mut(1);
+                    let (vel_lo, vel_hi) = vel.split_at_mut(1);
+                    let (pi, po) = if src == 0 {
+                        (&pos_lo[0], &mut pos_hi[0])
+                    } else {
+                        (&pos_hi[0], &mut pos_lo[0])
+                    };
+                    let (vi, vo) = if src == 0 {
+                        (&vel_lo[0], &mut vel_hi[0])
+                    } else {
+                        (&vel_hi[0], &mut vel_lo[0])
+                    };
+                    let mut b = s.launch_builder(&side.step);
+                    b.arg(pi).arg(vi).arg(po).arg(vo).arg(&p);
+                    // SAFETY: four CUDA buffers of count float4 each.
+                    unsafe { b.launch(cfg) }?;
+                }
+                ev1.record(s)?;
+                pacer.cuda_acquire(frame, s)?;
+                let (ptr, _guard) = cuvk::cudarc::driver::DevicePtr::device_ptr(&pos[dst], s);
+                staging[slot].cuda_download(s, ptr, self.opts.particles * 16)?;
+            }
+            Store::Vulkan { .. } => {}
+        }
+        pacer.cuda_release(frame, s)?;
+        Ok(())
+    }
+
+    fn record(
+        &self,
+        frame: &Frame,
+        target: &Target<'_>,
+        simulate: bool,
+    ) -> anyhow::Result<vk::CommandBuffer> {
+        let d = self.vk.device();
+        let c = frame.command_slot;
+        let cmd = self.cmds[c];
+        let q0 = 4 * c as u32;
+        let all = vk::PipelineStageFlags::ALL_COMMANDS;
+        let barrier = |src: vk::AccessFlags, dst: vk::AccessFlags| {
+            [vk::MemoryBarrier::default()
+                .src_access_mask(src)
+                .dst_access_mask(dst)]
+        };
+        let rw = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
+        let cv = &self.canvas;
+        let (w, h) = (cv.width, cv.height);
+        // SAFETY: the command slot's previous frame completed (begin); every handle is ours
+        // and outlives the submission.
+        unsafe {
+            d.reset_command_pool(self.pools[c], vk::CommandPoolResetFlags::empty())?;
+            d.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )?;
+            d.cmd_reset_query_pool(cmd, self.queries, q0, 4);
+            d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.queries, q0);
+            // Everything earlier frames wrote is visible to this frame.
+            d.cmd_pipeline_barrier(
+                cmd,
+                all,
+                all,
+                vk::DependencyFlags::empty(),
+                &barrier(vk::AccessFlags::MEMORY_WRITE, rw),
+                &[],
+                &[],
+            );
+            match (&self.store, &self.sync) {
+                (Store::ZeroCopy { pos, .. }, Sync::Pacer(p)) => {
+                    p.record_acquire_from_cuda(
+                        cmd,
+                        &[&pos[frame.slot]],
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::AccessFlags::SHADER_READ,
+                    );
+                }
+                (Store::Staging { staging, draw, .. }, _) => {
+                    let region = [vk::BufferCopy {
+                        src_offset: 0,
+                        dst_offset: 0,
+                        size: (self.opts.particles * 16) as u64,
+                    }];
+                    d.cmd_copy_buffer(
+                        cmd,
+                        staging[frame.slot].vk_buffer(),
+                        draw[frame.slot].vk_buffer(),
+                        &region,
+                    );
+                    d.cmd_pipeline_barrier(
+                        cmd,
+                        all,
+                        all,
+                        vk::DependencyFlags::empty(),
+                        &barrier(vk::AccessFlags::TRANSFER_WRITE, rw),
+                        &[],
+                        &[],
+                    );
+                }
+                _ => {}
+            }
+            if let Some((sim, sets)) = &self.sim {
+                let p = if simulate {
+                    self.params
+                } else {
+                    Params {
+                        dt: 0.0,
+                        damping: 1.0,
+                        ..self.params
+                    }
+                };
+                sim.record_dispatch(
+                    cmd,
+                    sets[frame.slot],
+                    bytemuck::bytes_of(&p)[..24].as_ref(),
+                    self.params.count.div_ceil(256).clamp(1, 65535),
+                );
+                d.cmd_pipeline_barrier(
+                    cmd,
+                    all,
+                    all,
+                    vk::DependencyFlags::empty(),
+                    &barrier(vk::AccessFlags::SHADER_WRITE, rw),
+                    &[],
+                    &[],
+                );
+            }
+            d.cmd_write_timestamp(
+                cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                self.queries,
+                q0 + 1,
+            );
+            let vp = self.camera.view_proj(w as f32 / h as f32);
+            let mut push: Vec<u8> = bytemuck::cast_slice(&vp).to_vec();
+            push.extend_from_slice(bytemuck::cast_slice(&[self.params.count, w, h]));
+            cv.splat.record_dispatch(
+                cmd,
+                cv.splat_sets[frame.slot],
+                &push,
+                self.params.count.div_ceil(256).clamp(1, 65535),
+            );
+            d.cmd_pipeline_barrier(
+                cmd,
+                all,
+                all,
+                vk::DependencyFlags::empty(),
+                &barrier(vk::AccessFlags::SHADER_WRITE, rw),
+                &[],
+                &[],
+            );
+            // About 1 at the density of one particle per 10 pixels, so dense regions keep detail.
+            let exposure = (0.1 * (w * h) as f32 / self.params.count as f32).clamp(0.01, 1.0);
+            let mut rpush: Vec<u8> = bytemuck::bytes_of(&(w * h)).to_vec();
+            rpush.extend_from_slice(bytemuck::bytes_of(&exposure));
+            rpush.extend_from_slice(bytemuck::bytes_of(&u32::from(self.bgra)));
+            cv.resolve.record_dispatch(
+                cmd,
+                cv.resolve_set,
+                &rpush,
+                (w * h).div_ceil(256).clamp(1, 65535),
+            );
+            d.cmd_write_timestamp(
+                cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                self.queries,
+                q0 + 2,
+            );
+            if let (Store::ZeroCopy { pos, .. }, Sync::Pacer(p)) = (&self.store, &self.sync) {
+                p.record_release_to_cuda(
+                    cmd,
+                    &[&pos[frame.slot]],
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ,
+                );
+            }
+            d.cmd_pipeline_barrier(
+                cmd,
+                all,
+                all,
+                vk::DependencyFlags::empty(),
+                &barrier(vk::AccessFlags::SHADER_WRITE, rw),
+                &[],
+                &[],
+            );
+            match target {
+                Target::Offscreen(Some(_)) => {
+                    let region = [vk::BufferCopy {
+                        src_offset: 0,
+                        dst_offset: 0,
+                        size: u64::from(w * h * 4),
+                    }];
+                    d.cmd_copy_buffer(cmd, cv.pixels.vk_buffer(), cv.readback.vk_buffer(), &region);
+                }
+                Target::Offscreen(None) => {}
+                Target::Swapchain { image, .. } => {
+                    record_to_swapchain(d, cmd, cv.pixels.vk_buffer(), *image, w, h)
+                }
+            }
+            d.end_command_buffer(cmd)?;
+        }
+        Ok(cmd)
+    }
+
+    /// Final particle positions (for comparing the simulations). Waits for the GPU.
+    pub fn positions(&mut self) -> anyhow::Result<Vec<[f32; 4]>> {
+        self.wait_idle()?;
+        let last = self.last_frame();
+        let slot = (last % u64::from(self.opts.frames_in_flight)) as usize;
+        let bytes = (self.opts.particles * 16) as u64;
+        let host = HostBuffer::new(&self.vk, bytes, vk::BufferUsageFlags::empty())?;
+        match &self.store {
+            Store::ZeroCopy { pos, .. } => return Ok(pos[slot].cuda_read()?),
+            Store::Vulkan { pos, .. } => self.vk.copy_buffer(&pos[slot], 0, &host, 0, bytes)?,
+            Store::Staging { draw, .. } => self.vk.copy_buffer(&draw[slot], 0, &host, 0, bytes)?,
+        }
+        Ok(host.read()?)
+    }
+}
+
+unsafe fn record_to_swapchain(
+    d: &cuvk::ash::Device,
+    cmd: vk::CommandBuffer,
+    pixels: vk::Buffer,
+    image: vk::Image,
+    w: u32,
+    h: u32,
+) {
+    let range = vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: 0,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: 1,
+    };
+    let to_dst = [vk::ImageMemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::empty())
+        .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .old_layout(vk::ImageLayout::UNDEFINED)
+        .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+        .image(image)
+        .subresource_range(range)];
+    // SAFETY: recording state; the image is a live swapchain image acquired for this frame.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_dst,
+        );
+        let region = [vk::BufferImageCopy::default()
+            .image_subresource(vk::ImageSubresourceLayers {
+                aspect_mask: vk::ImageAspectFlags::COLOR,
+                mip_level: 0,
+                base_array_layer: 0,
+                layer_count: 1,
+            })
+            .image_extent(vk::Extent3D {
+                width: w,
+                height: h,
+                depth: 1,
+            })];
+        d.cmd_copy_buffer_to_image(
+            cmd,
+            pixels,
+            image,
+            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+            &region,
+        );
+        let to_present = [vk::ImageMemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::empty())
+            .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+            .new_layout(vk::ImageLayout::PRESENT_SRC_KHR)
+            .image(image)
+            .subresource_range(range)];
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_present,
+        );
+    }
+}
+
+/// Writes RGBA8 pixels as a PNG, through a temporary file renamed into place, so a failure
+/// leaves no half-written image.
+pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("png.partial");
+    let result = (|| -> anyhow::Result<()> {
+        let file = std::fs::File::create(&tmp)?;
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+        enc.set_color(png::ColorType::Rgba);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(&rgba[..(w * h * 4) as usize])?;
+        writer.finish()?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.context(format!("writing {}", path.display())))
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.wait_idle();
+        let d = self.vk.device();
+        // SAFETY: all frames completed (waited above, or the device is lost and idle anyway).
+        unsafe {
+            let _ = d.device_wait_idle();
+            for &p in &self.pools {
+                d.destroy_command_pool(p, None);
+            }
+            d.destroy_query_pool(self.queries, None);
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! Particle demo: N particles simulated by CUDA (or a Vulkan compute shader where there is no
+//! CUDA) in shared memory and drawn by Vulkan from that same memory, frames ordered on the GPU.
+//!
+//!     cargo run --release --example particles                   # window, or headless without a display
+//!     cargo run --release --example particles -- --headless --frames 120 --out out
+//!     cargo run --release --example particles -- --bench
+//!
+//! Options: --particles N (1000000), --frames N (120), --out DIR (out), --save-every K (0: last
+//! frame only), --headless, --sim cuda|vulkan, --transfer zero-copy|staging, --seed N,
+//! --size WxH (1280x720), --frames-in-flight K (2..4, 3), --shaders DIR, --bench,
+//! --dump-positions FILE, --exit-after N (window: close after N frames).
+
+mod engine;
+mod sim;
+mod window;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use cuvk::vulkan::{Validation, VulkanConfig, VulkanContext};
+use cuvk::{Bridge, BridgeConfig};
+use engine::{Devices, Engine, Options, Shaders, SimKind, Target, Transfer};
+
+/// Bad command-line input: reported with exit code 2.
+#[derive(Debug)]
+struct Usage(String);
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+pub struct Args {
+    pub opts: Options,
+    pub sim_forced: bool,
+    pub frames: u64,
+    pub out: PathBuf,
+    pub save_every: u64,
+    pub headless: bool,
+    pub bench: bool,
+    pub dump: Option<PathBuf>,
+    pub exit_after: Option<u64>,
+}
+
+fn parse() -> anyhow::Result<Args> {
+    let default_shaders = if Path::new("shaders/splat.spv").exists() {
+        PathBuf::from("shaders")
+    } else {
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders"))
+    };
+    let mut a = Args {
+        opts: Options {
+            particles: 1_000_000,
+            seed: 1,
+            width: 1280,
+            height: 720,
+            sim: SimKind::Cuda,
+            transfer: Transfer::ZeroCopy,
+            frames_in_flight: 3,
+            shader_dir: default_shaders,
+        },
+        sim_forced: false,
+        frames: 120,
+        out: PathBuf::from("out"),
+        save_every: 0,
+        headless: false,
+        bench: false,
+        dump: None,
+        exit_after: None,
+    };
+    let mut it = std::env::args().skip(1);
+    let value = |name: &str, it: &mut dyn Iterator<Item = String>| {
+        it.next()
+            .ok_or_else(|| usage(format!("{name} needs a value")))
+    };
+    while let Some(arg) = it.next() {
+        let num = |v: String, name: &str| {
+            v.replace('_', "")
+                .parse::<u64>()
+                .map_err(|_| usage(format!("{name}: '{v}' is not a whole number")))
+        };
+        match arg.as_str() {
+            "--particles" => a.opts.particles = num(value(&arg, &mut it)?, &arg)? as usize,
+            "--frames" => a.frames = num(value(&arg, &mut it)?, &arg)?,
+            "--out" => a.out = PathBuf::from(value(&arg, &mut it)?),
+            "--save-every" => a.save_every = num(value(&arg, &mut it)?, &arg)?,
+            "--headless" => a.headless = true,
+            "--bench" => a.bench = true,
+            "--seed" => a.opts.seed = num(value(&arg, &mut it)?, &arg)?,
+            "--shaders" => a.opts.shader_dir = PathBuf::from(value(&arg, &mut it)?),
+            "--dump-positions" => a.dump = Some(PathBuf::from(value(&arg, &mut it)?)),
+            "--exit-after" => a.exit_after = Some(num(value(&arg, &mut it)?, &arg)?),
+            "--frames-in-flight" => {
+                let k = num(value(&arg, &mut it)?, &arg)?;
+                if !(2..=4).contains(&k) {
+                    bail!(usage(format!(
+                        "--frames-in-flight must be 2, 3 or 4, not {k}"
+                    )));
+                }
+                a.opts.frames_in_flight = k as u32;
+            }
+            "--sim" => {
+                a.sim_forced = true;
+                a.opts.sim = match value(&arg, &mut it)?.as_str() {
+                    "cuda" => SimKind::Cuda,
+                    "vulkan" => SimKind::Vulkan,
+                    v => bail!(usage(format!("--sim must be cuda or vulkan, not '{v}'"))),
+                }
+            }
+            "--transfer" => {
+                a.opts.transfer = match value(&arg, &mut it)?.as_str() {
+                    "zero-copy" => Transfer::ZeroCopy,
+                    "staging" => Transfer::Staging,
+                    v => bail!(usage(format!(
+                        "--transfer must be zero-copy or staging, not '{v}'"
+                    ))),
+                }
+            }
+            "--size" => {
+                let v = value(&arg, &mut it)?;
+                let (w, h) = v
+                    .split_once('x')
+                    .ok_or_else(|| usage(format!("--size must look like 1280x720, not '{v}'")))?;
+                a.opts.width = num(w.into(), "--size width")? as u32;
+                a.opts.height = num(h.into(), "--size height")? as u32;
+                if a.opts.width == 0
+                    || a.opts.height == 0
+                    || a.opts.width > 8192
+                    || a.opts.height > 8192
+                {
+                    bail!(usage(format!(
+                        "--size must be between 1x1 and 8192x8192, not {v}"
+                    )));
+                }
+            }
+            "-h" | "--help" => bail!(usage(
+                include_str!("main.rs")
+                    .lines()
+                    .skip(2)
+                    .take(9)
+                    .map(|l| l.trim_start_matches("//!"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )),
+            other => bail!(usage(format!("unknown argument '{other}' (try --help)"))),
+        }
+    }
+    if a.opts.particles == 0 {
+        bail!(usage("--particles must be at least 1"));
+    }
+    if a.opts.particles > u32::MAX as usize {
+        bail!(usage(format!(
+            "--particles {} is more than the shaders index (at most {})",
+            a.opts.particles,
+            u32::MAX
+        )));
+    }
+    if a.frames == 0 {
+        bail!(usage("--frames must be at least 1"));
+    }
+    Ok(a)
+}
+
+/// Opens the devices: the CUDA + Vulkan bridge where CUDA is there (or demanded), else Vulkan
+/// alone, with the extensions a window needs.
+pub fn open_devices(
+    args: &mut Args,
+    instance_ext: Vec<&'static std::ffi::CStr>,
+    device_ext: Vec<&'static std::ffi::CStr>,
+) -> anyhow::Result<Devices> {
+    let validation = Validation::IfAvailable.or_from_env();
+    let need_cuda = args.opts.sim == SimKind::Cuda;
+    if need_cuda {
+        match Bridge::new(BridgeConfig {
+            validation,
+            instance_extensions: instance_ext.clone(),
+            device_extensions: device_ext.clone(),
+            ..Default::default()
+        }) {
+            Ok(b) => {
+                return Ok(Devices {
+                    vk: b.vulkan().clone(),
+                    bridge: Some(b),
+                })
+            }
+            Err(e) if e.is_unavailable() && !args.sim_forced => {
+                println!("no CUDA GPU ({e}): simulating with the Vulkan compute shader instead");
+                args.opts.sim = SimKind::Vulkan;
+            }
+            Err(e) => {
+                return Err(e).context("opening CUDA device 0 and the Vulkan device with its UUID")
+            }
+        }
+    }
+    let vk = VulkanContext::new(VulkanConfig {
+        validation,
+        instance_extensions: instance_ext,
+        device_extensions: device_ext,
+        ..Default::default()
+    })?;
+    Ok(Devices { vk, bridge: None })
+}
+
+/// Refuses particle counts the GPU cannot hold, before allocating anything.
+fn check_memory(dev: &Devices, opts: &Options) -> anyhow::Result<()> {
+    let need = engine::bytes_needed(opts);
+    let props = dev.vk.memory_properties();
+    let heap = (0..props.memory_heap_count as usize)
+        .filter(|&i| {
+            props.memory_heaps[i]
+                .flags
+                .contains(cuvk::ash::vk::MemoryHeapFlags::DEVICE_LOCAL)
+        })
+        .map(|i| props.memory_heaps[i].size)
+        .max()
+        .unwrap_or(0);
+    let mut have = heap;
+    if let Some(b) = &dev.bridge {
+        b.cuda().bind_to_thread()?;
+        have = have.min(cuvk::cudarc::driver::result::mem_get_info()?.0 as u64);
+    }
+    if need > have {
+        bail!(usage(format!(
+            "{} particles need {} MiB of GPU memory ({} frames in flight × position + velocity); {} has {} MiB available",
+            opts.particles,
+            need >> 20,
+            opts.frames_in_flight,
+            dev.vk.info().name,
+            have >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// Makes sure `dir` exists and takes files before any frame is rendered.
+fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
+    let probe = dir.join(".cuvk-write-test");
+    std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(&probe, b""))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| usage(format!("--out {}: not writable: {e}", dir.display())))
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// p50 and p99 of frame, sim, draw and wait times, skipping `warmup` frames.
+fn summary(engine: &Engine, warmup: usize) -> [(f64, f64); 4] {
+    let t = &engine.times[warmup.min(engine.times.len())..];
+    let col = |f: fn(&engine::FrameTimes) -> f64| {
+        let mut v: Vec<f64> = t.iter().map(f).collect();
+        (percentile(&mut v, 0.5), percentile(&mut v, 0.99))
+    };
+    [
+        col(|x| x.frame),
+        col(|x| x.sim),
+        col(|x| x.draw),
+        col(|x| x.wait),
+    ]
+}
+
+fn headless(args: &mut Args) -> anyhow::Result<()> {
+    check_out_dir(&args.out)?;
+    let shaders = Shaders::load(&args.opts.shader_dir)?;
+    let dev = open_devices(args, vec![], vec![])?;
+    check_memory(&dev, &args.opts)?;
+    println!(
+        "device: {}; {} particles; sim {:?}; transfer {:?}; {} frames in flight",
+        dev.vk.info().describe(),
+        args.opts.particles,
+        args.opts.sim,
+        args.opts.transfer,
+        args.opts.frames_in_flight
+    );
+    let mut engine = Engine::new(&dev, &shaders, args.opts.clone())?;
+    let t = Instant::now();
+    let mut written = Vec::new();
+    for n in 1..=args.frames {
+        let save = n == args.frames || (args.save_every > 0 && n % args.save_every == 0);
+        let path = args.out.join(format!("frame_{n:05}.png"));
+        engine.frame(Target::Offscreen(save.then_some(path.as_path())))?;
+        if save {
+            written.push(path);
+        }
+    }
+    engine.wait_idle()?;
+    let secs = t.elapsed().as_secs_f64();
+    let [f, s, d, w] = summary(&engine, (args.frames as usize / 10).min(10));
+    println!(
+        "{} frames in {secs:.2} s ({:.1} fps incl. PNG writes); frame p50 {:.3} ms p99 {:.3} ms; sim p50 {:.3} ms p99 {:.3}; draw p50 {:.3} ms p99 {:.3}; wait p50 {:.3} ms p99 {:.3}",
+        args.frames,
+        args.frames as f64 / secs,
+        f.0, f.1, s.0, s.1, d.0, d.1, w.0, w.1
+    );
+    println!(
+        "wrote {} PNG file(s) to {}: {}",
+        written.len(),
+        args.out.display(),
+        written
+            .last()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    );
+    if let Some(path) = &args.dump {
+        let pos = engine.positions()?;
+        std::fs::write(path, bytemuck::cast_slice::<[f32; 4], u8>(&pos))
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote final positions to {}", path.display());
+    }
+    drop(engine);
+    check_validation(&dev)
+}
+
+pub fn check_validation(dev: &Devices) -> anyhow::Result<()> {
+    let msgs = dev.vk.validation_messages();
+    if !msgs.is_empty() {
+        bail!(
+            "{} Vulkan validation message(s), first: {}",
+            msgs.len(),
+            msgs[0]
+        );
+    }
+    Ok(())
+}
+
+fn bench(args: &mut Args) -> anyhow::Result<()> {
+    let shaders = Shaders::load(&args.opts.shader_dir)?;
+    let dev = open_devices(args, vec![], vec![])?;
+    let dev_args = args;
+    let has_cuda = dev.bridge.is_some();
+    println!("device: {}", dev.vk.info().describe());
+    println!("| particles | mode                  | frame p50 ms | frame p99 ms | sim p50 ms | draw p50 ms |");
+    println!("|-----------|-----------------------|--------------|--------------|------------|-------------|");
+    let frames = dev_args.frames.max(60);
+    let mut json = Vec::new();
+    for n in [100_000usize, 1_000_000, 10_000_000] {
+        let mut modes = vec![("all-Vulkan", SimKind::Vulkan, Transfer::ZeroCopy)];
+        if has_cuda {
+            modes.insert(0, ("CUDA + zero-copy", SimKind::Cuda, Transfer::ZeroCopy));
+            modes.insert(1, ("CUDA + staging copy", SimKind::Cuda, Transfer::Staging));
+        }
+        for (name, sim, transfer) in modes {
+            let opts = Options {
+                particles: n,
+                sim,
+                transfer,
+                ..dev_args.opts.clone()
+            };
+            if check_memory(&dev, &opts).is_err() {
+                println!("| {n:>9} | {name:<21} | does not fit in GPU memory |");
+                continue;
+            }
+            let mut engine = Engine::new(&dev, &shaders, opts)?;
+            for _ in 0..frames {
+                engine.frame(Target::Offscreen(None))?;
+            }
+            engine.wait_idle()?;
+            let [f, s, d, _] = summary(&engine, 20);
+            println!(
+                "| {n:>9} | {name:<21} | {:>12.3} | {:>12.3} | {:>10.3} | {:>11.3} |",
+                f.0, f.1, s.0, d.0
+            );
+            json.push(format!("{{\"particles\":{n},\"mode\":\"{name}\",\"frame_p50_ms\":{:.4},\"frame_p99_ms\":{:.4},\"sim_p50_ms\":{:.4},\"draw_p50_ms\":{:.4}}}", f.0, f.1, s.0, d.0));
+        }
+    }
+    if let Some(path) = &dev_args.dump {
+        std::fs::write(
+            path,
+            format!(
+                "{{\"device\":\"{}\",\"frames\":{frames},\"rows\":[{}]}}\n",
+                dev.vk.info().name,
+                json.join(",")
+            ),
+        )?;
+        println!("wrote {}", path.display());
+    }
+    check_validation(&dev)
+}
+
+fn has_display() -> bool {
+    std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty())
+}
+
+fn run() -> anyhow::Result<()> {
+    let mut args = parse()?;
+    if args.bench {
+        return bench(&mut args);
+    }
+    if !args.headless && !has_display() {
+        println!(
+            "no display (DISPLAY unset): running headless, PNG frames to {}",
+            args.out.display()
+        );
+        args.headless = true;
+    }
+    if args.headless {
+        headless(&mut args)
+    } else {
+        window::run(args)
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

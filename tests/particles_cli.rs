@@ -1,0 +1,269 @@
+//! The particle demo as a user runs it, on any Vulkan device (lavapipe in CI), under the
+//! validation layer: headless PNGs checked against the CPU simulation, the same image for the
+//! same seed, clear errors for bad input, and (under Xvfb) a window that presents and closes.
+
+#[path = "support/particles.rs"]
+mod particles;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use particles::{check_frame, run_demo, temp_dir};
+
+fn vulkan_present() -> bool {
+    // The demo itself says so when there is no Vulkan device; CI always has lavapipe.
+    cuvk::vulkan::VulkanContext::new(Default::default()).is_ok()
+        || std::env::var("REQUIRE_VULKAN").as_deref() == Ok("1")
+}
+
+#[test]
+fn headless_vulkan_frames_show_the_particles_where_the_simulation_puts_them() {
+    if !vulkan_present() {
+        eprintln!("SKIP: no Vulkan device");
+        return;
+    }
+    let (a, b, c) = (temp_dir("png-a"), temp_dir("png-b"), temp_dir("png-c"));
+    let args = |out: &std::path::Path, seed: &str| -> Vec<String> {
+        [
+            "--headless",
+            "--sim",
+            "vulkan",
+            "--frames",
+            "6",
+            "--particles",
+            "20000",
+            "--size",
+            "320x240",
+            "--seed",
+            seed,
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    for (dir, seed) in [(&a, "7"), (&b, "7"), (&c, "8")] {
+        let argv = args(dir, seed);
+        let out = run_demo(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(out.status.success(), "demo failed");
+    }
+    let share = check_frame(&a.join("frame_00006.png"), 320, 240, 20_000, 7, 6);
+    assert!(
+        share > 0.99,
+        "only {:.2}% of the particles' pixels are lit",
+        100.0 * share
+    );
+    let read = |d: &std::path::Path| particles::read_png(&d.join("frame_00006.png")).2;
+    assert!(read(&a) == read(&b), "same seed, different image");
+    assert!(read(&a) != read(&c), "different seed, same image");
+    for d in [a, b, c] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn bad_input_gives_a_clear_message_and_a_failing_exit() {
+    if !vulkan_present() {
+        eprintln!("SKIP: no Vulkan device");
+        return;
+    }
+    let out_dir = temp_dir("bad");
+    let out = out_dir.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--headless", "--particles", "0", "--out", out],
+            "--particles must be at least 1",
+        ),
+        (
+            vec![
+                "--headless",
+                "--sim",
+                "vulkan",
+                "--particles",
+                "4000000000",
+                "--out",
+                out,
+            ],
+            "of GPU memory",
+        ),
+        (
+            vec!["--headless", "--particles", "many", "--out", out],
+            "not a whole number",
+        ),
+        (
+            vec!["--headless", "--sim", "fortran", "--out", out],
+            "--sim must be cuda or vulkan",
+        ),
+    ];
+    for (argv, expect) in cases {
+        let o = run_demo(&argv);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{argv:?}");
+        assert!(
+            err.contains(expect),
+            "{argv:?}: stderr lacks '{expect}': {err}"
+        );
+    }
+    // An --out that cannot be a directory (a file is in the way).
+    let file = out_dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let bad_out = file.join("frames");
+    let o = run_demo(&[
+        "--headless",
+        "--sim",
+        "vulkan",
+        "--particles",
+        "1000",
+        "--out",
+        bad_out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not writable"));
+    // A missing shader file: a clear message, a failing exit, and no PNG left behind.
+    let empty = temp_dir("no-shaders");
+    let o = run_demo(&[
+        "--headless",
+        "--sim",
+        "vulkan",
+        "--particles",
+        "1000",
+        "--shaders",
+        empty.to_str().unwrap(),
+        "--out",
+        out,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot read shader") && err.contains(".spv"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n != "a-file")
+        .collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(out_dir);
+    let _ = std::fs::remove_dir_all(empty);
+}
+
+/// Parses an XWD screenshot (32 bits per pixel, ZPixmap) into (width, height, rgb rows).
+fn parse_xwd(data: &[u8]) -> (u32, u32, Vec<[u8; 3]>) {
+    let be = |i: usize| u32::from_be_bytes(data[i * 4..i * 4 + 4].try_into().unwrap());
+    let (header, w, h) = (be(0) as usize, be(4), be(5));
+    let (byte_order, bpp, line, ncolors) = (be(7), be(11), be(12) as usize, be(19) as usize);
+    let (rmask, gmask, bmask) = (be(14), be(15), be(16));
+    assert_eq!(bpp, 32, "expected a 32-bit screenshot");
+    let pixels = &data[header + 12 * ncolors..];
+    let channel = |v: u32, mask: u32| ((v & mask) >> mask.trailing_zeros()) as u8;
+    let mut out = Vec::with_capacity((w * h) as usize);
+    for y in 0..h as usize {
+        for x in 0..w as usize {
+            let b: [u8; 4] = pixels[y * line + x * 4..y * line + x * 4 + 4]
+                .try_into()
+                .unwrap();
+            let v = if byte_order == 0 {
+                u32::from_le_bytes(b)
+            } else {
+                u32::from_be_bytes(b)
+            };
+            out.push([channel(v, rmask), channel(v, gmask), channel(v, bmask)]);
+        }
+    }
+    (w, h, out)
+}
+
+#[test]
+fn window_under_xvfb_presents_frames_and_closes_cleanly() {
+    let have = |tool: &str| {
+        Command::new("which")
+            .arg(tool)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("Xvfb") || !have("xwd") {
+        assert_ne!(
+            std::env::var("REQUIRE_VULKAN").as_deref(),
+            Ok("1"),
+            "Xvfb and xwd are required (Debian xvfb, x11-apps)"
+        );
+        eprintln!("SKIP: Xvfb or xwd not installed");
+        return;
+    }
+    let display = format!(":{}", 90 + std::process::id() % 9);
+    let mut xvfb = Command::new("Xvfb")
+        .args([
+            display.as_str(),
+            "-screen",
+            "0",
+            "800x600x24",
+            "-nolisten",
+            "tcp",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let mut demo = Command::new(particles::demo_binary())
+        .args([
+            "--sim",
+            "vulkan",
+            "--particles",
+            "30000",
+            "--size",
+            "640x480",
+            "--exit-after",
+            "150",
+        ])
+        .env("DISPLAY", &display)
+        .env("CUVK_VALIDATION", "1")
+        .env("XDG_RUNTIME_DIR", "/tmp")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    let mut shot = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line == "presented 30 frames" {
+            let o = Command::new("xwd")
+                .args(["-root", "-silent", "-display", display.as_str()])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "xwd failed");
+            shot = Some(o.stdout);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "window demo too slow: {seen:?}"
+        );
+    }
+    let status = demo.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut demo.stderr.take().unwrap(), &mut err).unwrap();
+    let _ = xvfb.kill();
+    let _ = xvfb.wait();
+    eprintln!("{}\n{err}", seen.join("\n"));
+    assert!(status.success(), "demo exited with {status}: {err}");
+    assert!(
+        seen.iter().any(|l| l == "closed after 150 frames"),
+        "did not close cleanly"
+    );
+    let (w, h, rgb) = parse_xwd(&shot.expect("no screenshot taken"));
+    let bright = rgb
+        .iter()
+        .filter(|p| p.iter().map(|&c| c as u32).sum::<u32>() > 40)
+        .count();
+    let dark_bg = rgb.iter().filter(|p| p.iter().all(|&c| c < 30)).count();
+    eprintln!("screenshot {w}x{h}: {bright} bright pixels, {dark_bg} dark pixels");
+    assert!(bright > 500, "the window shows no particles");
+    assert!(dark_bg > 10_000, "the window shows no background");
+}
