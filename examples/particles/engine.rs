@@ -79,9 +79,13 @@ pub struct Devices {
     pub bridge: Option<Bridge>,
 }
 
-/// Per-frame timings in milliseconds.
+/// Per-frame timings in milliseconds. `frame` is the GPU's frame period: the time between this
+/// frame's last GPU command and the previous frame's (timestamps), so pipelined frames are
+/// measured by how often they complete, not by how fast the CPU enqueues them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FrameTimes {
+    pub number: u64,
+    pub end_ns: f64,
     pub frame: f64,
     pub sim: f64,
     pub draw: f64,
@@ -212,7 +216,6 @@ pub struct Engine {
     timestamp_ns: f64,
     pending: Vec<Option<FrameTimes>>, // per command slot: the CPU-side times of its last frame
     pub times: Vec<FrameTimes>,
-    last_start: Option<Instant>,
     pub camera: Camera,
     pub bgra: bool,
     pub paused: bool,
@@ -434,7 +437,6 @@ impl Engine {
             timestamp_ns,
             pending: vec![None; 2 * k],
             times: Vec::new(),
-            last_start: None,
             camera: Camera::default(),
             bgra: false,
             paused: false,
@@ -523,11 +525,6 @@ impl Engine {
         let wait_ms = t0.elapsed().as_secs_f64() * 1e3;
         let c = frame.command_slot;
         self.collect(c)?;
-        let start = Instant::now();
-        let frame_ms = self
-            .last_start
-            .replace(start)
-            .map_or(0.0, |prev| (start - prev).as_secs_f64() * 1e3);
         let simulate = !self.paused;
         self.run_cuda(&frame, simulate)?;
         let cmd = self.record(&frame, &target, simulate)?;
@@ -568,10 +565,9 @@ impl Engine {
             }
         }
         self.pending[c] = Some(FrameTimes {
-            frame: frame_ms,
-            sim: 0.0,
-            draw: 0.0,
+            number: frame.number,
             wait: wait_ms,
+            ..Default::default()
         });
         if let Target::Offscreen(Some(path)) = target {
             self.wait_for(frame.number)?;
@@ -627,12 +623,27 @@ impl Engine {
             Some(side) => side.events[c].0.elapsed_ms(&side.events[c].1)? as f64,
             None => ms(ts[0], ts[1]),
         };
+        let end_ns = ts[2] as f64 * self.timestamp_ns;
         self.times.push(FrameTimes {
             sim,
             draw: ms(ts[1], ts[2]),
+            end_ns,
             ..cpu
         });
         Ok(())
+    }
+
+    /// Timings of the collected frames in frame order, with `frame` = GPU frame period.
+    pub fn frame_times(&self) -> Vec<FrameTimes> {
+        let mut t = self.times.clone();
+        t.sort_by_key(|f| f.number);
+        for i in 1..t.len() {
+            t[i].frame = (t[i].end_ns - t[i - 1].end_ns) * 1e-6;
+        }
+        if !t.is_empty() {
+            t.remove(0); // no previous frame to measure against
+        }
+        t
     }
 
     fn run_cuda(&mut self, frame: &Frame, simulate: bool) -> anyhow::Result<()> {

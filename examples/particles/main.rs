@@ -256,9 +256,10 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// p50 and p99 of frame, sim, draw and wait times, skipping `warmup` frames.
+/// p50 and p99 of frame (GPU frame period), sim, draw and wait times, skipping `warmup` frames.
 fn summary(engine: &Engine, warmup: usize) -> [(f64, f64); 4] {
-    let t = &engine.times[warmup.min(engine.times.len())..];
+    let all = engine.frame_times();
+    let t = &all[warmup.min(all.len())..];
     let col = |f: fn(&engine::FrameTimes) -> f64| {
         let mut v: Vec<f64> = t.iter().map(f).collect();
         (percentile(&mut v, 0.5), percentile(&mut v, 0.99))
