@@ -120,6 +120,15 @@ fn each_export_is_a_new_descriptor() {
     let f2 = a.memory().export().unwrap();
     use std::os::fd::AsRawFd;
     assert_ne!(f1.as_raw_fd(), f2.as_raw_fd());
+    for f in [&f1, &f2] {
+        let link =
+            std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap_or_default();
+        eprintln!(
+            "exported descriptor {} -> {}",
+            f.as_raw_fd(),
+            link.display()
+        );
+    }
     assert_eq!(common::fds(), fds + 2);
     drop((f1, f2));
     common::assert_fds(fds, "descriptors");
