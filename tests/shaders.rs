@@ -26,10 +26,15 @@ fn shipped_spirv_matches_its_glsl_and_validates() {
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let src = entry.unwrap().path();
-        if src.extension().and_then(|e| e.to_str()) != Some("comp") {
-            continue;
-        }
-        let shipped = src.with_extension("spv");
+        // X.comp ships as X.spv; X.vert / X.frag as X.vert.spv / X.frag.spv.
+        let shipped = match src.extension().and_then(|e| e.to_str()) {
+            Some("comp") => src.with_extension("spv"),
+            Some("vert" | "frag") => src.with_extension(format!(
+                "{}.spv",
+                src.extension().unwrap().to_str().unwrap()
+            )),
+            _ => continue,
+        };
         let rebuilt = out.join(shipped.file_name().unwrap());
         let st = Command::new("glslangValidator")
             .args(["-V", "--target-env", "vulkan1.2", "-o"])

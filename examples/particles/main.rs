@@ -210,6 +210,18 @@ pub fn open_devices(
 
 /// Refuses particle counts the GPU cannot hold, before allocating anything.
 fn check_memory(dev: &Devices, opts: &Options) -> anyhow::Result<()> {
+    let buffer = opts.particles as u64 * 16;
+    let range = dev.vk.info().max_storage_buffer_range;
+    if buffer > range {
+        bail!(usage(format!(
+            "{} particles need a {} MiB position buffer; {} binds storage buffers of at most {} MiB (maxStorageBufferRange): at most {} particles",
+            opts.particles,
+            buffer >> 20,
+            dev.vk.info().name,
+            range >> 20,
+            range / 16
+        )));
+    }
     let need = engine::bytes_needed(opts);
     let props = dev.vk.memory_properties();
     let heap = (0..props.memory_heap_count as usize)

@@ -87,6 +87,8 @@ pub struct DeviceInfo {
     pub vendor_id: u32,
     /// `nonCoherentAtomSize`.
     pub non_coherent_atom_size: u64,
+    /// `maxStorageBufferRange`: the largest range a storage-buffer descriptor may cover.
+    pub max_storage_buffer_range: u64,
     /// `minImportedHostPointerAlignment`, when `VK_EXT_external_memory_host` is there.
     pub min_imported_host_pointer_alignment: Option<u64>,
     /// Interop capabilities.
@@ -682,6 +684,7 @@ fn device_info(
         api_version: p.api_version,
         vendor_id: p.vendor_id,
         non_coherent_atom_size: p.limits.non_coherent_atom_size,
+        max_storage_buffer_range: u64::from(p.limits.max_storage_buffer_range),
         min_imported_host_pointer_alignment: capabilities
             .external_memory_host
             .then_some(host.min_imported_host_pointer_alignment),

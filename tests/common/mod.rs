@@ -105,8 +105,7 @@ pub fn assert_fds(before: usize, what: &str) {
 /// Open file descriptors of this process, except the driver's own device files and shader
 /// cache, which NVIDIA's driver opens and closes as its internal pools grow and shrink (seen:
 /// 35 -> 36 and 44 -> 35 across tests that freed everything they made). Exported memory
-/// descriptors are counted: on lavapipe they are memfds, on NVIDIA they are not device files
-/// (the export test prints what they point to).
+/// descriptors are counted: memfds on lavapipe, `/dev/nvidiactl` on NVIDIA (seen).
 pub fn fds() -> usize {
     fd_links().iter().filter(|l| !is_driver_file(l)).count()
 }
