@@ -54,8 +54,8 @@ fn main() -> anyhow::Result<()> {
     println!(
         "buffer: {} elements, allocation {} bytes, dedicated {}",
         buf.len(),
-        buf.allocation().size(),
-        buf.allocation().is_dedicated()
+        buf.allocation().map_or(0, |a| a.size()),
+        buf.allocation().is_some_and(|a| a.is_dedicated())
     );
     cuda_writes_vulkan_reads(&bridge, &k, &buf, 0x1234_5678)?;
     vulkan_fills_cuda_reads(&bridge, &k, &buf, 0xcafe_f00d)?;

@@ -9,6 +9,7 @@ use cudarc::driver::{
     result, sys, CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
 };
 
+use crate::cuda::vmm::{AddressReservation, VmmAllocation, VmmMapping};
 use crate::cuda::{self, ImportedMemory, MapOptions, MappedRange};
 use crate::error::{CudaResultExt, Error, Result};
 use crate::layout;
@@ -187,6 +188,79 @@ impl Bridge {
     }
 }
 
+impl Bridge {
+    /// The reverse direction: CUDA allocates `len` elements (`cuMemCreate`, exportable as a
+    /// POSIX FD), maps them with an accessible virtual address, and Vulkan imports the same
+    /// memory (`VkImportMemoryFdInfoKHR`) behind a buffer.
+    ///
+    /// Importing CUDA-exported memory into Vulkan is outside the Vulkan specification (it
+    /// works on NVIDIA's drivers, measured); where the driver refuses, this returns
+    /// [`Error::Unsupported`] and frees everything it made.
+    pub fn create_buffer_from_cuda<T: bytemuck::Pod>(
+        &self,
+        len: usize,
+        usage: BufferUsage,
+    ) -> Result<SharedBuffer<T>> {
+        let bytes = layout::bytes_for::<T>(len)?;
+        let (granularity, _) = cuda::vmm::allocation_granularity(&self.cuda, true)?;
+        let size = layout::align_up(bytes, granularity).ok_or(layout::LayoutError::Overflow {
+            offset: bytes,
+            size: granularity,
+        })?;
+        let memory = VmmAllocation::new(&self.cuda, size, true)?;
+        let reservation = AddressReservation::new(&self.cuda, size)?;
+        let mapping = reservation.map(0, &memory, size)?.enable_access()?;
+        let bound = import_into_vulkan(&self.vulkan, &memory, bytes, usage | transfer_usage())?;
+        Ok(SharedBuffer::assemble(
+            bound,
+            CudaSide::Vmm(mapping),
+            self.stream.clone(),
+            len,
+        ))
+    }
+}
+
+/// Imports a CUDA VMM allocation into Vulkan and binds a buffer of `bytes` and `usage` to it.
+pub(crate) fn import_into_vulkan(
+    vk: &Arc<VulkanContext>,
+    memory: &VmmAllocation,
+    bytes: u64,
+    usage: vk::BufferUsageFlags,
+) -> Result<BoundBuffer> {
+    let buffer = Buffer::with_handle_types(
+        vk,
+        bytes,
+        usage,
+        crate::handle::MEMORY_HANDLE_TYPE,
+        vk::ExternalMemoryFeatureFlags::IMPORTABLE,
+    )?;
+    let r = buffer.requirements();
+    let type_bits = r.memory_type_bits & device_local_types(vk);
+    let handle = memory.export()?;
+    let dedicated = r.requires_dedicated.then_some(&buffer);
+    // SAFETY: the handle was just exported from `memory`, an allocation of exactly
+    // `memory.size()` bytes on the same GPU; only device-local types the buffer accepts are
+    // allowed.
+    let imported = unsafe { DeviceMemory::import(vk, handle, memory.size(), type_bits, dedicated) }.map_err(|e| match e {
+        Error::Vulkan { result, .. } => Error::Unsupported(format!(
+            "the Vulkan driver refused memory allocated by CUDA ({result}); importing cuMemCreate memory is outside the Vulkan specification"
+        )),
+        other => other,
+    })?;
+    buffer.bind(Arc::new(imported), 0)
+}
+
+fn device_local_types(vk: &VulkanContext) -> u32 {
+    let p = vk.memory_properties();
+    (0..p.memory_type_count)
+        .filter(|&i| {
+            p.memory_types[i as usize]
+                .property_flags
+                .contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
+        })
+        .fold(0, |bits, i| bits | (1 << i))
+}
+
 fn transfer_usage() -> vk::BufferUsageFlags {
     vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST
 }
@@ -294,13 +368,16 @@ impl SharedAllocation {
         )?;
         let bound = buffer.bind(self.memory.clone(), offset)?;
         let mapping = self.imported.map(offset, bytes, options)?;
-        Ok(SharedBuffer {
-            bound,
+        let cuda = CudaSide::Imported {
             mapping,
             allocation: self.clone(),
+        };
+        Ok(SharedBuffer::assemble(
+            bound,
+            cuda,
+            self.stream.clone(),
             len,
-            _element: PhantomData,
-        })
+        ))
     }
 
     /// Allocation size in bytes.
@@ -321,6 +398,26 @@ impl SharedAllocation {
     }
 }
 
+/// How a shared buffer's memory is seen by CUDA.
+enum CudaSide {
+    /// Vulkan allocated it; CUDA imported it and maps a range (the usual direction).
+    Imported {
+        mapping: MappedRange,
+        allocation: Arc<SharedAllocation>,
+    },
+    /// CUDA allocated it (`cuMemCreate`) and maps it; Vulkan imported it (the reverse).
+    Vmm(VmmMapping),
+}
+
+impl CudaSide {
+    fn device_ptr(&self) -> sys::CUdeviceptr {
+        match self {
+            CudaSide::Imported { mapping, .. } => mapping.device_ptr(),
+            CudaSide::Vmm(m) => m.device_ptr(),
+        }
+    }
+}
+
 /// `len` elements of `T` in shared memory, seen as a `vk::Buffer` (descriptors, copies) and as
 /// a CUDA device pointer (kernels, cudarc copies). Drop in any order is safe: the buffer
 /// keeps its allocation alive, and the allocation's CUDA import keeps the Vulkan memory alive.
@@ -329,10 +426,24 @@ impl SharedAllocation {
 /// exported semaphore) before Vulkan reads, and the reverse.
 pub struct SharedBuffer<T> {
     bound: BoundBuffer,
-    mapping: MappedRange,
-    allocation: Arc<SharedAllocation>,
+    cuda: CudaSide,
+    device_ptr: sys::CUdeviceptr,
+    stream: Arc<CudaStream>,
     len: usize,
     _element: PhantomData<T>,
+}
+
+impl<T> SharedBuffer<T> {
+    fn assemble(bound: BoundBuffer, cuda: CudaSide, stream: Arc<CudaStream>, len: usize) -> Self {
+        Self {
+            device_ptr: cuda.device_ptr(),
+            bound,
+            cuda,
+            stream,
+            len,
+            _element: PhantomData,
+        }
+    }
 }
 
 impl<T: bytemuck::Pod> SharedBuffer<T> {
@@ -346,11 +457,14 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     }
     /// Size in bytes.
     pub fn byte_size(&self) -> u64 {
-        self.mapping.size()
+        self.bound.buffer().size()
     }
-    /// Byte offset inside its allocation.
+    /// Byte offset inside its allocation (0 for CUDA-allocated buffers).
     pub fn offset(&self) -> u64 {
-        self.mapping.range().start
+        match &self.cuda {
+            CudaSide::Imported { mapping, .. } => mapping.range().start,
+            CudaSide::Vmm(_) => 0,
+        }
     }
     /// The Vulkan buffer handle (valid while `self` lives).
     pub fn vk_buffer(&self) -> vk::Buffer {
@@ -358,21 +472,25 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     }
     /// The CUDA device pointer.
     pub fn cuda_ptr(&self) -> sys::CUdeviceptr {
-        self.mapping.device_ptr()
+        self.device_ptr
     }
     /// The CUDA device pointer by reference, for `launch_builder(..).arg(buf.kernel_arg())`.
     pub fn kernel_arg(&self) -> &sys::CUdeviceptr {
-        self.mapping.device_ptr_ref()
+        &self.device_ptr
     }
-    /// The allocation it lives in.
-    pub fn allocation(&self) -> &Arc<SharedAllocation> {
-        &self.allocation
+    /// The Vulkan-allocated memory it lives in; `None` for buffers CUDA allocated
+    /// ([`Bridge::create_buffer_from_cuda`]).
+    pub fn allocation(&self) -> Option<&Arc<SharedAllocation>> {
+        match &self.cuda {
+            CudaSide::Imported { allocation, .. } => Some(allocation),
+            CudaSide::Vmm(_) => None,
+        }
     }
 
     /// Copies the buffer to the host through CUDA (on the bridge's stream, then synchronises).
     pub fn cuda_read(&self) -> Result<Vec<T>> {
         let mut out = vec![T::zeroed(); self.len];
-        let stream = &self.allocation.stream;
+        let stream = &self.stream;
         stream.context().bind_to_thread().cuda("cuCtxSetCurrent")?;
         // SAFETY: `out` has exactly byte_size bytes; the device range is our live mapping.
         unsafe { result::memcpy_dtoh_async(&mut out, self.cuda_ptr(), stream.cu_stream()) }
@@ -390,7 +508,7 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
                 self.len
             )));
         }
-        let stream = &self.allocation.stream;
+        let stream = &self.stream;
         stream.context().bind_to_thread().cuda("cuCtxSetCurrent")?;
         // SAFETY: the device range is our live mapping of exactly data's byte size.
         unsafe { result::memcpy_htod_async(self.cuda_ptr(), data, stream.cu_stream()) }
@@ -416,7 +534,7 @@ impl<T> DeviceSlice<T> for SharedBuffer<T> {
         self.len
     }
     fn stream(&self) -> &Arc<CudaStream> {
-        &self.allocation.stream
+        &self.stream
     }
 }
 
@@ -424,7 +542,7 @@ impl<T> DeviceSlice<T> for SharedBuffer<T> {
 // synchronisation), so the guards returned here do nothing on drop.
 impl<T> DevicePtr<T> for SharedBuffer<T> {
     fn device_ptr<'a>(&'a self, _stream: &'a CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
-        (self.mapping.device_ptr(), SyncOnDrop::Sync(None))
+        (self.device_ptr, SyncOnDrop::Sync(None))
     }
 }
 
@@ -433,6 +551,6 @@ impl<T> DevicePtrMut<T> for SharedBuffer<T> {
         &'a mut self,
         _stream: &'a CudaStream,
     ) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
-        (self.mapping.device_ptr(), SyncOnDrop::Sync(None))
+        (self.device_ptr, SyncOnDrop::Sync(None))
     }
 }

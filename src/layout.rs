@@ -101,6 +101,14 @@ pub enum LayoutError {
         /// Requested offset.
         offset: u64,
     },
+    /// `cuMemMap`'s offset into the allocation must currently be zero (its reference page).
+    #[error(
+        "cuMemMap offset into the allocation is {mem_offset}; the driver currently requires 0"
+    )]
+    NonZeroAllocationOffset {
+        /// The offset given.
+        mem_offset: u64,
+    },
     /// The range overlaps a live one (a CUDA mapping, a host registration) where that is
     /// not allowed.
     #[error(
@@ -292,6 +300,126 @@ pub fn bytes_for<T>(len: usize) -> Result<u64, LayoutError> {
         offset: len as u64,
         size: elem,
     })
+}
+
+/// A request to map physical memory into a virtual address reservation (`cuMemMap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmmMapRequest {
+    /// Base address of the reservation.
+    pub reservation_base: u64,
+    /// Size of the reservation.
+    pub reservation_size: u64,
+    /// Offset of the mapping inside the reservation.
+    pub offset: u64,
+    /// Size of the mapping.
+    pub size: u64,
+    /// Size of the physical allocation (`cuMemCreate`).
+    pub allocation_size: u64,
+    /// Offset into the physical allocation.
+    pub allocation_offset: u64,
+    /// `cuMemGetAllocationGranularity(.., MINIMUM)`.
+    pub granularity: u64,
+}
+
+/// Every rule of `cuMemMap`'s reference page: address, size and offset multiples of the
+/// allocation granularity, the allocation offset zero (as the page says the driver requires),
+/// the range inside the reservation and the allocation, and not already mapped.
+pub fn validate_vmm_map<'a>(
+    req: VmmMapRequest,
+    live: impl IntoIterator<Item = &'a Range<u64>>,
+) -> Result<Range<u64>, LayoutError> {
+    let g = req.granularity;
+    check_power_of_two(g)?;
+    let range = check_range(
+        req.offset,
+        req.size,
+        "address reservation",
+        req.reservation_size,
+    )?;
+    let address = req
+        .reservation_base
+        .checked_add(req.offset)
+        .ok_or(LayoutError::Overflow {
+            offset: req.reservation_base,
+            size: req.offset,
+        })?;
+    check_aligned("address", address, g, AlignmentRule::Granularity)?;
+    check_aligned("size", req.size, g, AlignmentRule::Granularity)?;
+    check_aligned(
+        "offset",
+        req.allocation_offset,
+        g,
+        AlignmentRule::Granularity,
+    )?;
+    if req.allocation_offset != 0 {
+        return Err(LayoutError::NonZeroAllocationOffset {
+            mem_offset: req.allocation_offset,
+        });
+    }
+    check_range(
+        req.allocation_offset,
+        req.size,
+        "physical allocation",
+        req.allocation_size,
+    )?;
+    check_no_overlap("mapping", &range, live)?;
+    Ok(range)
+}
+
+/// A request to bind physical memory to a multicast object (`cuMulticastBindMem`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MulticastBindRequest {
+    /// Size of the multicast object.
+    pub multicast_size: u64,
+    /// `cuMulticastGetGranularity(.., MINIMUM)`.
+    pub multicast_granularity: u64,
+    /// Offset into the multicast object.
+    pub multicast_offset: u64,
+    /// Size of the memory allocation.
+    pub allocation_size: u64,
+    /// Offset into the memory allocation.
+    pub allocation_offset: u64,
+    /// Size of the bind.
+    pub size: u64,
+}
+
+/// The size and offset rules of `cuMulticastBindMem`'s reference page: size, multicast offset
+/// and memory offset multiples of the multicast granularity; `size + memOffset` within the
+/// allocation; `size + mcOffset` within the multicast object.
+pub fn validate_multicast_bind(req: MulticastBindRequest) -> Result<(), LayoutError> {
+    let g = req.multicast_granularity;
+    check_power_of_two(g)?;
+    if req.size == 0 {
+        return Err(LayoutError::ZeroSize {
+            offset: req.multicast_offset,
+        });
+    }
+    check_aligned("size", req.size, g, AlignmentRule::Granularity)?;
+    check_aligned(
+        "offset",
+        req.multicast_offset,
+        g,
+        AlignmentRule::Granularity,
+    )?;
+    check_aligned(
+        "offset",
+        req.allocation_offset,
+        g,
+        AlignmentRule::Granularity,
+    )?;
+    check_range(
+        req.allocation_offset,
+        req.size,
+        "memory allocation",
+        req.allocation_size,
+    )?;
+    check_range(
+        req.multicast_offset,
+        req.size,
+        "multicast object",
+        req.multicast_size,
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -490,6 +618,137 @@ mod tests {
                     );
                     prop_assert!(overlap_is_rejected);
                 }
+            }
+        }
+    }
+
+    const MIB2: u64 = 2 << 20;
+
+    fn vmm(offset: u64, size: u64) -> VmmMapRequest {
+        VmmMapRequest {
+            reservation_base: 64 * MIB2,
+            reservation_size: 16 * MIB2,
+            offset,
+            size,
+            allocation_size: 4 * MIB2,
+            allocation_offset: 0,
+            granularity: MIB2,
+        }
+    }
+
+    #[test]
+    fn vmm_map_rules() {
+        assert_eq!(validate_vmm_map(vmm(0, 4 * MIB2), []), Ok(0..4 * MIB2));
+        assert!(matches!(
+            validate_vmm_map(vmm(4096, MIB2), []),
+            Err(LayoutError::Misaligned {
+                what: "address",
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_vmm_map(vmm(0, MIB2 + 4096), []),
+            Err(LayoutError::Misaligned { what: "size", .. })
+        ));
+        assert!(matches!(
+            validate_vmm_map(vmm(14 * MIB2, 4 * MIB2), []),
+            Err(LayoutError::OutOfBounds {
+                container: "address reservation",
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_vmm_map(vmm(0, 6 * MIB2), []),
+            Err(LayoutError::OutOfBounds {
+                container: "physical allocation",
+                ..
+            })
+        ));
+        let mut r = vmm(0, MIB2);
+        r.allocation_offset = MIB2;
+        assert_eq!(
+            validate_vmm_map(r, []),
+            Err(LayoutError::NonZeroAllocationOffset { mem_offset: MIB2 })
+        );
+        let live = [2 * MIB2..4 * MIB2];
+        assert!(matches!(
+            validate_vmm_map(vmm(MIB2, 2 * MIB2), &live),
+            Err(LayoutError::Overlap { .. })
+        ));
+        assert!(validate_vmm_map(vmm(4 * MIB2, 2 * MIB2), &live).is_ok());
+        assert!(matches!(
+            validate_vmm_map(vmm(0, 0), []),
+            Err(LayoutError::ZeroSize { .. })
+        ));
+    }
+
+    fn bind(mc_off: u64, mem_off: u64, size: u64) -> MulticastBindRequest {
+        MulticastBindRequest {
+            multicast_size: 8 * MIB2,
+            multicast_granularity: MIB2,
+            multicast_offset: mc_off,
+            allocation_size: 4 * MIB2,
+            allocation_offset: mem_off,
+            size,
+        }
+    }
+
+    #[test]
+    fn multicast_bind_rules() {
+        assert!(validate_multicast_bind(bind(0, 0, 4 * MIB2)).is_ok());
+        assert!(validate_multicast_bind(bind(4 * MIB2, 2 * MIB2, 2 * MIB2)).is_ok());
+        assert!(matches!(
+            validate_multicast_bind(bind(0, 0, MIB2 / 2)),
+            Err(LayoutError::Misaligned { what: "size", .. })
+        ));
+        assert!(matches!(
+            validate_multicast_bind(bind(4096, 0, MIB2)),
+            Err(LayoutError::Misaligned { what: "offset", .. })
+        ));
+        assert!(matches!(
+            validate_multicast_bind(bind(0, 4096, MIB2)),
+            Err(LayoutError::Misaligned { what: "offset", .. })
+        ));
+        // size + memOffset past the allocation; size + mcOffset past the multicast object
+        assert!(matches!(
+            validate_multicast_bind(bind(0, 2 * MIB2, 4 * MIB2)),
+            Err(LayoutError::OutOfBounds {
+                container: "memory allocation",
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_multicast_bind(bind(6 * MIB2, 0, 4 * MIB2)),
+            Err(LayoutError::OutOfBounds {
+                container: "multicast object",
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_multicast_bind(bind(0, 0, 0)),
+            Err(LayoutError::ZeroSize { .. })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn accepted_vmm_maps_obey_the_page(offset in 0u64..1 << 30, size in 0u64..1 << 30, g_log in 12u32..24) {
+            let g = 1u64 << g_log;
+            let req = VmmMapRequest { reservation_base: 1 << 40, reservation_size: 1 << 30, offset, size, allocation_size: 1 << 29, allocation_offset: 0, granularity: g };
+            if let Ok(r) = validate_vmm_map(req, []) {
+                prop_assert_eq!(r.start % g, 0);
+                prop_assert_eq!(size % g, 0);
+                prop_assert!(size > 0 && r.end <= 1 << 30 && size <= 1 << 29);
+            }
+        }
+
+        #[test]
+        fn accepted_binds_obey_the_page(mc in 0u64..1 << 28, mem in 0u64..1 << 28, size in 0u64..1 << 28) {
+            let req = MulticastBindRequest { multicast_size: 1 << 27, multicast_granularity: 1 << 21, multicast_offset: mc, allocation_size: 1 << 26, allocation_offset: mem, size };
+            if validate_multicast_bind(req).is_ok() {
+                prop_assert!(size > 0);
+                prop_assert!(size % (1 << 21) == 0 && mc % (1 << 21) == 0 && mem % (1 << 21) == 0);
+                prop_assert!(size + mem <= 1 << 26 && size + mc <= 1 << 27);
             }
         }
     }

@@ -22,6 +22,7 @@ pub mod bridge;
 pub mod cuda;
 pub mod error;
 pub mod frames;
+pub mod growable;
 pub mod handle;
 pub mod layout;
 pub mod staging;
@@ -31,6 +32,7 @@ pub mod vulkan;
 pub use bridge::{Bridge, BridgeConfig, BufferUsage, SharedAllocation, SharedBuffer};
 pub use error::{Error, Result};
 pub use frames::{Frame, FramePacer};
+pub use growable::GrowableBuffer;
 pub use uuid::Uuid;
 
 /// Re-exported so users name the same versions this crate was built with.

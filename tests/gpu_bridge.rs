@@ -58,9 +58,9 @@ fn round_trip_both_ways() {
         .unwrap();
     eprintln!(
         "allocation {} bytes for {} bytes of buffer, dedicated: {}",
-        buf.allocation().size(),
+        buf.allocation().expect("Vulkan-allocated").size(),
         buf.byte_size(),
-        buf.allocation().is_dedicated()
+        buf.allocation().expect("Vulkan-allocated").is_dedicated()
     );
     k.write_pattern(bridge.stream(), buf.kernel_arg(), n as u64, 42)
         .unwrap();
@@ -254,13 +254,16 @@ fn bad_inputs_each_refused_then_next_call_works() {
         .unwrap();
     let e = assert_err!(
         ded.allocation()
+            .expect("Vulkan-allocated")
             .cuda_memory()
             .map(256, 256, MapOptions::default()),
         Error::Layout(LayoutError::DedicatedOffset { offset: 256 })
     );
     assert!(e.to_string().contains("offset 0"));
     assert_err!(
-        ded.allocation().buffer::<u32>(0, 16),
+        ded.allocation()
+            .expect("Vulkan-allocated")
+            .buffer::<u32>(0, 16),
         Error::DedicatedHoldsOneBuffer
     );
     drop(ded);

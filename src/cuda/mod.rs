@@ -1,11 +1,14 @@
 //! The CUDA side: device discovery by UUID, imported external memory with checked mapped
-//! buffers, and NVRTC kernel compilation.
+//! buffers, external semaphores, pinned host memory, virtual memory management, multicast
+//! objects, and NVRTC kernel compilation.
 
 mod device;
 mod external_memory;
 mod external_semaphore;
 pub mod host;
 mod kernels;
+pub mod multicast;
+pub mod vmm;
 
 pub use device::{context, devices, driver_present, init, ordinal_for_uuid, CudaDeviceInfo};
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};

@@ -1,0 +1,156 @@
+//! CUDA virtual memory, side by side with what a user would otherwise do:
+//!
+//! 1. Growing a shared buffer by one chunk (`GrowableBuffer::add_chunk`: `cuMemCreate` +
+//!    `cuMemMap` + `cuMemSetAccess` + the Vulkan import) vs reallocating and copying
+//!    (`cuMemAlloc` of the new size + device-to-device copy + `cuMemFree`), at sizes from
+//!    16 MiB to 4 GiB.
+//! 2. A copy kernel's bandwidth through a VMM mapping vs on `cuMemAlloc` memory.
+//!
+//!     cargo run --release --example bench_vmm [-- --json out.json]
+
+#[path = "common/kernels.rs"]
+mod kernels;
+
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use cuvk::cudarc::driver::{result, sys};
+use cuvk::{Bridge, BridgeConfig, BufferUsage, GrowableBuffer};
+use kernels::Kernels;
+
+const CHUNK: u64 = 2 << 20;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Median ms of reallocating `size` bytes to `size + CHUNK` and copying the old contents.
+fn realloc_copy_ms(bridge: &Bridge, size: u64, reps: usize) -> anyhow::Result<f64> {
+    bridge.cuda().bind_to_thread()?;
+    let mut v = Vec::new();
+    for _ in 0..reps {
+        // SAFETY: plain allocations; the copy stays inside both; freed below.
+        unsafe {
+            let old = result::malloc_sync(size as usize)?;
+            sys::cuMemsetD8_v2(old, 1, size as usize).result()?;
+            sys::cuCtxSynchronize().result()?;
+            let t = Instant::now();
+            let new = result::malloc_sync((size + CHUNK) as usize)?;
+            sys::cuMemcpyDtoD_v2(new, old, size as usize).result()?;
+            result::free_sync(old)?;
+            sys::cuCtxSynchronize().result()?;
+            v.push(t.elapsed().as_secs_f64() * 1e3);
+            result::free_sync(new)?;
+        }
+    }
+    Ok(median(v))
+}
+
+fn copy_gbps(bridge: &Bridge, k: &Kernels, src: u64, dst: u64, bytes: u64) -> anyhow::Result<f64> {
+    let s = bridge.stream();
+    let ctx = bridge.cuda();
+    for _ in 0..3 {
+        k.copy(s, &src, &dst, bytes)?;
+    }
+    let mut v = Vec::new();
+    for _ in 0..20 {
+        let (a, b) = (
+            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?,
+            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?,
+        );
+        a.record(s)?;
+        k.copy(s, &src, &dst, bytes)?;
+        b.record(s)?;
+        b.synchronize()?;
+        v.push(2.0 * bytes as f64 / (a.elapsed_ms(&b)? as f64 * 1e-3) / 1e9);
+    }
+    Ok(median(v))
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut json_path = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => json_path = Some(args.next().context("--json PATH")?),
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    let bridge = Bridge::new(BridgeConfig::default())?;
+    println!(
+        "device: {} (uuid {})",
+        bridge.vulkan().info().name,
+        bridge.uuid()
+    );
+    let k = Kernels::load(bridge.cuda())?;
+
+    // 1. Growth.
+    let max: u64 = 4 << 30;
+    let mut buf = GrowableBuffer::<u32>::new(
+        &bridge,
+        max + 16 * CHUNK,
+        CHUNK,
+        BufferUsage::STORAGE_BUFFER,
+    )?;
+    let ptr = buf.cuda_ptr();
+    println!("\n| size    | grow by one 2 MiB chunk ms | realloc + copy ms | realloc / grow |");
+    println!("|---------|----------------------------|-------------------|----------------|");
+    let mut rows = Vec::new();
+    for (label, size) in [
+        ("16 MiB", 16u64 << 20),
+        ("64 MiB", 64 << 20),
+        ("256 MiB", 256 << 20),
+        ("1 GiB", 1 << 30),
+        ("4 GiB", 4 << 30),
+    ] {
+        while buf.capacity_bytes() < size {
+            buf.add_chunk()?;
+        }
+        let mut grow = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            buf.add_chunk()?;
+            grow.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        if buf.cuda_ptr() != ptr {
+            bail!("the growable buffer's pointer moved");
+        }
+        let g = median(grow);
+        let r = realloc_copy_ms(&bridge, size, 5)?;
+        println!("| {label:<7} | {g:>26.3} | {r:>17.3} | {:>14.1} |", r / g);
+        rows.push(format!(
+            "{{\"size\":\"{label}\",\"grow_chunk_ms\":{g:.4},\"realloc_copy_ms\":{r:.4}}}"
+        ));
+    }
+    drop(buf);
+
+    // 2. Bandwidth.
+    let n = (1usize << 30) / 4;
+    let a = bridge.create_buffer_from_cuda::<u32>(n, BufferUsage::STORAGE_BUFFER)?;
+    let b = bridge.create_buffer_from_cuda::<u32>(n, BufferUsage::STORAGE_BUFFER)?;
+    k.write_pattern(bridge.stream(), a.kernel_arg(), n as u64, 1)?;
+    bridge.cuda().bind_to_thread()?;
+    // SAFETY: plain allocations, freed below after synchronised use.
+    let (x, y) = unsafe { (result::malloc_sync(1 << 30)?, result::malloc_sync(1 << 30)?) };
+    let vmm = copy_gbps(&bridge, &k, a.cuda_ptr(), b.cuda_ptr(), 1 << 30)?;
+    let plain = copy_gbps(&bridge, &k, x, y, 1 << 30)?;
+    // SAFETY: allocated above; the timed copies were synchronised.
+    unsafe {
+        result::free_sync(x)?;
+        result::free_sync(y)?;
+    }
+    println!("\ncopy kernel, 1 GiB (GB/s read+write): VMM mapping {vmm:.0}, cuMemAlloc {plain:.0}, ratio {:.3}", vmm / plain);
+    if let Some(p) = json_path {
+        std::fs::write(
+            &p,
+            format!(
+                "{{\"device\":\"{}\",\"growth\":[{}],\"copy_gbps\":{{\"vmm\":{vmm:.1},\"cumemalloc\":{plain:.1}}}}}\n",
+                bridge.vulkan().info().name,
+                rows.join(",")
+            ),
+        )?;
+        println!("wrote {p}");
+    }
+    Ok(())
+}

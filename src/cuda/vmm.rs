@@ -1,0 +1,382 @@
+//! CUDA virtual memory management: physical allocations (`cuMemCreate`), exportable as POSIX
+//! file descriptors for Vulkan; address reservations (`cuMemAddressReserve`); mappings
+//! (`cuMemMap`) that become usable only through [`MappedVmm::enable_access`]
+//! (`cuMemSetAccess`), so the types make access before it impossible. Every `cuMemMap` rule
+//! of its reference page is checked first ([`crate::layout::validate_vmm_map`]); drop order
+//! is unmap → release → free by construction (a mapping holds its reservation and memory).
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{sys, CudaContext};
+
+use crate::error::{CudaResultExt, Error, Result};
+use crate::handle::OwnedExternalHandle;
+use crate::layout::{self, VmmMapRequest};
+
+fn prop(device: i32, exportable: bool) -> sys::CUmemAllocationProp {
+    // SAFETY: all-zero is a valid value of this plain C struct (then filled in below).
+    let mut p: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    p.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    if exportable {
+        p.requestedHandleTypes = if cfg!(windows) {
+            sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_WIN32
+        } else {
+            sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+        };
+    }
+    p
+}
+
+/// `cuMemGetAllocationGranularity` for `ctx`'s device: (minimum, recommended).
+pub fn allocation_granularity(ctx: &Arc<CudaContext>, exportable: bool) -> Result<(u64, u64)> {
+    ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+    let p = prop(ctx.cu_device(), exportable);
+    let get = |flag| {
+        let mut g = 0usize;
+        // SAFETY: valid prop and out-pointer.
+        unsafe { sys::cuMemGetAllocationGranularity(&mut g, &p, flag) }
+            .result()
+            .cuda("cuMemGetAllocationGranularity")
+            .map(|_| g as u64)
+    };
+    Ok((
+        get(sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM)?,
+        get(sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)?,
+    ))
+}
+
+/// Physical device memory from `cuMemCreate` (or imported from a shareable handle), released
+/// with `cuMemRelease` when the last mapping and handle are gone.
+pub struct VmmAllocation {
+    ctx: Arc<CudaContext>,
+    handle: sys::CUmemGenericAllocationHandle,
+    size: u64,
+    exportable: bool,
+}
+
+// SAFETY: the allocation handle is a plain driver handle valid in every thread once the
+// context is bound (each method binds it).
+unsafe impl Send for VmmAllocation {}
+// SAFETY: as for Send; no interior mutability.
+unsafe impl Sync for VmmAllocation {}
+
+impl VmmAllocation {
+    /// Allocates `size` bytes (a multiple of the minimum granularity: checked) on `ctx`'s
+    /// device; with `exportable`, shareable as a POSIX file descriptor (Win32 handle on Windows).
+    pub fn new(ctx: &Arc<CudaContext>, size: u64, exportable: bool) -> Result<Arc<Self>> {
+        let (g, _) = allocation_granularity(ctx, exportable)?;
+        if size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        layout::check_aligned("size", size, g, layout::AlignmentRule::Granularity)?;
+        let p = prop(ctx.cu_device(), exportable);
+        let mut handle = 0;
+        // SAFETY: valid prop; the size is a granularity multiple (checked).
+        unsafe { sys::cuMemCreate(&mut handle, size as usize, &p, 0) }
+            .result()
+            .cuda("cuMemCreate")?;
+        Ok(Arc::new(Self {
+            ctx: ctx.clone(),
+            handle,
+            size,
+            exportable,
+        }))
+    }
+
+    /// Exports a new shareable handle to this memory, owned by the caller.
+    #[cfg(unix)]
+    pub fn export(&self) -> Result<OwnedExternalHandle> {
+        use std::os::fd::FromRawFd;
+        if !self.exportable {
+            return Err(Error::InvalidArgument(
+                "the allocation was not created exportable".into(),
+            ));
+        }
+        self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let mut fd: i32 = -1;
+        // SAFETY: an exportable allocation; the out-pointer receives an int descriptor.
+        unsafe {
+            sys::cuMemExportToShareableHandle(
+                (&mut fd as *mut i32).cast(),
+                self.handle,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                0,
+            )
+        }
+        .result()
+        .cuda("cuMemExportToShareableHandle")?;
+        // SAFETY: the driver returned a new descriptor that the caller owns.
+        Ok(unsafe { OwnedExternalHandle::from_raw_fd(fd) })
+    }
+
+    /// Imports memory exported by [`Self::export`] (possibly by another process).
+    ///
+    /// # Safety
+    /// `handle` must be a POSIX-FD shareable handle from `cuMemExportToShareableHandle` of an
+    /// allocation of exactly `size` bytes.
+    #[cfg(unix)]
+    pub unsafe fn import(
+        ctx: &Arc<CudaContext>,
+        handle: OwnedExternalHandle,
+        size: u64,
+    ) -> Result<Arc<Self>> {
+        use std::os::fd::AsRawFd;
+        let handle = crate::handle::check_open(handle)?;
+        ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let mut h = 0;
+        // The driver takes the descriptor's value as the "pointer" argument for POSIX FDs.
+        let os = handle.as_raw_fd() as usize as *mut std::ffi::c_void;
+        // SAFETY: a live descriptor (checked); the caller vouches for what it refers to.
+        unsafe {
+            sys::cuMemImportFromShareableHandle(
+                &mut h,
+                os,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            )
+        }
+        .result()
+        .cuda("cuMemImportFromShareableHandle")?;
+        // Importing does not take the descriptor: `handle` closes it here.
+        drop(handle);
+        Ok(Arc::new(Self {
+            ctx: ctx.clone(),
+            handle: h,
+            size,
+            exportable: true,
+        }))
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// The device ordinal it lives on.
+    pub fn device(&self) -> i32 {
+        self.ctx.cu_device()
+    }
+    /// Whether it can be exported.
+    pub fn is_exportable(&self) -> bool {
+        self.exportable
+    }
+    /// The raw handle (valid while `self` lives).
+    pub fn handle(&self) -> sys::CUmemGenericAllocationHandle {
+        self.handle
+    }
+}
+
+impl Drop for VmmAllocation {
+    fn drop(&mut self) {
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        // SAFETY: created or imported once, released once; mappings hold an Arc to us.
+        self.ctx
+            .record_err(unsafe { sys::cuMemRelease(self.handle) }.result());
+    }
+}
+
+/// A virtual address range from `cuMemAddressReserve`, freed when its last mapping is gone.
+pub struct AddressReservation {
+    ctx: Arc<CudaContext>,
+    base: sys::CUdeviceptr,
+    size: u64,
+    granularity: u64,
+    live: Mutex<Vec<Range<u64>>>,
+}
+
+// SAFETY: a plain address range; mutable state is behind a Mutex.
+unsafe impl Send for AddressReservation {}
+// SAFETY: as for Send.
+unsafe impl Sync for AddressReservation {}
+
+impl AddressReservation {
+    /// Reserves `size` bytes (a multiple of the granularity) aligned to the granularity.
+    pub fn new(ctx: &Arc<CudaContext>, size: u64) -> Result<Arc<Self>> {
+        let (g, _) = allocation_granularity(ctx, true)?;
+        if size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        layout::check_aligned("size", size, g, layout::AlignmentRule::Granularity)?;
+        let mut base = 0;
+        // SAFETY: size and alignment are granularity multiples; no fixed address asked.
+        unsafe { sys::cuMemAddressReserve(&mut base, size as usize, g as usize, 0, 0) }
+            .result()
+            .cuda("cuMemAddressReserve")?;
+        Ok(Arc::new(Self {
+            ctx: ctx.clone(),
+            base,
+            size,
+            granularity: g,
+            live: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// The first address.
+    pub fn base(&self) -> sys::CUdeviceptr {
+        self.base
+    }
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    /// The minimum allocation granularity every mapping respects.
+    pub fn granularity(&self) -> u64 {
+        self.granularity
+    }
+
+    /// Maps `size` bytes of `memory` (from its start) at `offset` in this reservation, after
+    /// checking every rule of `cuMemMap`'s page. The result is not accessible yet.
+    pub fn map(
+        self: &Arc<Self>,
+        offset: u64,
+        memory: &Arc<VmmAllocation>,
+        size: u64,
+    ) -> Result<MappedVmm> {
+        self.map_at(offset, memory, 0, size)
+    }
+
+    /// As [`Self::map`] with an offset into the allocation (the page says it must be 0 today:
+    /// any other value is refused before the call, with that rule named).
+    pub fn map_at(
+        self: &Arc<Self>,
+        offset: u64,
+        memory: &Arc<VmmAllocation>,
+        allocation_offset: u64,
+        size: u64,
+    ) -> Result<MappedVmm> {
+        if !Arc::ptr_eq(&memory.ctx, &self.ctx) {
+            return Err(Error::WrongDevice(
+                "the allocation belongs to another CUDA context",
+            ));
+        }
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let range = layout::validate_vmm_map(
+            VmmMapRequest {
+                reservation_base: self.base,
+                reservation_size: self.size,
+                offset,
+                size,
+                allocation_size: memory.size,
+                allocation_offset,
+                granularity: self.granularity,
+            },
+            live.iter(),
+        )?;
+        self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        // SAFETY: every rule of the page was checked above; the range is not mapped.
+        unsafe {
+            sys::cuMemMap(
+                self.base + offset,
+                size as usize,
+                allocation_offset as usize,
+                memory.handle,
+                0,
+            )
+        }
+        .result()
+        .cuda("cuMemMap")?;
+        live.push(range.clone());
+        Ok(MappedVmm {
+            reservation: self.clone(),
+            memory: memory.clone(),
+            range,
+        })
+    }
+}
+
+impl Drop for AddressReservation {
+    fn drop(&mut self) {
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        // SAFETY: reserved once, freed once, after every mapping (they hold an Arc to us).
+        self.ctx
+            .record_err(unsafe { sys::cuMemAddressFree(self.base, self.size as usize) }.result());
+    }
+}
+
+/// A mapping that is not accessible yet: it has no device pointer to hand out. Call
+/// [`Self::enable_access`] (`cuMemSetAccess`) to get a [`VmmMapping`].
+///
+/// Using the range before `cuMemSetAccess` does not compile:
+///
+/// ```compile_fail
+/// # fn f(mapped: cuvk::cuda::vmm::MappedVmm) {
+/// let ptr = mapped.device_ptr(); // no such method: only VmmMapping has one
+/// # }
+/// ```
+pub struct MappedVmm {
+    reservation: Arc<AddressReservation>,
+    memory: Arc<VmmAllocation>,
+    range: Range<u64>,
+}
+
+impl MappedVmm {
+    /// Makes the range readable and writable by the reservation's device.
+    pub fn enable_access(self) -> Result<VmmMapping> {
+        let ctx = &self.reservation.ctx;
+        // SAFETY: all-zero is a valid value of this plain C struct (then filled in below).
+        let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
+        desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        desc.location.id = ctx.cu_device();
+        desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let size = self.range.end - self.range.start;
+        // SAFETY: the range is mapped (by construction of MappedVmm).
+        unsafe {
+            sys::cuMemSetAccess(
+                self.reservation.base + self.range.start,
+                size as usize,
+                &desc,
+                1,
+            )
+        }
+        .result()
+        .cuda("cuMemSetAccess")?; // on error `self` drops and unmaps
+        Ok(VmmMapping { inner: self })
+    }
+
+    /// The range inside the reservation.
+    pub fn range(&self) -> Range<u64> {
+        self.range.clone()
+    }
+}
+
+impl Drop for MappedVmm {
+    fn drop(&mut self) {
+        let r = &self.reservation;
+        r.ctx.record_err(r.ctx.bind_to_thread());
+        let size = self.range.end - self.range.start;
+        // SAFETY: mapped once, unmapped once, before the reservation and memory can go.
+        r.ctx.record_err(
+            unsafe { sys::cuMemUnmap(r.base + self.range.start, size as usize) }.result(),
+        );
+        r.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|x| *x != self.range);
+    }
+}
+
+/// A mapped, accessible range of a reservation: its device pointer may be used by kernels.
+pub struct VmmMapping {
+    inner: MappedVmm,
+}
+
+impl VmmMapping {
+    /// The device pointer of the mapping's first byte.
+    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+        self.inner.reservation.base + self.inner.range.start
+    }
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.inner.range.end - self.inner.range.start
+    }
+    /// The physical memory behind it.
+    pub fn memory(&self) -> &Arc<VmmAllocation> {
+        &self.inner.memory
+    }
+    /// The reservation it lives in.
+    pub fn reservation(&self) -> &Arc<AddressReservation> {
+        &self.inner.reservation
+    }
+}
