@@ -362,7 +362,7 @@ pub fn validate_vmm_map<'a>(
         "physical allocation",
         req.allocation_size,
     )?;
-    check_no_overlap("mapping", &range, live)?;
+    check_no_overlap("virtual-memory mapping", &range, live)?;
     Ok(range)
 }
 
