@@ -6,7 +6,7 @@
 set -euo pipefail
 need=()
 for p in libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools xvfb x11-apps; do
-  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
