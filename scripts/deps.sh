@@ -5,7 +5,7 @@
 # particle demo's window test.
 set -euo pipefail
 need=()
-for p in libvulkan1 mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools xvfb x11-apps; do
+for p in libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools xvfb x11-apps; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

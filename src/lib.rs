@@ -19,6 +19,8 @@
 #![warn(missing_docs)]
 
 pub mod bridge;
+#[cfg(feature = "capi")]
+pub mod capi;
 pub mod cuda;
 pub mod error;
 pub mod frames;

@@ -96,31 +96,65 @@ impl ExternalSemaphore {
     /// every signal scheduled by any API: checked before the driver); binary ignores `value`.
     pub fn signal(&self, stream: &CudaStream, value: u64) -> Result<()> {
         self.check_stream(stream)?;
-        self.semaphore.reserve_signal(value)?;
-        // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
-        let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS = unsafe { std::mem::zeroed() };
-        params.params.fence.value = value;
-        self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
-        // SAFETY: one live semaphore, one params struct, a stream of this context.
-        unsafe {
-            sys::cuSignalExternalSemaphoresAsync(&self.handle, &params, 1, stream.cu_stream())
-        }
-        .result()
-        .cuda("cuSignalExternalSemaphoresAsync")?;
-        self.record_use(stream)
+        self.enqueue(stream.cu_stream(), value, true)
     }
 
     /// Enqueues a wait on `stream` until the semaphore is signalled (timeline: reaches `value`).
     pub fn wait(&self, stream: &CudaStream, value: u64) -> Result<()> {
         self.check_stream(stream)?;
-        // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
-        let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS = unsafe { std::mem::zeroed() };
-        params.params.fence.value = value;
+        self.enqueue(stream.cu_stream(), value, false)
+    }
+
+    /// As [`Self::signal`] / [`Self::wait`] on a raw `CUstream` handed in by other code (e.g.
+    /// an engine through the C ABI): the stream must belong to this semaphore's context
+    /// (checked with `cuStreamGetCtx`; null is the context's legacy default stream).
+    ///
+    /// # Safety
+    /// `stream` must be null or a live `CUstream`.
+    pub unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        value: u64,
+        signal: bool,
+    ) -> Result<()> {
         self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
-        // SAFETY: one live semaphore, one params struct, a stream of this context.
-        unsafe { sys::cuWaitExternalSemaphoresAsync(&self.handle, &params, 1, stream.cu_stream()) }
-            .result()
-            .cuda("cuWaitExternalSemaphoresAsync")?;
+        if !stream.is_null() {
+            let mut owner: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: reads the context of a stream the caller says is live.
+            unsafe { sys::cuStreamGetCtx(stream, &mut owner) }
+                .result()
+                .cuda("cuStreamGetCtx")?;
+            if owner != self.ctx.cu_ctx() {
+                return Err(Error::WrongDevice(
+                    "the stream belongs to another CUDA context",
+                ));
+            }
+        }
+        self.enqueue(stream, value, signal)
+    }
+
+    fn enqueue(&self, stream: sys::CUstream, value: u64, signal: bool) -> Result<()> {
+        self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        if signal {
+            self.semaphore.reserve_signal(value)?;
+            // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
+            let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS =
+                unsafe { std::mem::zeroed() };
+            params.params.fence.value = value;
+            // SAFETY: one live semaphore, one params struct, a stream of this context.
+            unsafe { sys::cuSignalExternalSemaphoresAsync(&self.handle, &params, 1, stream) }
+                .result()
+                .cuda("cuSignalExternalSemaphoresAsync")?;
+        } else {
+            // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
+            let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS =
+                unsafe { std::mem::zeroed() };
+            params.params.fence.value = value;
+            // SAFETY: one live semaphore, one params struct, a stream of this context.
+            unsafe { sys::cuWaitExternalSemaphoresAsync(&self.handle, &params, 1, stream) }
+                .result()
+                .cuda("cuWaitExternalSemaphoresAsync")?;
+        }
         self.record_use(stream)
     }
 
@@ -137,16 +171,18 @@ impl ExternalSemaphore {
     /// Records (re-records) this stream's event after the operation just enqueued, so drop
     /// can wait for it. Operations on one stream complete in order, so the stream's newest
     /// record covers every earlier use there.
-    fn record_use(&self, stream: &CudaStream) -> Result<()> {
+    fn record_use(&self, stream: sys::CUstream) -> Result<()> {
         let mut uses = self.last_use.lock().unwrap_or_else(|p| p.into_inner());
-        let key = stream.cu_stream();
-        if let Some((_, event)) = uses.iter().find(|(s, _)| *s == key) {
-            return event.record(stream).cuda("cuEventRecord");
-        }
-        let event = self.ctx.new_event(None).cuda("cuEventCreate")?;
-        event.record(stream).cuda("cuEventRecord")?;
-        uses.push((key, event));
-        Ok(())
+        let event = match uses.iter().position(|(s, _)| *s == stream) {
+            Some(i) => &uses[i].1,
+            None => {
+                uses.push((stream, self.ctx.new_event(None).cuda("cuEventCreate")?));
+                &uses[uses.len() - 1].1
+            }
+        };
+        // SAFETY: a live event and a stream of this context.
+        unsafe { cudarc::driver::result::event::record(event.cu_event(), stream) }
+            .cuda("cuEventRecord")
     }
 }
 

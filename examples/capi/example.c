@@ -1,0 +1,378 @@
+/* The C ABI used the way an engine plugin uses it: the "engine" (this file) owns the Vulkan
+ * instance and device and hands them to cuvk; cuvk creates shared buffers and semaphores; the
+ * engine records its own Vulkan commands on them. Every error path is exercised too, and the
+ * process must end alive with no validation message.
+ *
+ * Build (tests/capi.rs does this):
+ *   cc -std=c11 -Wall -Wextra -Werror -I include examples/capi/example.c \
+ *      -L target/debug -lcuvk -lvulkan -ldl -Wl,-rpath,target/debug -o capi_example
+ * Without CUDA it runs the Vulkan-only part and says so; with CUDA (REQUIRE_GPU=1 to insist)
+ * a CUDA kernel, loaded from PTX through the driver API, writes a shared buffer that the
+ * engine's Vulkan copy then reads, ordered by a cuvk timeline semaphore. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vulkan/vulkan.h>
+
+#include "cuvk.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+#define EXPECT(call, code)                                                              \
+    do {                                                                                \
+        CuvkResult r_ = (call);                                                         \
+        CHECK(r_ == (code), "%s returned %d, expected %d (%s)", #call, (int)r_, (int)(code), \
+              cuvk_last_error());                                                       \
+        if (r_ != CUVK_SUCCESS && r_ == (code)) printf("  expected error %d: %s\n", (int)r_, cuvk_last_error()); \
+    } while (0)
+
+static unsigned validation_messages;
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT type,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+    (void)type;
+    (void)user;
+    if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        fprintf(stderr, "validation: %s\n", data->pMessage);
+        validation_messages++;
+    }
+    return VK_FALSE;
+}
+
+/* ---- the engine's Vulkan objects ---------------------------------------------------------- */
+
+struct Engine {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice physical_device;
+    VkDevice device;
+    uint32_t queue_family;
+    VkQueue queue;
+    const char *extensions[3];
+    uint32_t extension_count;
+    int timeline;
+    int validation;
+};
+
+static int has_device_extension(VkPhysicalDevice pd, const char *name) {
+    uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL);
+    VkExtensionProperties *p = calloc(n, sizeof *p);
+    vkEnumerateDeviceExtensionProperties(pd, NULL, &n, p);
+    int found = 0;
+    for (uint32_t i = 0; i < n; i++) found |= strcmp(p[i].extensionName, name) == 0;
+    free(p);
+    return found;
+}
+
+static int engine_create(struct Engine *e) {
+    memset(e, 0, sizeof *e);
+    uint32_t n = 0;
+    vkEnumerateInstanceLayerProperties(&n, NULL);
+    VkLayerProperties *layers = calloc(n ? n : 1, sizeof *layers);
+    vkEnumerateInstanceLayerProperties(&n, layers);
+    for (uint32_t i = 0; i < n; i++) e->validation |= strcmp(layers[i].layerName, "VK_LAYER_KHRONOS_validation") == 0;
+    free(layers);
+    const char *req = getenv("REQUIRE_VULKAN");
+    if (!e->validation && req && strcmp(req, "1") == 0) {
+        fprintf(stderr, "the validation layer is required\n");
+        return 0;
+    }
+    const char *layer = "VK_LAYER_KHRONOS_validation";
+    const char *inst_ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "engine", .apiVersion = VK_API_VERSION_1_2};
+    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
+                                .enabledLayerCount = e->validation ? 1 : 0, .ppEnabledLayerNames = &layer,
+                                .enabledExtensionCount = e->validation ? 1 : 0, .ppEnabledExtensionNames = &inst_ext};
+    if (vkCreateInstance(&ici, NULL, &e->instance) != VK_SUCCESS) return 0;
+    if (e->validation) {
+        PFN_vkCreateDebugUtilsMessengerEXT create =
+            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkCreateDebugUtilsMessengerEXT");
+        VkDebugUtilsMessengerCreateInfoEXT mci = {
+            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+            .pfnUserCallback = on_message};
+        create(e->instance, &mci, NULL, &e->messenger);
+    }
+    uint32_t count = 1;
+    if (vkEnumeratePhysicalDevices(e->instance, &count, &e->physical_device) < 0 || count == 0) return 0;
+    uint32_t qn = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(e->physical_device, &qn, NULL);
+    VkQueueFamilyProperties *q = calloc(qn, sizeof *q);
+    vkGetPhysicalDeviceQueueFamilyProperties(e->physical_device, &qn, q);
+    for (e->queue_family = 0; e->queue_family < qn; e->queue_family++)
+        if (q[e->queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT) break;
+    free(q);
+    e->extensions[e->extension_count++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+    if (has_device_extension(e->physical_device, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME))
+        e->extensions[e->extension_count++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+    vkGetPhysicalDeviceFeatures2(e->physical_device, &f2);
+    e->timeline = f12.timelineSemaphore;
+    VkPhysicalDeviceVulkan12Features enable12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                                 .timelineSemaphore = f12.timelineSemaphore};
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = e->queue_family,
+                                   .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &enable12, .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci, .enabledExtensionCount = e->extension_count,
+                              .ppEnabledExtensionNames = e->extensions};
+    if (vkCreateDevice(e->physical_device, &dci, NULL, &e->device) != VK_SUCCESS) return 0;
+    vkGetDeviceQueue(e->device, e->queue_family, 0, &e->queue);
+    return 1;
+}
+
+static void engine_destroy(struct Engine *e) {
+    vkDeviceWaitIdle(e->device);
+    vkDestroyDevice(e->device, NULL);
+    if (e->messenger) {
+        PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+            (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(e->instance, "vkDestroyDebugUtilsMessengerEXT");
+        destroy(e->instance, e->messenger, NULL);
+    }
+    vkDestroyInstance(e->instance, NULL);
+}
+
+/* The engine reads a cuvk buffer: optional fill, then a copy into host-visible memory, the
+ * submission optionally waiting for a timeline value; returns the first word and checks all. */
+static int engine_read_back(struct Engine *e, VkBuffer src, VkDeviceSize size, int fill, uint32_t fill_value,
+                            VkSemaphore wait_sem, uint64_t wait_value, uint32_t expect) {
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    VkBuffer dst;
+    vkCreateBuffer(e->device, &bci, NULL, &dst);
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(e->device, dst, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(e->physical_device, &mp);
+    uint32_t type = 0;
+    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    for (; type < mp.memoryTypeCount; type++)
+        if ((req.memoryTypeBits & (1u << type)) && (mp.memoryTypes[type].propertyFlags & want) == want) break;
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
+    VkDeviceMemory mem;
+    vkAllocateMemory(e->device, &mai, NULL, &mem);
+    vkBindBufferMemory(e->device, dst, mem, 0);
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = e->queue_family};
+    VkCommandPool pool;
+    vkCreateCommandPool(e->device, &pci, NULL, &pool);
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBuffer cmd;
+    vkAllocateCommandBuffers(e->device, &cai, &cmd);
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vkBeginCommandBuffer(cmd, &begin);
+    if (fill) {
+        vkCmdFillBuffer(cmd, src, 0, size, fill_value);
+        VkMemoryBarrier b = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                             .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &b, 0, NULL, 0, NULL);
+    }
+    VkBufferCopy region = {0, 0, size};
+    vkCmdCopyBuffer(cmd, src, dst, 1, &region);
+    VkMemoryBarrier to_host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
+    vkEndCommandBuffer(cmd);
+    VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = 1, .pWaitSemaphoreValues = &wait_value};
+    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = wait_sem ? &ts : NULL,
+                       .waitSemaphoreCount = wait_sem ? 1 : 0, .pWaitSemaphores = &wait_sem, .pWaitDstStageMask = &stage,
+                       .commandBufferCount = 1, .pCommandBuffers = &cmd};
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence fence;
+    vkCreateFence(e->device, &fci, NULL, &fence);
+    vkQueueSubmit(e->queue, 1, &si, fence);
+    vkWaitForFences(e->device, 1, &fence, VK_TRUE, UINT64_MAX);
+    uint32_t *words;
+    vkMapMemory(e->device, mem, 0, size, 0, (void **)&words);
+    size_t bad = 0;
+    for (size_t i = 0; i < size / 4; i++) bad += words[i] != expect;
+    vkUnmapMemory(e->device, mem);
+    vkDestroyFence(e->device, fence, NULL);
+    vkDestroyCommandPool(e->device, pool, NULL);
+    vkDestroyBuffer(e->device, dst, NULL);
+    vkFreeMemory(e->device, mem, NULL);
+    CHECK(bad == 0, "%zu of %zu words differ from %#x", bad, (size_t)(size / 4), expect);
+    return bad == 0;
+}
+
+/* ---- CUDA, through the driver API loaded at run time (as an engine plugin would) ---------- */
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+static const char FILL_PTX[] =
+    ".version 7.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry fill(.param .u64 ptr, .param .u32 n, .param .u32 value)\n{\n"
+    " .reg .pred %p;\n .reg .b32 %r<6>;\n .reg .b64 %rd<4>;\n"
+    " ld.param.u64 %rd1, [ptr];\n ld.param.u32 %r1, [n];\n ld.param.u32 %r2, [value];\n"
+    " mov.u32 %r3, %ctaid.x;\n mov.u32 %r4, %ntid.x;\n mov.u32 %r5, %tid.x;\n"
+    " mad.lo.s32 %r3, %r3, %r4, %r5;\n setp.ge.u32 %p, %r3, %r1;\n @%p bra DONE;\n"
+    " cvta.to.global.u64 %rd2, %rd1;\n mul.wide.u32 %rd3, %r3, 4;\n add.s64 %rd2, %rd2, %rd3;\n"
+    " st.global.u32 [%rd2], %r2;\nDONE:\n ret;\n}\n";
+
+static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
+    CuvkBridge bridge = 0;
+    CuvkResult r = cuvk_bridge_create(d, NULL, 0, &bridge);
+    const char *need = getenv("REQUIRE_GPU");
+    if (r == CUVK_ERROR_UNAVAILABLE) {
+        printf("no CUDA device: skipping the CUDA path (%s)\n", cuvk_last_error());
+        CHECK(!(need && strcmp(need, "1") == 0), "REQUIRE_GPU=1 but no CUDA device");
+        return;
+    }
+    CHECK(r == CUVK_SUCCESS, "cuvk_bridge_create with CUDA: %d %s", (int)r, cuvk_last_error());
+    if (r != CUVK_SUCCESS) return;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    CHECK(lib != NULL, "dlopen libcuda.so.1");
+    if (!lib) return;
+    /* Function pointers of the driver API; argument types as in cuda.h. */
+    CUresult (*cuInit)(unsigned) = (CUresult(*)(unsigned))dlsym(lib, "cuInit");
+    CUresult (*cuDeviceGet)(int *, int) = (CUresult(*)(int *, int))dlsym(lib, "cuDeviceGet");
+    CUresult (*cuDevicePrimaryCtxRetain)(void **, int) = (CUresult(*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
+    CUresult (*cuDevicePrimaryCtxRelease)(int) = (CUresult(*)(int))dlsym(lib, "cuDevicePrimaryCtxRelease_v2");
+    CUresult (*cuCtxSetCurrent)(void *) = (CUresult(*)(void *))dlsym(lib, "cuCtxSetCurrent");
+    CUresult (*cuModuleLoadData)(void **, const void *) = (CUresult(*)(void **, const void *))dlsym(lib, "cuModuleLoadData");
+    CUresult (*cuModuleUnload)(void *) = (CUresult(*)(void *))dlsym(lib, "cuModuleUnload");
+    CUresult (*cuModuleGetFunction)(void **, void *, const char *) =
+        (CUresult(*)(void **, void *, const char *))dlsym(lib, "cuModuleGetFunction");
+    CUresult (*cuStreamCreate)(void **, unsigned) = (CUresult(*)(void **, unsigned))dlsym(lib, "cuStreamCreate");
+    CUresult (*cuStreamDestroy)(void *) = (CUresult(*)(void *))dlsym(lib, "cuStreamDestroy_v2");
+    CUresult (*cuStreamSynchronize)(void *) = (CUresult(*)(void *))dlsym(lib, "cuStreamSynchronize");
+    CUresult (*cuLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                               void **) = (CUresult(*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                                       unsigned, void *, void **, void **))dlsym(lib, "cuLaunchKernel");
+    int dev = 0;
+    void *ctx = NULL, *module = NULL, *fill = NULL, *stream = NULL;
+    CHECK(cuInit(0) == 0 && cuDeviceGet(&dev, 0) == 0 && cuDevicePrimaryCtxRetain(&ctx, dev) == 0 && cuCtxSetCurrent(ctx) == 0,
+          "CUDA context");
+    CHECK(cuModuleLoadData(&module, FILL_PTX) == 0 && cuModuleGetFunction(&fill, module, "fill") == 0, "load the PTX kernel");
+    CHECK(cuStreamCreate(&stream, 1) == 0, "cuStreamCreate");
+
+    const uint32_t n = 1u << 20;
+    CuvkBuffer buffer = 0;
+    EXPECT(cuvk_buffer_create(bridge, 4ull * n, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &buffer), CUVK_SUCCESS);
+    CuvkBufferInfo info = {.struct_size = sizeof info};
+    EXPECT(cuvk_buffer_info(buffer, &info), CUVK_SUCCESS);
+    CHECK(info.cuda_ptr != 0 && info.vk_buffer != 0, "the shared buffer has both a VkBuffer and a CUDA pointer");
+    CuvkSemaphore sem = 0;
+    EXPECT(cuvk_semaphore_create(bridge, 0, &sem), CUVK_SUCCESS);
+    uint64_t vk_sem = 0;
+    EXPECT(cuvk_semaphore_vk(sem, &vk_sem), CUVK_SUCCESS);
+
+    /* CUDA writes 0xC0FFEE into every word, then signals 1; the engine's Vulkan copy waits for 1. */
+    uint32_t value = 0xC0FFEE;
+    CUdeviceptr ptr = info.cuda_ptr;
+    void *args[] = {&ptr, (void *)&n, &value};
+    CHECK(cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, stream, args, NULL) == 0, "cuLaunchKernel");
+    EXPECT(cuvk_semaphore_cuda_signal(sem, stream, 1), CUVK_SUCCESS);
+    CHECK(engine_read_back(e, (VkBuffer)(uintptr_t)info.vk_buffer, 4ull * n, 0, 0, (VkSemaphore)(uintptr_t)vk_sem, 1, value),
+          "Vulkan read what CUDA wrote");
+    EXPECT(cuvk_semaphore_cuda_signal(sem, stream, 1), CUVK_ERROR_INVALID_ARGUMENT); /* not increasing */
+    CHECK(cuStreamSynchronize(stream) == 0, "cuStreamSynchronize");
+
+    CuvkStaging staging = 0;
+    EXPECT(cuvk_staging_create(bridge, 1 << 20, &staging), CUVK_SUCCESS);
+    CuvkStagingInfo sinfo = {.struct_size = sizeof sinfo};
+    EXPECT(cuvk_staging_info(staging, &sinfo), CUVK_SUCCESS);
+    CHECK(sinfo.host_ptr != NULL && sinfo.vk_buffer != 0 && sinfo.size >= (1 << 20), "staging info");
+    memset(sinfo.host_ptr, 0x5a, sinfo.size);
+    EXPECT(cuvk_staging_destroy(staging), CUVK_SUCCESS);
+
+    EXPECT(cuvk_semaphore_destroy(sem), CUVK_SUCCESS);
+    EXPECT(cuvk_buffer_destroy(buffer), CUVK_SUCCESS);
+    EXPECT(cuvk_bridge_destroy(bridge), CUVK_SUCCESS);
+    cuStreamDestroy(stream);
+    cuModuleUnload(module);
+    cuDevicePrimaryCtxRelease(dev);
+    printf("CUDA path: a CUDA kernel wrote %u words that the engine's Vulkan copy read, ordered by a cuvk semaphore\n", n);
+}
+
+int main(void) {
+    printf("cuvk ABI version %u\n", cuvk_abi_version());
+    CHECK(cuvk_abi_version() == CUVK_ABI_VERSION, "ABI version mismatch");
+    struct Engine e;
+    if (!engine_create(&e)) {
+        fprintf(stderr, "no Vulkan device for the engine\n");
+        return 1;
+    }
+    CuvkVulkanDevice d = {
+        .struct_size = sizeof d, .instance = e.instance, .physical_device = e.physical_device, .device = e.device,
+        .queue_family_index = e.queue_family, .queue = e.queue, .get_instance_proc_addr = (const void *)vkGetInstanceProcAddr,
+        .enabled_extensions = e.extensions, .enabled_extension_count = e.extension_count, .timeline_semaphore_enabled = e.timeline};
+
+    /* Null pointers and a struct too small for this library. */
+    CuvkBridge vb = 0;
+    EXPECT(cuvk_bridge_create(NULL, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_NULL_POINTER);
+    EXPECT(cuvk_bridge_create(&d, NULL, CUVK_BRIDGE_VULKAN_ONLY, NULL), CUVK_ERROR_NULL_POINTER);
+    CuvkVulkanDevice small = d;
+    small.struct_size = 8;
+    EXPECT(cuvk_bridge_create(&small, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_STRUCT_SIZE);
+    CuvkVulkanDevice no_ext = d;
+    no_ext.enabled_extension_count = 0;
+    EXPECT(cuvk_bridge_create(&no_ext, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_UNSUPPORTED);
+
+    /* The Vulkan-only bridge over the engine's device. */
+    EXPECT(cuvk_bridge_create(&d, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_SUCCESS);
+    CuvkBuffer buf = 0;
+    EXPECT(cuvk_buffer_create(vb, 1 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &buf), CUVK_SUCCESS);
+    CuvkBuffer empty = 0;
+    EXPECT(cuvk_buffer_create(vb, 0, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &empty), CUVK_ERROR_INVALID_ARGUMENT);
+    CuvkBufferInfo info = {.struct_size = sizeof info};
+    EXPECT(cuvk_buffer_info(buf, &info), CUVK_SUCCESS);
+    CHECK(info.vk_buffer != 0 && info.size == (1 << 20) && info.cuda_ptr == 0, "Vulkan-only buffer info");
+    CHECK(engine_read_back(&e, (VkBuffer)(uintptr_t)info.vk_buffer, info.size, 1, 0xABCD1234u, VK_NULL_HANDLE, 0, 0xABCD1234u),
+          "the engine filled and read the cuvk buffer");
+    CuvkBufferInfo tiny = {.struct_size = 4};
+    EXPECT(cuvk_buffer_info(buf, &tiny), CUVK_ERROR_STRUCT_SIZE);
+    EXPECT(cuvk_buffer_info(buf, NULL), CUVK_ERROR_NULL_POINTER);
+
+    CuvkSemaphore sem = 0;
+    if (e.timeline) {
+        EXPECT(cuvk_semaphore_create(vb, 3, &sem), CUVK_SUCCESS);
+        EXPECT(cuvk_semaphore_signal_host(sem, 5), CUVK_SUCCESS);
+        EXPECT(cuvk_semaphore_wait_host(sem, 5, 0), CUVK_SUCCESS);
+        EXPECT(cuvk_semaphore_wait_host(sem, 6, 1000000), CUVK_ERROR_TIMEOUT);
+        EXPECT(cuvk_semaphore_signal_host(sem, 5), CUVK_ERROR_INVALID_ARGUMENT);
+        EXPECT(cuvk_semaphore_cuda_signal(sem, NULL, 6), CUVK_ERROR_UNSUPPORTED);
+    }
+    CuvkStaging st = 0;
+    EXPECT(cuvk_staging_create(vb, 4096, &st), CUVK_ERROR_UNSUPPORTED);
+
+    /* Wrong kinds, never-issued and stale handles, double destroy, calls after destroy. */
+    EXPECT(cuvk_buffer_info(vb, &info), CUVK_ERROR_WRONG_HANDLE_KIND);
+    EXPECT(cuvk_bridge_destroy(buf), CUVK_ERROR_WRONG_HANDLE_KIND);
+    if (sem) EXPECT(cuvk_buffer_destroy(sem), CUVK_ERROR_WRONG_HANDLE_KIND);
+    EXPECT(cuvk_buffer_destroy(0), CUVK_ERROR_INVALID_HANDLE);
+    EXPECT(cuvk_buffer_destroy(0x0200000100abcdefull), CUVK_ERROR_INVALID_HANDLE);
+    EXPECT(cuvk_buffer_destroy(buf), CUVK_SUCCESS);
+    EXPECT(cuvk_buffer_destroy(buf), CUVK_ERROR_STALE_HANDLE);
+    EXPECT(cuvk_buffer_info(buf, &info), CUVK_ERROR_STALE_HANDLE);
+    if (sem) {
+        EXPECT(cuvk_semaphore_destroy(sem), CUVK_SUCCESS);
+        EXPECT(cuvk_semaphore_wait_host(sem, 1, 0), CUVK_ERROR_STALE_HANDLE);
+    }
+    EXPECT(cuvk_bridge_destroy(vb), CUVK_SUCCESS);
+    EXPECT(cuvk_bridge_destroy(vb), CUVK_ERROR_STALE_HANDLE);
+    EXPECT(cuvk_buffer_create(vb, 64, 0, &buf), CUVK_ERROR_STALE_HANDLE);
+    printf("Vulkan-only path and every error path: done\n");
+
+    cuda_path(&e, &d);
+
+    engine_destroy(&e);
+    CHECK(validation_messages == 0, "%u validation messages", validation_messages);
+    printf("capi example: %s (%d failures, validation %s)\n", failures ? "FAILED" : "OK", failures,
+           e.validation ? "on" : "off");
+    return failures ? 1 : 0;
+}

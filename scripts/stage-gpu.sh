@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Stages everything for the GPU machine: the C example (built against the release cdylib, with
+# the library beside it) and then the shared stage script (release tests, examples, loader).
+#   scripts/stage-gpu.sh            then on the GPU machine: bash .gpu/run.sh
+#                                   and: bash .gpu/run.sh .gpu/bin/capi_example
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release
+mkdir -p target/release/examples
+cp target/release/libcuvk.so target/release/examples/libcuvk.so
+cc -std=c11 -Wall -Wextra -Werror -O1 -I include examples/capi/example.c \
+   -L target/release -lcuvk -lvulkan -ldl '-Wl,-rpath,$ORIGIN' -o target/release/examples/capi_example
+bash ../shared/gpu/stage.sh

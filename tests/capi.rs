@@ -1,0 +1,147 @@
+//! The C ABI: the checked-in header is what cbindgen generates from the code, it declares
+//! exactly the functions the library exports, and the C example (an "engine" owning its
+//! Vulkan device) builds with the system C compiler and runs every path — the Vulkan-only part
+//! and all error paths everywhere (lavapipe in CI), the CUDA part where there is a GPU —
+//! under the validation layer, ending alive with no validation message.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn generated_header() -> String {
+    let config =
+        cbindgen::Config::from_file(Path::new(ROOT).join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut out = Vec::new();
+    cbindgen::Builder::new()
+        .with_src(Path::new(ROOT).join("src/capi.rs"))
+        .with_config(config)
+        .generate()
+        .expect("cbindgen")
+        .write(&mut out);
+    String::from_utf8(out).expect("utf-8 header")
+}
+
+#[test]
+fn checked_in_header_matches_the_code() {
+    let path = Path::new(ROOT).join("include/cuvk.h");
+    let generated = generated_header();
+    if std::env::var("CUVK_WRITE_HEADER").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "include/cuvk.h is stale: regenerate it with CUVK_WRITE_HEADER=1 cargo test --test capi"
+    );
+}
+
+/// The cdylib next to this test binary (cargo: target/<profile>/; staged: the same folder).
+fn cdylib() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [dir.join("../libcuvk.so"), dir.join("libcuvk.so")]
+        .into_iter()
+        .find(|p| p.exists())
+}
+
+fn header_functions() -> BTreeSet<String> {
+    let h = std::fs::read_to_string(Path::new(ROOT).join("include/cuvk.h")).unwrap();
+    h.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .zip(
+            h.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .skip(1),
+        )
+        .filter(|(a, _)| a.starts_with("cuvk_"))
+        .map(|(a, _)| a.to_string())
+        .collect()
+}
+
+#[test]
+fn header_declares_exactly_the_exported_symbols() {
+    let Some(lib) = cdylib() else {
+        assert_ne!(
+            std::env::var("REQUIRE_VULKAN").as_deref(),
+            Ok("1"),
+            "libcuvk.so not built"
+        );
+        eprintln!("SKIP: libcuvk.so not next to the test binary");
+        return;
+    };
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("nm (binutils)");
+    let exported: BTreeSet<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|s| s.starts_with("cuvk_"))
+        .map(String::from)
+        .collect();
+    let declared = header_functions();
+    eprintln!("{} exported cuvk_ functions", exported.len());
+    assert!(!exported.is_empty());
+    assert_eq!(
+        exported, declared,
+        "exported symbols and header declarations differ"
+    );
+}
+
+#[test]
+fn c_example_builds_and_runs_every_path() {
+    let Some(lib) = cdylib() else {
+        assert_ne!(
+            std::env::var("REQUIRE_VULKAN").as_deref(),
+            Ok("1"),
+            "libcuvk.so not built"
+        );
+        eprintln!("SKIP: libcuvk.so not next to the test binary");
+        return;
+    };
+    if !Path::new("/usr/include/vulkan/vulkan.h").exists()
+        || Command::new("cc").arg("--version").output().is_err()
+    {
+        assert_ne!(
+            std::env::var("REQUIRE_VULKAN").as_deref(),
+            Ok("1"),
+            "cc and the Vulkan headers (libvulkan-dev) are required"
+        );
+        eprintln!("SKIP: no C compiler or Vulkan headers");
+        return;
+    }
+    let libdir = lib.parent().unwrap().canonicalize().unwrap();
+    let exe = std::env::temp_dir().join(format!("cuvk-capi-example-{}", std::process::id()));
+    let build = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
+        .arg("-I")
+        .arg(Path::new(ROOT).join("include"))
+        .arg(Path::new(ROOT).join("examples/capi/example.c"))
+        .arg("-L")
+        .arg(&libdir)
+        .args(["-lcuvk", "-lvulkan", "-ldl"])
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run cc");
+    assert!(
+        build.status.success(),
+        "the C example does not build:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let run = Command::new(&exe)
+        .env("XDG_RUNTIME_DIR", "/tmp")
+        .output()
+        .expect("run the C example");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    let _ = std::fs::remove_file(&exe);
+    assert!(run.status.success(), "the C example failed");
+    assert!(
+        stdout.contains("capi example: OK"),
+        "the C example did not finish"
+    );
+}
