@@ -58,7 +58,8 @@ struct Engine {
     VkDevice device;
     uint32_t queue_family;
     VkQueue queue;
-    const char *extensions[3];
+    const char *extensions[4];
+    int host_memory;
     uint32_t extension_count;
     int timeline;
     int validation;
@@ -117,6 +118,9 @@ static int engine_create(struct Engine *e) {
     e->extensions[e->extension_count++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
     if (has_device_extension(e->physical_device, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME))
         e->extensions[e->extension_count++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
+    /* Needed for cuvk's staging buffers (pinned memory imported as a Vulkan buffer). */
+    e->host_memory = has_device_extension(e->physical_device, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+    if (e->host_memory) e->extensions[e->extension_count++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
     vkGetPhysicalDeviceFeatures2(e->physical_device, &f2);
@@ -283,12 +287,19 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     CHECK(cuStreamSynchronize(stream) == 0, "cuStreamSynchronize");
 
     CuvkStaging staging = 0;
-    EXPECT(cuvk_staging_create(bridge, 1 << 20, &staging), CUVK_SUCCESS);
-    CuvkStagingInfo sinfo = {.struct_size = sizeof sinfo};
-    EXPECT(cuvk_staging_info(staging, &sinfo), CUVK_SUCCESS);
-    CHECK(sinfo.host_ptr != NULL && sinfo.vk_buffer != 0 && sinfo.size >= (1 << 20), "staging info");
-    memset(sinfo.host_ptr, 0x5a, sinfo.size);
-    EXPECT(cuvk_staging_destroy(staging), CUVK_SUCCESS);
+    if (!e->host_memory) {
+        EXPECT(cuvk_staging_create(bridge, 1 << 20, &staging), CUVK_ERROR_UNSUPPORTED);
+    } else {
+        EXPECT(cuvk_staging_create(bridge, 1 << 20, &staging), CUVK_SUCCESS);
+        CuvkStagingInfo sinfo = {.struct_size = sizeof sinfo};
+        EXPECT(cuvk_staging_info(staging, &sinfo), CUVK_SUCCESS);
+        CHECK(sinfo.host_ptr != NULL && sinfo.vk_buffer != 0 && sinfo.size >= (1 << 20), "staging info");
+        /* The host writes the pinned bytes; the engine's Vulkan copy reads them through the VkBuffer. */
+        memset(sinfo.host_ptr, 0x5a, sinfo.size);
+        CHECK(engine_read_back(e, (VkBuffer)(uintptr_t)sinfo.vk_buffer, sinfo.size, 0, 0, VK_NULL_HANDLE, 0, 0x5a5a5a5au),
+              "Vulkan read the pinned staging bytes the host wrote");
+        EXPECT(cuvk_staging_destroy(staging), CUVK_SUCCESS);
+    }
 
     EXPECT(cuvk_semaphore_destroy(sem), CUVK_SUCCESS);
     EXPECT(cuvk_buffer_destroy(buffer), CUVK_SUCCESS);
