@@ -12,22 +12,12 @@ use std::sync::Arc;
 use cuvk::ash::vk;
 use cuvk::cuda::{ImportedMemory, MapOptions};
 use cuvk::layout::LayoutError;
-use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory, HostBuffer};
+use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory};
 use cuvk::{Bridge, BufferUsage, Error, SharedBuffer};
 use kernels::{pattern, Kernels};
 
 fn read_via_vulkan(bridge: &Bridge, buf: &SharedBuffer<u32>) -> Vec<u32> {
-    let host = HostBuffer::new(
-        bridge.vulkan(),
-        buf.byte_size(),
-        vk::BufferUsageFlags::empty(),
-    )
-    .unwrap();
-    bridge
-        .vulkan()
-        .copy_buffer(buf, 0, &host, 0, buf.byte_size())
-        .unwrap();
-    host.read().unwrap()
+    common::read_via_vulkan(bridge.vulkan(), buf)
 }
 
 fn assert_pattern(got: &[u32], seed: u32, what: &str) {

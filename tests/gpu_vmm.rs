@@ -8,11 +8,9 @@ mod common;
 #[path = "../examples/common/kernels.rs"]
 mod kernels;
 
-use cuvk::ash::vk;
 use cuvk::cuda::multicast::{multicast_supported, MulticastGroup};
 use cuvk::cuda::vmm::{allocation_granularity, AddressReservation, VmmAllocation};
 use cuvk::layout::LayoutError;
-use cuvk::vulkan::HostBuffer;
 use cuvk::{BufferUsage, Error, GrowableBuffer, SharedBuffer};
 use kernels::{pattern, Kernels};
 
@@ -31,17 +29,7 @@ fn cuda_allocated_memory_round_trips_through_vulkan() {
     k.write_pattern(bridge.stream(), buf.kernel_arg(), n as u64, 91)
         .unwrap();
     bridge.stream().synchronize().unwrap();
-    let host = HostBuffer::new(
-        bridge.vulkan(),
-        buf.byte_size(),
-        vk::BufferUsageFlags::empty(),
-    )
-    .unwrap();
-    bridge
-        .vulkan()
-        .copy_buffer(&buf, 0, &host, 0, buf.byte_size())
-        .unwrap();
-    let got: Vec<u32> = host.read().unwrap();
+    let got = common::read_via_vulkan(bridge.vulkan(), &buf);
     assert!(
         (0..n).all(|i| got[i] == pattern(i, 91)),
         "Vulkan read of CUDA's write through cuMemCreate memory"
@@ -100,15 +88,10 @@ fn growing_to_one_gib_keeps_the_pointer_and_the_data() {
         );
     }
     // ...and the first and last chunks through Vulkan's view.
-    let host = HostBuffer::new(bridge.vulkan(), g, vk::BufferUsageFlags::empty()).unwrap();
     let views: Vec<_> = buf.vk_chunks().collect();
     assert_eq!(views.len(), chunks);
     for &c in &[0, chunks - 1] {
-        bridge
-            .vulkan()
-            .copy_buffer(views[c].1, 0, &host, 0, g)
-            .unwrap();
-        let got: Vec<u32> = host.read().unwrap();
+        let got = common::read_via_vulkan(bridge.vulkan(), views[c].1);
         assert!(
             (0..per_chunk).all(|i| got[i] == pattern(i, c as u32)),
             "Vulkan view of chunk {c}"

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use cuvk::ash::vk;
-use cuvk::vulkan::{AsVkBuffer, ComputePipeline, HostBuffer};
+use cuvk::vulkan::{AsVkBuffer, CommandSlots, ComputePipeline, HostBuffer};
 use cuvk::{Bridge, FramePacer, SharedBuffer};
 
 pub const CHECK_SPV: &[u8] = include_bytes!("../../shaders/check_value.spv");
@@ -12,8 +12,7 @@ pub const CHECK_SPV: &[u8] = include_bytes!("../../shaders/check_value.spv");
 pub struct Checker {
     pipeline: ComputePipeline,
     sets: Vec<vk::DescriptorSet>,
-    pools: Vec<vk::CommandPool>,
-    cmds: Vec<vk::CommandBuffer>,
+    cmds: CommandSlots,
     elements: u32,
     device: cuvk::ash::Device,
 }
@@ -32,29 +31,14 @@ impl Checker {
             .iter()
             .map(|s| pipeline.descriptor_set(&[s as &dyn AsVkBuffer, result]))
             .collect::<cuvk::Result<Vec<_>>>()?;
-        let device = ctx.device().clone();
-        let mut pools = Vec::new();
-        let mut cmds = Vec::new();
-        for _ in 0..command_slots {
-            let info =
-                vk::CommandPoolCreateInfo::default().queue_family_index(ctx.queue_family_index());
-            // SAFETY: valid device.
-            let pool = unsafe { device.create_command_pool(&info, None) }?;
-            pools.push(pool);
-            let alloc = vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
-                .command_buffer_count(1);
-            // SAFETY: our pool.
-            cmds.push(unsafe { device.allocate_command_buffers(&alloc) }?[0]);
-        }
+        let cmds = CommandSlots::new(ctx, command_slots)?;
         let elements = slots.first().map_or(0, |s| s.len() as u32);
         Ok(Self {
             pipeline,
             sets,
-            pools,
             cmds,
             elements,
-            device,
+            device: ctx.device().clone(),
         })
     }
 
@@ -72,14 +56,9 @@ impl Checker {
         transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
     ) -> anyhow::Result<vk::CommandBuffer> {
         let device = &self.device;
-        let cmd = self.cmds[command_slot];
         // SAFETY: the caller promised the command slot is free; everything recorded is ours.
         unsafe {
-            device
-                .reset_command_pool(self.pools[command_slot], vk::CommandPoolResetFlags::empty())?;
-            let begin = vk::CommandBufferBeginInfo::default()
-                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-            device.begin_command_buffer(cmd, &begin)?;
+            let cmd = self.cmds.begin(command_slot)?;
             if let Some((pacer, buf)) = transfer {
                 pacer.record_acquire_from_cuda(
                     cmd,
@@ -117,19 +96,7 @@ impl Checker {
                 );
             }
             device.end_command_buffer(cmd)?;
-        }
-        Ok(cmd)
-    }
-}
-
-impl Drop for Checker {
-    fn drop(&mut self) {
-        // SAFETY: users wait for all frames before dropping; pools and buffers are ours.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            for &p in &self.pools {
-                self.device.destroy_command_pool(p, None);
-            }
+            Ok(cmd)
         }
     }
 }

@@ -14,8 +14,8 @@ use cuvk::cudarc::driver::{
 };
 use cuvk::staging::StagingBuffer;
 use cuvk::vulkan::{
-    AsVkBuffer, BoundBuffer, ComputePipeline, HostBuffer, Semaphore, SemaphoreKind, SemaphoreOp,
-    VulkanContext,
+    AsVkBuffer, BoundBuffer, CommandSlots, ComputePipeline, HostBuffer, Semaphore, SemaphoreKind,
+    SemaphoreOp, VulkanContext,
 };
 use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer};
 
@@ -210,8 +210,7 @@ pub struct Engine {
     splat_spv: Vec<u8>,
     resolve_spv: Vec<u8>,
     sim: Option<(ComputePipeline, Vec<vk::DescriptorSet>)>,
-    pools: Vec<vk::CommandPool>,
-    cmds: Vec<vk::CommandBuffer>,
+    cmds: CommandSlots,
     queries: vk::QueryPool,
     timestamp_ns: f64,
     pending: Vec<Option<FrameTimes>>, // per command slot: the CPU-side times of its last frame
@@ -389,20 +388,7 @@ impl Engine {
             _ => None,
         };
         let device = vk.device();
-        let mut pools = Vec::new();
-        let mut cmds = Vec::new();
-        for _ in 0..2 * k {
-            let info =
-                vk::CommandPoolCreateInfo::default().queue_family_index(vk.queue_family_index());
-            // SAFETY: valid device; destroyed in Drop.
-            let pool = unsafe { device.create_command_pool(&info, None) }?;
-            pools.push(pool);
-            let alloc = vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
-                .command_buffer_count(1);
-            // SAFETY: our pool.
-            cmds.push(unsafe { device.allocate_command_buffers(&alloc) }?[0]);
-        }
+        let cmds = CommandSlots::new(&vk, 2 * k)?;
         let qinfo = vk::QueryPoolCreateInfo::default()
             .query_type(vk::QueryType::TIMESTAMP)
             .query_count(4 * 2 * k as u32);
@@ -431,7 +417,6 @@ impl Engine {
             splat_spv: shaders.splat.clone(),
             resolve_spv: shaders.resolve.clone(),
             sim,
-            pools,
             cmds,
             queries,
             timestamp_ns,
@@ -674,15 +659,7 @@ impl Engine {
                     vel[slot].cuda_ptr(),
                 );
                 let mut b = s.launch_builder(&side.step);
-                let p = if simulate {
-                    params
-                } else {
-                    Params {
-                        dt: 0.0,
-                        damping: 1.0,
-                        ..params
-                    }
-                };
+                let p = params.for_frame(simulate);
                 b.arg(&pi).arg(&vi).arg(&po).arg(&vo).arg(&p);
                 // SAFETY: all four pointers are live mappings of `count` float4 each; slot was
                 // released by Vulkan (cuda_acquire) and prev is only read.
@@ -695,15 +672,7 @@ impl Engine {
                 let n = frame.number as usize;
                 let (src, dst) = ((n + 1) % 2, n % 2);
                 ev0.record(s)?;
-                let p = if simulate {
-                    params
-                } else {
-                    Params {
-                        dt: 0.0,
-                        damping: 1.0,
-                        ..params
-                    }
-                };
+                let p = params.for_frame(simulate);
                 {
                     let (pos_lo, pos_hi) = pos.split_at_mut(1);
                     let (vel_lo, vel_hi) = vel.split_at_mut(1);
@@ -741,38 +710,29 @@ impl Engine {
     ) -> anyhow::Result<vk::CommandBuffer> {
         let d = self.vk.device();
         let c = frame.command_slot;
-        let cmd = self.cmds[c];
         let q0 = 4 * c as u32;
         let all = vk::PipelineStageFlags::ALL_COMMANDS;
-        let barrier = |src: vk::AccessFlags, dst: vk::AccessFlags| {
-            [vk::MemoryBarrier::default()
+        // A full barrier: `src` writes of earlier commands are visible to everything after.
+        let barrier = |cmd: vk::CommandBuffer, src: vk::AccessFlags| {
+            let rw = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
+            let b = [vk::MemoryBarrier::default()
                 .src_access_mask(src)
-                .dst_access_mask(dst)]
+                .dst_access_mask(rw)];
+            // SAFETY: `cmd` is recording (below); the barrier is well formed.
+            unsafe {
+                d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[])
+            };
         };
-        let rw = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
         let cv = &self.canvas;
         let (w, h) = (cv.width, cv.height);
         // SAFETY: the command slot's previous frame completed (begin); every handle is ours
         // and outlives the submission.
         unsafe {
-            d.reset_command_pool(self.pools[c], vk::CommandPoolResetFlags::empty())?;
-            d.begin_command_buffer(
-                cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            )?;
+            let cmd = self.cmds.begin(c)?;
             d.cmd_reset_query_pool(cmd, self.queries, q0, 4);
             d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.queries, q0);
             // Everything earlier frames wrote is visible to this frame.
-            d.cmd_pipeline_barrier(
-                cmd,
-                all,
-                all,
-                vk::DependencyFlags::empty(),
-                &barrier(vk::AccessFlags::MEMORY_WRITE, rw),
-                &[],
-                &[],
-            );
+            barrier(cmd, vk::AccessFlags::MEMORY_WRITE);
             match (&self.store, &self.sync) {
                 (Store::ZeroCopy { pos, .. }, Sync::Pacer(p)) => {
                     p.record_acquire_from_cuda(
@@ -794,43 +754,19 @@ impl Engine {
                         draw[frame.slot].vk_buffer(),
                         &region,
                     );
-                    d.cmd_pipeline_barrier(
-                        cmd,
-                        all,
-                        all,
-                        vk::DependencyFlags::empty(),
-                        &barrier(vk::AccessFlags::TRANSFER_WRITE, rw),
-                        &[],
-                        &[],
-                    );
+                    barrier(cmd, vk::AccessFlags::TRANSFER_WRITE);
                 }
                 _ => {}
             }
             if let Some((sim, sets)) = &self.sim {
-                let p = if simulate {
-                    self.params
-                } else {
-                    Params {
-                        dt: 0.0,
-                        damping: 1.0,
-                        ..self.params
-                    }
-                };
+                let p = self.params.for_frame(simulate);
                 sim.record_dispatch(
                     cmd,
                     sets[frame.slot],
                     bytemuck::bytes_of(&p)[..24].as_ref(),
                     self.params.count.div_ceil(256).clamp(1, 65535),
                 );
-                d.cmd_pipeline_barrier(
-                    cmd,
-                    all,
-                    all,
-                    vk::DependencyFlags::empty(),
-                    &barrier(vk::AccessFlags::SHADER_WRITE, rw),
-                    &[],
-                    &[],
-                );
+                barrier(cmd, vk::AccessFlags::SHADER_WRITE);
             }
             d.cmd_write_timestamp(
                 cmd,
@@ -847,15 +783,7 @@ impl Engine {
                 &push,
                 self.params.count.div_ceil(256).clamp(1, 65535),
             );
-            d.cmd_pipeline_barrier(
-                cmd,
-                all,
-                all,
-                vk::DependencyFlags::empty(),
-                &barrier(vk::AccessFlags::SHADER_WRITE, rw),
-                &[],
-                &[],
-            );
+            barrier(cmd, vk::AccessFlags::SHADER_WRITE);
             // About 1 at the density of one particle per 10 pixels, so dense regions keep detail.
             let exposure = (0.1 * (w * h) as f32 / self.params.count as f32).clamp(0.01, 1.0);
             let mut rpush: Vec<u8> = bytemuck::bytes_of(&(w * h)).to_vec();
@@ -881,15 +809,7 @@ impl Engine {
                     vk::AccessFlags::SHADER_READ,
                 );
             }
-            d.cmd_pipeline_barrier(
-                cmd,
-                all,
-                all,
-                vk::DependencyFlags::empty(),
-                &barrier(vk::AccessFlags::SHADER_WRITE, rw),
-                &[],
-                &[],
-            );
+            barrier(cmd, vk::AccessFlags::SHADER_WRITE);
             match target {
                 Target::Offscreen(Some(_)) => {
                     let region = [vk::BufferCopy {
@@ -905,8 +825,8 @@ impl Engine {
                 }
             }
             d.end_command_buffer(cmd)?;
+            Ok(cmd)
         }
-        Ok(cmd)
     }
 
     /// Final particle positions (for comparing the simulations). Waits for the GPU.
@@ -1028,9 +948,6 @@ impl Drop for Engine {
         // SAFETY: all frames completed (waited above, or the device is lost and idle anyway).
         unsafe {
             let _ = d.device_wait_idle();
-            for &p in &self.pools {
-                d.destroy_command_pool(p, None);
-            }
             d.destroy_query_pool(self.queries, None);
         }
     }

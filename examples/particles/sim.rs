@@ -31,6 +31,20 @@ impl Params {
             pad: [0.0; 2],
         }
     }
+
+    /// These parameters, or (paused) a step that leaves every particle exactly where it is:
+    /// dt = 0 and damping = 1 copy position and velocity unchanged.
+    pub fn for_frame(self, simulate: bool) -> Self {
+        if simulate {
+            self
+        } else {
+            Self {
+                dt: 0.0,
+                damping: 1.0,
+                ..self
+            }
+        }
+    }
 }
 
 fn splitmix(state: &mut u64) -> u64 {

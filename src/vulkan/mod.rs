@@ -1,6 +1,7 @@
 //! The Vulkan side: instance and device selection, exportable and imported memory, staging
 //! buffers and one-shot command helpers.
 
+mod command_slots;
 mod commands;
 mod compute;
 mod context;
@@ -8,6 +9,7 @@ mod host_memory;
 mod memory;
 mod semaphore;
 
+pub use command_slots::CommandSlots;
 pub use compute::ComputePipeline;
 pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, Validation, VulkanConfig,

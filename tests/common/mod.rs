@@ -44,6 +44,16 @@ pub fn bridge(test: &str) -> Option<Bridge> {
     }
 }
 
+/// Copies a whole buffer to the host with a Vulkan copy and returns its u32 words.
+pub fn read_via_vulkan(ctx: &Arc<VulkanContext>, buf: &dyn cuvk::vulkan::AsVkBuffer) -> Vec<u32> {
+    let size = buf.vk_size();
+    let host = cuvk::vulkan::HostBuffer::new(ctx, size, cuvk::ash::vk::BufferUsageFlags::empty())
+        .expect("host buffer");
+    ctx.copy_buffer(buf, 0, &host, 0, size)
+        .expect("Vulkan copy");
+    host.read().expect("read back")
+}
+
 /// Fails if the validation layer said anything.
 pub fn assert_clean(ctx: &VulkanContext) {
     let msgs = ctx.validation_messages();

@@ -1,0 +1,89 @@
+//! A ring of command buffers for frame loops: one pool per slot, reset as a whole when its
+//! slot comes round again (after the frame that last used it completed).
+
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::error::{Result, VkResultExt};
+use crate::vulkan::VulkanContext;
+
+/// `n` command pools, each with one primary command buffer.
+pub struct CommandSlots {
+    ctx: Arc<VulkanContext>,
+    pools: Vec<vk::CommandPool>,
+    cmds: Vec<vk::CommandBuffer>,
+}
+
+impl CommandSlots {
+    /// Creates `n` slots on the context's queue family.
+    pub fn new(ctx: &Arc<VulkanContext>, n: usize) -> Result<Self> {
+        let mut me = Self {
+            ctx: ctx.clone(),
+            pools: Vec::with_capacity(n),
+            cmds: Vec::with_capacity(n),
+        };
+        let device = ctx.device();
+        for _ in 0..n {
+            let info = vk::CommandPoolCreateInfo::default()
+                .flags(vk::CommandPoolCreateFlags::TRANSIENT)
+                .queue_family_index(ctx.queue_family_index());
+            // SAFETY: valid device; `me` destroys the pool (also on the error paths below).
+            let pool =
+                unsafe { device.create_command_pool(&info, None) }.vk("vkCreateCommandPool")?;
+            me.pools.push(pool);
+            let alloc = vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            // SAFETY: our pool.
+            let cmd = unsafe { device.allocate_command_buffers(&alloc) }
+                .vk("vkAllocateCommandBuffers")?;
+            me.cmds.extend(cmd);
+        }
+        Ok(me)
+    }
+
+    /// Number of slots.
+    pub fn len(&self) -> usize {
+        self.cmds.len()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.cmds.is_empty()
+    }
+
+    /// Resets slot `slot % len` and begins its command buffer for one submission.
+    ///
+    /// # Safety
+    /// The submission that last used this slot must have completed.
+    pub unsafe fn begin(&self, slot: usize) -> Result<vk::CommandBuffer> {
+        let i = slot % self.cmds.len().max(1);
+        let device = self.ctx.device();
+        // SAFETY: the caller promised the slot's last submission completed.
+        unsafe {
+            device
+                .reset_command_pool(self.pools[i], vk::CommandPoolResetFlags::empty())
+                .vk("vkResetCommandPool")?;
+            let begin = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+            device
+                .begin_command_buffer(self.cmds[i], &begin)
+                .vk("vkBeginCommandBuffer")?;
+        }
+        Ok(self.cmds[i])
+    }
+}
+
+impl Drop for CommandSlots {
+    fn drop(&mut self) {
+        let device = self.ctx.device();
+        // SAFETY: after the device is idle no submission uses the buffers; the pools are ours.
+        unsafe {
+            let _ = device.device_wait_idle();
+            for &p in &self.pools {
+                device.destroy_command_pool(p, None);
+            }
+        }
+    }
+}
