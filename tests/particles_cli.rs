@@ -247,6 +247,8 @@ fn window_under_xvfb_presents_frames_and_closes_cleanly() {
             "640x480",
             "--exit-after",
             "150",
+            "--resize-at",
+            "60:520x360",
         ])
         .env("DISPLAY", &display)
         .env("CUVK_VALIDATION", "1")
@@ -282,6 +284,10 @@ fn window_under_xvfb_presents_frames_and_closes_cleanly() {
     let _ = xvfb.wait();
     eprintln!("{}\n{err}", seen.join("\n"));
     assert!(status.success(), "demo exited with {status}: {err}");
+    assert!(
+        seen.iter().any(|l| l == "swapchain recreated at 520x360"),
+        "the resize did not recreate the swapchain: {seen:?}"
+    );
     assert!(
         seen.iter().any(|l| l == "closed after 150 frames"),
         "did not close cleanly"

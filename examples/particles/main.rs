@@ -8,7 +8,8 @@
 //! Options: --particles N (1000000), --frames N (120), --out DIR (out), --save-every K (0: last
 //! frame only), --headless, --sim cuda|vulkan, --transfer zero-copy|staging, --seed N,
 //! --size WxH (1280x720), --frames-in-flight K (2..4, 3), --shaders DIR, --bench,
-//! --dump-positions FILE, --exit-after N (window: close after N frames).
+//! --dump-positions FILE, --exit-after N (window: close after N frames), --resize-at F:WxH
+//! (window: request a new size after F frames).
 
 mod engine;
 mod sim;
@@ -47,6 +48,8 @@ pub struct Args {
     pub bench: bool,
     pub dump: Option<PathBuf>,
     pub exit_after: Option<u64>,
+    /// Window: after this many frames, ask the window for another size (exercises resizing).
+    pub resize_at: Option<(u64, u32, u32)>,
 }
 
 fn parse() -> anyhow::Result<Args> {
@@ -74,6 +77,7 @@ fn parse() -> anyhow::Result<Args> {
         bench: false,
         dump: None,
         exit_after: None,
+        resize_at: None,
     };
     let mut it = std::env::args().skip(1);
     let value = |name: &str, it: &mut dyn Iterator<Item = String>| {
@@ -97,6 +101,17 @@ fn parse() -> anyhow::Result<Args> {
             "--shaders" => a.opts.shader_dir = PathBuf::from(value(&arg, &mut it)?),
             "--dump-positions" => a.dump = Some(PathBuf::from(value(&arg, &mut it)?)),
             "--exit-after" => a.exit_after = Some(num(value(&arg, &mut it)?, &arg)?),
+            "--resize-at" => {
+                // FRAME:WxH, e.g. 40:800x500
+                let v = value(&arg, &mut it)?;
+                let parsed = v.split_once(':').and_then(|(f, s)| {
+                    let (w, h) = s.split_once('x')?;
+                    Some((f.parse().ok()?, w.parse().ok()?, h.parse().ok()?))
+                });
+                a.resize_at = Some(parsed.ok_or_else(|| {
+                    usage(format!("--resize-at must look like 40:800x500, not '{v}'"))
+                })?);
+            }
             "--frames-in-flight" => {
                 let k = num(value(&arg, &mut it)?, &arg)?;
                 if !(2..=4).contains(&k) {

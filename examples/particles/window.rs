@@ -231,6 +231,7 @@ impl Running {
         {
             self.engine.resize(extent.width, extent.height)?;
         }
+        println!("swapchain recreated at {}x{}", extent.width, extent.height);
         Ok(())
     }
 
@@ -344,7 +345,10 @@ impl ApplicationHandler for App {
         let Some(run) = self.run.as_mut() else { return };
         match event {
             WindowEvent::CloseRequested => el.exit(),
-            WindowEvent::Resized(_) => run.resize = true,
+            WindowEvent::Resized(size) => {
+                println!("window resized to {}x{}", size.width, size.height);
+                run.resize = true;
+            }
             WindowEvent::RedrawRequested => {
                 let result = run.draw();
                 if let Err(e) = result {
@@ -352,6 +356,11 @@ impl ApplicationHandler for App {
                     el.exit();
                 } else if self.args.exit_after.is_some_and(|n| run.frames >= n) {
                     el.exit();
+                } else if let Some((at, w, h)) = self.args.resize_at.filter(|r| r.0 == run.frames) {
+                    println!("requesting a {w}x{h} window after {at} frames");
+                    let _ = run
+                        .window
+                        .request_inner_size(winit::dpi::PhysicalSize::new(w, h));
                 }
             }
             WindowEvent::MouseInput {
