@@ -249,3 +249,34 @@ fn dropping_a_semaphore_with_a_pending_cuda_wait_is_safe() {
     stream.synchronize().unwrap();
     common::assert_clean(ctx);
 }
+
+#[test]
+fn a_semaphore_imported_into_a_second_vkdevice_shares_its_payload() {
+    let _serial = common::serial();
+    let Some(bridge) = common::bridge("semaphore_import") else {
+        return;
+    };
+    let a = bridge.vulkan();
+    let b = cuvk::vulkan::VulkanContext::new(cuvk::vulkan::VulkanConfig {
+        validation: cuvk::vulkan::Validation::Required,
+        device: cuvk::vulkan::DeviceChoice::Uuid(a.info().device_uuid),
+        ..Default::default()
+    })
+    .unwrap();
+    let kind = SemaphoreKind::Timeline { initial: 0 };
+    let sem_a = Semaphore::new(a, kind, true).unwrap();
+    // SAFETY: a fresh export of a timeline semaphore on the same GPU and driver.
+    let sem_b = unsafe { Semaphore::import(&b, sem_a.export().unwrap(), kind) }.unwrap();
+    sem_a.signal_host(5).unwrap();
+    assert_eq!(sem_b.value().unwrap(), 5, "device B sees device A's signal");
+    let signal = [SemaphoreOp {
+        semaphore: &sem_b,
+        value: 7,
+        stage: vk::PipelineStageFlags::empty(),
+    }];
+    // SAFETY: an empty submission; the semaphore outlives the wait below.
+    unsafe { b.submit_with_semaphores(&[], &[], &signal, vk::Fence::null()) }.unwrap();
+    sem_a.wait_host(7, Duration::from_secs(5)).unwrap();
+    common::assert_clean(&b);
+    common::assert_clean(a);
+}

@@ -96,6 +96,44 @@ impl Semaphore {
         }))
     }
 
+    /// Imports a semaphore another device (or process) exported, as a new semaphore of
+    /// `ctx` sharing its payload. The handle passes to the driver on success (Unix).
+    ///
+    /// Each [`Semaphore`] tracks the timeline values *it* scheduled; values signalled through
+    /// the other device are not seen by this one's increasing-value check.
+    ///
+    /// # Safety
+    /// `handle` must be an opaque handle exported from a semaphore of `kind` on a device with
+    /// the same `deviceUUID` and `driverUUID`.
+    #[cfg(unix)]
+    pub unsafe fn import(
+        ctx: &Arc<VulkanContext>,
+        handle: OwnedExternalHandle,
+        kind: SemaphoreKind,
+    ) -> Result<Arc<Self>> {
+        use std::os::fd::{AsRawFd, IntoRawFd};
+        let loader = ctx
+            .ext
+            .semaphore_fd
+            .as_ref()
+            .ok_or(Error::MissingExtension {
+                extension: "VK_KHR_external_semaphore_fd".into(),
+                state: "not supported by the device",
+                needed_for: "importing semaphores",
+            })?;
+        let handle = crate::handle::check_open(handle)?;
+        let me = Self::new(ctx, kind, false)?;
+        let info = vk::ImportSemaphoreFdInfoKHR::default()
+            .semaphore(me.semaphore)
+            .handle_type(SEMAPHORE_HANDLE_TYPE)
+            .fd(handle.as_raw_fd());
+        // SAFETY: a fresh semaphore of this device; the caller vouches for the handle.
+        unsafe { loader.import_semaphore_fd(&info) }.vk("vkImportSemaphoreFdKHR")?;
+        // Success: the driver owns the descriptor now.
+        let _ = handle.into_raw_fd();
+        Ok(me)
+    }
+
     /// The raw handle (valid while `self` lives).
     pub fn handle(&self) -> vk::Semaphore {
         self.semaphore
