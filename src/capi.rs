@@ -209,13 +209,19 @@ fn fail<T>(code: CuvkResult, msg: impl Into<String>) -> CResult<T> {
 
 /// Looks a handle up: null, never issued, destroyed and wrong-kind handles are errors.
 fn lookup(handle: u64, want: Kind) -> CResult<Arc<Mutex<Object>>> {
+    let t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    check_handle(&t, handle, want)
+}
+
+/// The checks of [`lookup`] on a locked table. (Generations are 24 bits: a handle could alias
+/// again only after 16 million reuses of its slot.)
+fn check_handle(t: &Table, handle: u64, want: Kind) -> CResult<Arc<Mutex<Object>>> {
     if handle == 0 {
         return fail(CuvkResult::CuvkErrorInvalidHandle, "null handle");
     }
     let kind = (handle >> 56) as u8;
     let generation = ((handle >> 32) & 0x00ff_ffff) as u32;
     let index = (handle & 0xffff_ffff) as usize;
-    let t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
     let Some((gen_now, obj)) = t.slots.get(index) else {
         return fail(
             CuvkResult::CuvkErrorInvalidHandle,
@@ -241,14 +247,16 @@ fn lookup(handle: u64, want: Kind) -> CResult<Arc<Mutex<Object>>> {
 }
 
 /// Removes a handle's object (dropping it outside the table lock).
+/// Two threads destroying one handle: the check and the removal happen under one lock, so
+/// exactly one succeeds and the other sees a stale handle.
 fn remove(handle: u64, want: Kind) -> CResult<()> {
-    lookup(handle, want)?;
-    let index = (handle & 0xffff_ffff) as usize;
     let obj = {
         let mut t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+        check_handle(&t, handle, want)?;
+        let index = (handle & 0xffff_ffff) as usize;
         t.slots.get_mut(index).and_then(|s| s.1.take())
     };
-    drop(obj);
+    drop(obj); // outside the lock: dropping may wait for the GPU
     Ok(())
 }
 
@@ -441,22 +449,18 @@ unsafe fn wrap_vulkan(d: &CuvkVulkanDevice) -> CResult<Arc<VulkanContext>> {
     let device_handle = vk::Device::from_raw(d.device as u64);
     // SAFETY: the engine's live device of that instance.
     let device = unsafe { ash::Device::load(instance.fp_v1_0(), device_handle) };
-    let names: Vec<&'static CStr> = if d.enabled_extensions.is_null() {
+    // The names are only read during this call (checked against what interop needs).
+    let names: Vec<&CStr> = if d.enabled_extensions.is_null() {
         Vec::new()
     } else {
-        // SAFETY: the caller passes `enabled_extension_count` valid C strings that outlive
-        // the bridge (engines keep their extension list; we copy the names below anyway).
+        // SAFETY: the caller passes `enabled_extension_count` valid C strings.
         unsafe {
             std::slice::from_raw_parts(d.enabled_extensions, d.enabled_extension_count as usize)
         }
         .iter()
         .filter(|p| !p.is_null())
-        .map(|&p| {
-            // SAFETY: non-null C strings from the caller; leaked into 'static copies so
-            // the bridge does not depend on the caller's storage.
-            let owned = unsafe { CStr::from_ptr(p) }.to_owned();
-            &*Box::leak(owned.into_boxed_c_str())
-        })
+        // SAFETY: non-null C strings from the caller, alive during this call.
+        .map(|&p| unsafe { CStr::from_ptr(p) })
         .collect()
     };
     // SAFETY: the caller vouches for the handles, the queue family and the extension list.
