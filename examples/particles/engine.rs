@@ -295,10 +295,6 @@ impl Engine {
                     &shaders.particles_cu,
                 )?;
                 let stream = bridge.cuda().new_stream()?;
-                let sms = bridge
-                    .cuda()
-                    .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
-                    as u32;
                 let events = (0..2 * k)
                     .map(|_| {
                         let e = |_| {
@@ -313,7 +309,8 @@ impl Engine {
                     stream,
                     step: module.load_function("step")?,
                     events,
-                    grid: (n as u32).div_ceil(256).clamp(1, sms * 16),
+                    // One thread per particle, as the Vulkan dispatch does.
+                    grid: (n as u32).div_ceil(256).max(1),
                 };
                 let store = match opts.transfer {
                     Transfer::ZeroCopy => {
