@@ -254,6 +254,9 @@ impl Raster {
     }
 
     /// Records a render pass drawing `count` points.
+    ///
+    /// # Safety
+    /// `cmd` must be recording on this pipeline's device, outside a render pass.
     unsafe fn record(&self, cmd: vk::CommandBuffer, view_proj: &[u8], count: u32) {
         let d = self.vk.device();
         let clear = [vk::ClearValue {

@@ -423,6 +423,11 @@ pub unsafe extern "C" fn cuvk_bridge_create(
     })
 }
 
+/// Wraps the engine's Vulkan objects described by `d`.
+///
+/// # Safety
+/// Every handle in `d` must be valid and outlive the returned context; `get_instance_proc_addr`
+/// must be null or the engine's `vkGetInstanceProcAddr`; the extension names must be valid C strings.
 unsafe fn wrap_vulkan(d: &CuvkVulkanDevice) -> CResult<Arc<VulkanContext>> {
     let entry = if d.get_instance_proc_addr.is_null() {
         // SAFETY: loads the system Vulkan loader.

@@ -254,6 +254,10 @@ impl FramePacer {
         }
     }
 
+    /// Records one queue-family ownership barrier for `buffers`.
+    ///
+    /// # Safety
+    /// As [`Self::record_acquire_from_cuda`].
     unsafe fn record_transfer(
         &self,
         cmd: vk::CommandBuffer,

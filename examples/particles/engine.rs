@@ -842,6 +842,10 @@ impl Engine {
     }
 }
 
+/// Records copying the pixel buffer into a swapchain image and its layout transitions.
+///
+/// # Safety
+/// `cmd` must be recording; `image` must be an acquired swapchain image of `w`×`h` pixels.
 unsafe fn record_to_swapchain(
     d: &cuvk::ash::Device,
     cmd: vk::CommandBuffer,

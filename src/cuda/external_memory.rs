@@ -161,6 +161,11 @@ impl Drop for ImportedMemory {
     }
 }
 
+/// The raw `cuImportExternalMemory` call for this platform's handle.
+///
+/// # Safety
+/// As [`ImportedMemory::import`]: `handle` refers to memory of exactly `size` bytes, dedicated
+/// exactly when `dedicated`.
 #[cfg(unix)]
 unsafe fn import_raw(
     handle: OwnedExternalHandle,
@@ -193,6 +198,11 @@ unsafe fn import_raw(
     Ok(unsafe { ext.assume_init() })
 }
 
+/// The raw `cuImportExternalMemory` call for this platform's handle.
+///
+/// # Safety
+/// As [`ImportedMemory::import`]: `handle` refers to memory of exactly `size` bytes, dedicated
+/// exactly when `dedicated`.
 #[cfg(windows)]
 unsafe fn import_raw(
     handle: OwnedExternalHandle,

@@ -219,6 +219,10 @@ impl Drop for ExternalSemaphore {
     }
 }
 
+/// The raw `cuImportExternalSemaphore` call for this platform's handle.
+///
+/// # Safety
+/// `handle` must be an opaque handle exported from a semaphore of type `ty`.
 #[cfg(unix)]
 unsafe fn import_raw(
     handle: OwnedExternalHandle,
@@ -251,6 +255,10 @@ unsafe fn import_raw(
     Ok(unsafe { ext.assume_init() })
 }
 
+/// The raw `cuImportExternalSemaphore` call for this platform's handle.
+///
+/// # Safety
+/// `handle` must be an opaque handle exported from a semaphore of type `ty`.
 #[cfg(windows)]
 unsafe fn import_raw(
     handle: OwnedExternalHandle,

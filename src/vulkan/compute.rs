@@ -45,7 +45,7 @@ impl ComputePipeline {
             push_constant_bytes,
         };
         // Each step stores its handle in `me`, whose Drop destroys whatever exists on error.
-        // SAFETY (all calls below): valid device; create infos live across each call.
+        // SAFETY: valid device; the code lives across the call.
         me.module = unsafe {
             device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
         }
@@ -59,6 +59,7 @@ impl ComputePipeline {
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
             .collect();
+        // SAFETY: valid device; the bindings live across the call.
         me.set_layout = unsafe {
             device.create_descriptor_set_layout(
                 &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
@@ -74,6 +75,7 @@ impl ComputePipeline {
         if push_constant_bytes > 0 {
             layout_info = layout_info.push_constant_ranges(&ranges);
         }
+        // SAFETY: valid device; the layout info and its arrays live across the call.
         me.layout = unsafe { device.create_pipeline_layout(&layout_info, None) }
             .vk("vkCreatePipelineLayout")?;
         let stage = vk::PipelineShaderStageCreateInfo::default()
@@ -83,6 +85,7 @@ impl ComputePipeline {
         let info = [vk::ComputePipelineCreateInfo::default()
             .stage(stage)
             .layout(me.layout)];
+        // SAFETY: valid device, module and layout made above; the create info lives across it.
         me.pipeline =
             unsafe { device.create_compute_pipelines(vk::PipelineCache::null(), &info, None) }
                 .map_err(|(_, result)| Error::Vulkan {
@@ -92,6 +95,7 @@ impl ComputePipeline {
         let sizes = [vk::DescriptorPoolSize::default()
             .ty(vk::DescriptorType::STORAGE_BUFFER)
             .descriptor_count(storage_buffers.max(1) * max_sets)];
+        // SAFETY: valid device; the pool sizes live across the call.
         me.pool = unsafe {
             device.create_descriptor_pool(
                 &vk::DescriptorPoolCreateInfo::default()
