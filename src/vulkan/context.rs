@@ -39,7 +39,8 @@ impl Validation {
 /// Which physical device to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeviceChoice {
-    /// The first device that supports what interop needs.
+    /// The best device that supports what interop needs: discrete, then integrated, then
+    /// virtual GPUs, then CPU implementations; in enumeration order within a kind.
     #[default]
     First,
     /// The device whose `deviceUUID` is this (e.g. a CUDA device's UUID).
@@ -616,7 +617,23 @@ fn choose_physical_device(
         .collect::<Vec<_>>()
         .join(", ");
     let found = match choice {
-        DeviceChoice::First => described.first(),
+        // Prefer real GPUs over CPU implementations (lavapipe) when both are installed, and
+        // devices that can share memory at all.
+        DeviceChoice::First => described.iter().min_by_key(|(pd, _, _)| {
+            let can_share = supported_device_extensions(instance, *pd)
+                .map(|exts| exts.iter().any(|e| e.as_c_str() == MEMORY_EXTENSION))
+                .unwrap_or(false);
+            // SAFETY: valid physical device of this instance.
+            let kind = unsafe { instance.get_physical_device_properties(*pd) }.device_type;
+            let rank = match kind {
+                vk::PhysicalDeviceType::DISCRETE_GPU => 0,
+                vk::PhysicalDeviceType::INTEGRATED_GPU => 1,
+                vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+                vk::PhysicalDeviceType::CPU => 4,
+                _ => 3,
+            };
+            (!can_share, rank)
+        }),
         DeviceChoice::Uuid(want) => described.iter().find(|(_, u, _)| *u == want),
     };
     match found {
