@@ -41,3 +41,8 @@ pub use uuid::Uuid;
 pub use ash;
 /// Re-exported so users name the same versions this crate was built with.
 pub use cudarc;
+
+/// The README's code examples, compiled as doctests so they stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
