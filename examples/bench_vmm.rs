@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cuvk::cudarc::driver::{result, sys};
-use cuvk::{Bridge, BridgeConfig, BufferUsage, GrowableBuffer};
+use cuvk::{Bridge, BridgeConfig, BufferUsage, GrowableBuffer, VulkanView};
 use kernels::Kernels;
 
 const CHUNK: u64 = 2 << 20;
@@ -85,17 +85,24 @@ fn main() -> anyhow::Result<()> {
     );
     let k = Kernels::load(bridge.cuda())?;
 
-    // 1. Growth.
+    // 1. Growth, with each Vulkan view.
     let max: u64 = 4 << 30;
-    let mut buf = GrowableBuffer::<u32>::new(
-        &bridge,
-        max + 16 * CHUNK,
-        CHUNK,
-        BufferUsage::STORAGE_BUFFER,
-    )?;
-    let ptr = buf.cuda_ptr();
-    println!("\n| size    | grow by one 2 MiB chunk ms | realloc + copy ms | realloc / grow |");
-    println!("|---------|----------------------------|-------------------|----------------|");
+    let new = |view| {
+        GrowableBuffer::<u32>::with_view(
+            &bridge,
+            max + 16 * CHUNK,
+            CHUNK,
+            BufferUsage::STORAGE_BUFFER,
+            view,
+        )
+    };
+    let mut per_chunk = new(VulkanView::PerChunk)?;
+    let mut sparse = new(VulkanView::Sparse).ok();
+    if sparse.is_none() {
+        println!("no sparse binding on this device: the sparse column is empty");
+    }
+    println!("\n| size    | grow 2 MiB, per-chunk view ms | grow 2 MiB, sparse view ms | realloc + copy ms | realloc / grow |");
+    println!("|---------|-------------------------------|----------------------------|-------------------|----------------|");
     let mut rows = Vec::new();
     for (label, size) in [
         ("16 MiB", 16u64 << 20),
@@ -104,26 +111,37 @@ fn main() -> anyhow::Result<()> {
         ("1 GiB", 1 << 30),
         ("4 GiB", 4 << 30),
     ] {
-        while buf.capacity_bytes() < size {
-            buf.add_chunk()?;
-        }
-        let mut grow = Vec::new();
-        for _ in 0..5 {
-            let t = Instant::now();
-            buf.add_chunk()?;
-            grow.push(t.elapsed().as_secs_f64() * 1e3);
-        }
-        if buf.cuda_ptr() != ptr {
-            bail!("the growable buffer's pointer moved");
-        }
-        let g = median(grow);
+        let grow_ms = |buf: &mut GrowableBuffer<u32>| -> anyhow::Result<f64> {
+            let ptr = buf.cuda_ptr();
+            while buf.capacity_bytes() < size {
+                buf.add_chunk()?;
+            }
+            let mut grow = Vec::new();
+            for _ in 0..5 {
+                let t = Instant::now();
+                buf.add_chunk()?;
+                grow.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            if buf.cuda_ptr() != ptr {
+                bail!("the growable buffer's pointer moved");
+            }
+            Ok(median(grow))
+        };
+        let g = grow_ms(&mut per_chunk)?;
+        let gs = match sparse.as_mut() {
+            Some(b) => grow_ms(b)?,
+            None => f64::NAN,
+        };
         let r = realloc_copy_ms(&bridge, size, 5)?;
-        println!("| {label:<7} | {g:>26.3} | {r:>17.3} | {:>14.1} |", r / g);
+        println!(
+            "| {label:<7} | {g:>29.3} | {gs:>26.3} | {r:>17.3} | {:>14.1} |",
+            r / g
+        );
         rows.push(format!(
-            "{{\"size\":\"{label}\",\"grow_chunk_ms\":{g:.4},\"realloc_copy_ms\":{r:.4}}}"
+            "{{\"size\":\"{label}\",\"grow_chunk_ms\":{g:.4},\"grow_chunk_sparse_ms\":{gs:.4},\"realloc_copy_ms\":{r:.4}}}"
         ));
     }
-    drop(buf);
+    drop((per_chunk, sparse));
 
     // 2. Bandwidth.
     let n = (1usize << 30) / 4;

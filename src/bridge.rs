@@ -235,19 +235,31 @@ pub(crate) fn import_into_vulkan(
         vk::ExternalMemoryFeatureFlags::IMPORTABLE,
     )?;
     let r = buffer.requirements();
-    let type_bits = r.memory_type_bits & device_local_types(vk);
-    let handle = memory.export()?;
     let dedicated = r.requires_dedicated.then_some(&buffer);
+    let imported = import_vmm_memory(vk, memory, r.memory_type_bits, dedicated)?;
+    buffer.bind(Arc::new(imported), 0)
+}
+
+/// Imports a CUDA VMM allocation as Vulkan memory of a device-local type in `type_bits`.
+pub(crate) fn import_vmm_memory(
+    vk: &Arc<VulkanContext>,
+    memory: &VmmAllocation,
+    type_bits: u32,
+    dedicated: Option<&Buffer>,
+) -> Result<DeviceMemory> {
+    let handle = memory.export()?;
     // SAFETY: the handle was just exported from `memory`, an allocation of exactly
-    // `memory.size()` bytes on the same GPU; only device-local types the buffer accepts are
-    // allowed.
-    let imported = unsafe { DeviceMemory::import(vk, handle, memory.size(), type_bits, dedicated) }.map_err(|e| match e {
+    // `memory.size()` bytes on the same GPU; only device-local types the caller's buffer
+    // accepts are allowed.
+    unsafe {
+        DeviceMemory::import(vk, handle, memory.size(), type_bits & device_local_types(vk), dedicated)
+    }
+    .map_err(|e| match e {
         Error::Vulkan { result, .. } => Error::Unsupported(format!(
             "the Vulkan driver refused memory allocated by CUDA ({result}); importing cuMemCreate memory is outside the Vulkan specification"
         )),
         other => other,
-    })?;
-    buffer.bind(Arc::new(imported), 0)
+    })
 }
 
 fn device_local_types(vk: &VulkanContext) -> u32 {

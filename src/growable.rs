@@ -1,8 +1,9 @@
 //! A shared buffer that grows without moving: one virtual address range is reserved up front,
 //! and each growth maps another CUDA allocation (a "chunk") behind it, so the CUDA pointer
-//! never changes and nothing is copied. Vulkan sees each chunk as its own `vk::Buffer` over
-//! the imported chunk memory (listed by [`GrowableBuffer::vk_chunks`]), so a shader binds the
-//! chunks it needs; a single sparse-bound Vulkan buffer was not built (see BENCHMARKS.md).
+//! never changes and nothing is copied. Vulkan sees the chunks one of two ways
+//! ([`VulkanView`]): a `vk::Buffer` per chunk ([`GrowableBuffer::vk_chunks`]), or one
+//! sparse-binding `vk::Buffer` over the whole reservation whose pieces are bound as chunks
+//! arrive ([`GrowableBuffer::vk_buffer`]); BENCHMARKS.md compares their growth cost.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -10,24 +11,35 @@ use std::sync::Arc;
 use ash::vk;
 use cudarc::driver::sys;
 
-use crate::bridge::import_into_vulkan;
+use crate::bridge::{import_into_vulkan, import_vmm_memory};
 use crate::cuda::vmm::{allocation_granularity, AddressReservation, VmmAllocation, VmmMapping};
 use crate::error::{Error, Result};
 use crate::layout::{self, AlignmentRule};
-use crate::vulkan::{BoundBuffer, VulkanContext};
+use crate::vulkan::{AsVkBuffer, BoundBuffer, SparseBuffer, VulkanContext};
 use crate::{Bridge, BufferUsage};
 
-struct Chunk {
-    // Vulkan's view is dropped before the CUDA mapping; the reservation outlives both.
-    vk: BoundBuffer,
-    _cuda: VmmMapping,
+/// How Vulkan sees a [`GrowableBuffer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VulkanView {
+    /// One `vk::Buffer` per chunk (no device feature needed).
+    #[default]
+    PerChunk,
+    /// One sparse-binding `vk::Buffer` over the whole reservation (needs `sparseBinding`).
+    Sparse,
+}
+
+enum VkSide {
+    PerChunk(Vec<BoundBuffer>),
+    Sparse(SparseBuffer),
 }
 
 /// Elements of `T` in CUDA virtual memory that can grow up to a reserved maximum.
 pub struct GrowableBuffer<T> {
     vulkan: Arc<VulkanContext>,
     cuda: Arc<cudarc::driver::CudaContext>,
-    chunks: Vec<Chunk>,
+    // Vulkan's views are dropped before the CUDA mappings; the reservation outlives both.
+    vk: VkSide,
+    mappings: Vec<VmmMapping>,
     reservation: Arc<AddressReservation>,
     chunk_bytes: u64,
     usage: vk::BufferUsageFlags,
@@ -35,13 +47,25 @@ pub struct GrowableBuffer<T> {
 }
 
 impl<T: bytemuck::Pod> GrowableBuffer<T> {
-    /// Reserves room for `max_bytes` (rounded up to whole chunks) and maps nothing yet.
-    /// `chunk_bytes` must be a multiple of the CUDA allocation granularity (2 MiB measured).
+    /// Reserves room for `max_bytes` (rounded up to whole chunks) and maps nothing yet; Vulkan
+    /// sees one buffer per chunk. `chunk_bytes` must be a multiple of the CUDA allocation
+    /// granularity (2 MiB measured).
     pub fn new(
         bridge: &Bridge,
         max_bytes: u64,
         chunk_bytes: u64,
         usage: BufferUsage,
+    ) -> Result<Self> {
+        Self::with_view(bridge, max_bytes, chunk_bytes, usage, VulkanView::PerChunk)
+    }
+
+    /// As [`Self::new`], choosing how Vulkan sees the buffer.
+    pub fn with_view(
+        bridge: &Bridge,
+        max_bytes: u64,
+        chunk_bytes: u64,
+        usage: BufferUsage,
+        view: VulkanView,
     ) -> Result<Self> {
         let (g, _) = allocation_granularity(bridge.cuda(), true)?;
         if chunk_bytes == 0 {
@@ -62,13 +86,28 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
                 offset: max_bytes,
                 size: chunk_bytes,
             })?;
+        let usage = usage | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+        let vk_side = match view {
+            VulkanView::PerChunk => VkSide::PerChunk(Vec::new()),
+            VulkanView::Sparse => {
+                let sparse = SparseBuffer::new(bridge.vulkan(), reserve, usage)?;
+                layout::check_aligned(
+                    "size",
+                    chunk_bytes,
+                    sparse.alignment(),
+                    AlignmentRule::VulkanBuffer,
+                )?;
+                VkSide::Sparse(sparse)
+            }
+        };
         Ok(Self {
             vulkan: bridge.vulkan().clone(),
             cuda: bridge.cuda().clone(),
-            chunks: Vec::new(),
+            vk: vk_side,
+            mappings: Vec::new(),
             reservation: AddressReservation::new(bridge.cuda(), reserve)?,
             chunk_bytes,
-            usage: usage | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+            usage,
             _element: PhantomData,
         })
     }
@@ -90,7 +129,7 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
     }
 
     /// Maps one more chunk: a CUDA allocation mapped at the end, made accessible, and imported
-    /// into Vulkan as a buffer.
+    /// into Vulkan (a new buffer, or bound into the sparse buffer at the same offset).
     pub fn add_chunk(&mut self) -> Result<()> {
         let offset = self.capacity_bytes();
         let memory = VmmAllocation::new(&self.cuda, self.chunk_bytes, true)?;
@@ -98,8 +137,20 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
             .reservation
             .map(offset, &memory, self.chunk_bytes)?
             .enable_access()?;
-        let vk = import_into_vulkan(&self.vulkan, &memory, self.chunk_bytes, self.usage)?;
-        self.chunks.push(Chunk { vk, _cuda: mapping });
+        match &mut self.vk {
+            VkSide::PerChunk(buffers) => buffers.push(import_into_vulkan(
+                &self.vulkan,
+                &memory,
+                self.chunk_bytes,
+                self.usage,
+            )?),
+            VkSide::Sparse(sparse) => {
+                let imported =
+                    import_vmm_memory(&self.vulkan, &memory, sparse.memory_type_bits(), None)?;
+                sparse.bind(offset, Arc::new(imported))?;
+            }
+        }
+        self.mappings.push(mapping);
         Ok(())
     }
 
@@ -109,7 +160,7 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
     }
     /// Bytes currently mapped.
     pub fn capacity_bytes(&self) -> u64 {
-        self.chunks.len() as u64 * self.chunk_bytes
+        self.mappings.len() as u64 * self.chunk_bytes
     }
     /// Elements that currently fit.
     pub fn capacity(&self) -> usize {
@@ -123,11 +174,26 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
     pub fn chunk_bytes(&self) -> u64 {
         self.chunk_bytes
     }
-    /// Vulkan's view: each chunk's byte offset in the buffer and its `vk::Buffer`.
+    /// Vulkan's per-chunk view: each chunk's byte offset and its `vk::Buffer` (empty for a
+    /// [`VulkanView::Sparse`] buffer).
     pub fn vk_chunks(&self) -> impl Iterator<Item = (u64, &BoundBuffer)> {
-        self.chunks
+        let buffers: &[BoundBuffer] = match &self.vk {
+            VkSide::PerChunk(b) => b,
+            VkSide::Sparse(_) => &[],
+        };
+        buffers
             .iter()
             .enumerate()
-            .map(|(i, c)| (i as u64 * self.chunk_bytes, &c.vk))
+            .map(|(i, b)| (i as u64 * self.chunk_bytes, b))
+    }
+
+    /// Vulkan's sparse view: one buffer over the whole reservation, bound up to
+    /// [`Self::capacity_bytes`] (`None` for [`VulkanView::PerChunk`]). Only the bound range may
+    /// be accessed.
+    pub fn vk_buffer(&self) -> Option<&dyn AsVkBuffer> {
+        match &self.vk {
+            VkSide::Sparse(s) => Some(s),
+            VkSide::PerChunk(_) => None,
+        }
     }
 }

@@ -34,7 +34,7 @@ pub mod vulkan;
 pub use bridge::{Bridge, BridgeConfig, BufferUsage, SharedAllocation, SharedBuffer};
 pub use error::{Error, Result};
 pub use frames::{Frame, FramePacer};
-pub use growable::GrowableBuffer;
+pub use growable::{GrowableBuffer, VulkanView};
 pub use uuid::Uuid;
 
 /// Re-exported so users name the same versions this crate was built with.

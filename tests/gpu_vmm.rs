@@ -202,3 +202,61 @@ fn multicast_stops_at_unsupported_where_the_device_has_none() {
     );
     assert!(e.to_string().contains("MULTICAST_SUPPORTED = 0"), "{e}");
 }
+
+#[test]
+fn sparse_view_grows_as_one_vulkan_buffer() {
+    let _serial = common::serial();
+    let Some(bridge) = common::bridge("sparse_view_grows_as_one_vulkan_buffer") else {
+        return;
+    };
+    let k = Kernels::load(bridge.cuda()).unwrap();
+    let (g, _) = allocation_granularity(bridge.cuda(), true).unwrap();
+    let total: u64 = 256 << 20;
+    let mut buf = match GrowableBuffer::<u32>::with_view(
+        &bridge,
+        total,
+        g,
+        BufferUsage::STORAGE_BUFFER,
+        cuvk::VulkanView::Sparse,
+    ) {
+        Ok(b) => b,
+        Err(e) if e.is_unavailable() => {
+            eprintln!("SKIP: no sparse binding: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert!(buf.vk_chunks().next().is_none());
+    let per_chunk = (g / 4) as usize;
+    let mut chunks = 0u32;
+    while buf.capacity_bytes() < total {
+        buf.add_chunk().unwrap();
+        let start = buf.cuda_ptr() + u64::from(chunks) * g;
+        k.write_pattern(bridge.stream(), &start, per_chunk as u64, chunks)
+            .unwrap();
+        chunks += 1;
+    }
+    bridge.stream().synchronize().unwrap();
+    // One Vulkan copy out of the single sparse buffer sees every chunk CUDA wrote.
+    let view = buf.vk_buffer().expect("sparse view");
+    let host = cuvk::vulkan::HostBuffer::new(
+        bridge.vulkan(),
+        total,
+        cuvk::ash::vk::BufferUsageFlags::empty(),
+    )
+    .unwrap();
+    bridge
+        .vulkan()
+        .copy_buffer(view, 0, &host, 0, total)
+        .unwrap();
+    let all: Vec<u32> = host.read().unwrap();
+    for c in 0..chunks as usize {
+        let s = &all[c * per_chunk..(c + 1) * per_chunk];
+        assert!(
+            (0..per_chunk).all(|i| s[i] == pattern(i, c as u32)),
+            "chunk {c} through the sparse buffer"
+        );
+    }
+    eprintln!("{chunks} chunks bound into one sparse buffer; one Vulkan copy read all of them");
+    common::assert_clean(bridge.vulkan());
+}

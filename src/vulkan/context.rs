@@ -71,6 +71,8 @@ pub struct Capabilities {
     pub external_memory_host: bool,
     /// The `timelineSemaphore` feature is enabled.
     pub timeline_semaphore: bool,
+    /// The `sparseBinding` feature is enabled and the queue can bind sparse memory.
+    pub sparse_binding: bool,
 }
 
 /// Facts about the chosen physical device.
@@ -114,6 +116,13 @@ pub(crate) struct DeviceExtensions {
     #[cfg(windows)]
     pub semaphore_win32: Option<khr::external_semaphore_win32::Device>,
     pub memory_host: Option<ext::external_memory_host::Device>,
+}
+
+/// Device features the bridge uses, as enabled on the device.
+#[derive(Debug, Clone, Copy)]
+struct EnabledFeatures {
+    timeline_semaphore: bool,
+    sparse_binding: bool,
 }
 
 /// Messages the validation layer reported, shared with its callback.
@@ -246,7 +255,16 @@ impl VulkanContext {
         let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
         // SAFETY: valid instance and physical device; the chain is well formed.
         unsafe { instance_ref.get_physical_device_features2(physical_device, &mut f2) };
+        let sparse_feature = f2.features.sparse_binding == vk::TRUE;
         let timeline = f12.timeline_semaphore == vk::TRUE;
+        // SAFETY: valid physical device.
+        let families =
+            unsafe { instance_ref.get_physical_device_queue_family_properties(physical_device) };
+        let sparse = sparse_feature
+            && families[queue_family_index as usize]
+                .queue_flags
+                .contains(vk::QueueFlags::SPARSE_BINDING);
+        let features = vk::PhysicalDeviceFeatures::default().sparse_binding(sparse);
         let mut enable12 = vk::PhysicalDeviceVulkan12Features::default()
             .timeline_semaphore(timeline)
             .buffer_device_address(false);
@@ -257,6 +275,7 @@ impl VulkanContext {
         let device_info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_info)
             .enabled_extension_names(&enable_ptrs)
+            .enabled_features(&features)
             .push_next(&mut enable12);
         // SAFETY: the physical device came from this instance; all pointers live across the call.
         let device = unsafe { instance_ref.create_device(physical_device, &device_info, None) }
@@ -274,7 +293,10 @@ impl VulkanContext {
             queue_family_index,
             queue,
             &enable,
-            timeline,
+            EnabledFeatures {
+                timeline_semaphore: timeline,
+                sparse_binding: sparse,
+            },
             true,
         )))
     }
@@ -318,7 +340,11 @@ impl VulkanContext {
             queue_family_index,
             queue,
             enabled_extensions,
-            timeline_semaphore_enabled,
+            EnabledFeatures {
+                timeline_semaphore: timeline_semaphore_enabled,
+                // Not known for an engine's device: sparse views are not offered there.
+                sparse_binding: false,
+            },
             false,
         );
         // A device whose extension is not really enabled resolves no entry point for it.
@@ -352,7 +378,7 @@ impl VulkanContext {
         queue_family_index: u32,
         queue: vk::Queue,
         enabled: &[&CStr],
-        timeline: bool,
+        features: EnabledFeatures,
         owned: bool,
     ) -> Self {
         let has = |name: &CStr| enabled.contains(&name);
@@ -376,7 +402,8 @@ impl VulkanContext {
             external_memory: has(MEMORY_EXTENSION),
             external_semaphore: has(SEMAPHORE_EXTENSION),
             external_memory_host: has(ext::external_memory_host::NAME),
-            timeline_semaphore: timeline,
+            timeline_semaphore: features.timeline_semaphore,
+            sparse_binding: features.sparse_binding,
         };
         let info = device_info(&instance, physical_device, capabilities);
         // SAFETY: valid physical device of this instance.

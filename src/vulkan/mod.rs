@@ -8,6 +8,7 @@ mod context;
 mod host_memory;
 mod memory;
 mod semaphore;
+mod sparse;
 
 pub use command_slots::CommandSlots;
 pub use compute::ComputePipeline;
@@ -20,3 +21,4 @@ pub use memory::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferRequirements, DeviceMemory, HostBuffer,
 };
 pub use semaphore::{Semaphore, SemaphoreKind, SemaphoreOp};
+pub use sparse::SparseBuffer;
