@@ -79,7 +79,8 @@ impl Buffer {
         let exportable = !external.is_empty();
         let mut dedicated_only = false;
         if exportable {
-            let features = external_buffer_features(ctx, usage, external)?;
+            let features =
+                external_buffer_features(ctx, vk::BufferCreateFlags::empty(), usage, external)?;
             if !features.contains(needed) {
                 return Err(Error::Unsupported(format!(
                     "the device offers {features:?} for buffers with usage {usage:?} as {external:?}; {needed:?} is needed"
@@ -211,12 +212,14 @@ impl Drop for Buffer {
 }
 
 /// Asks the device what it can do with an external buffer of this usage.
-fn external_buffer_features(
+pub(crate) fn external_buffer_features(
     ctx: &VulkanContext,
+    flags: vk::BufferCreateFlags,
     usage: vk::BufferUsageFlags,
     handle_type: vk::ExternalMemoryHandleTypeFlags,
 ) -> Result<vk::ExternalMemoryFeatureFlags> {
     let info = vk::PhysicalDeviceExternalBufferInfo::default()
+        .flags(flags)
         .usage(usage)
         .handle_type(handle_type);
     let mut props = vk::ExternalBufferProperties::default();

@@ -8,6 +8,7 @@ use ash::vk;
 use crate::error::{Error, Result, VkResultExt};
 use crate::handle::MEMORY_HANDLE_TYPE;
 use crate::layout::{self, AlignmentRule};
+use crate::vulkan::memory::external_buffer_features;
 use crate::vulkan::{AsVkBuffer, DeviceMemory, VulkanContext};
 
 /// A sparse-binding buffer for external memory, with the memory bound into it kept alive.
@@ -34,21 +35,7 @@ impl SparseBuffer {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
         let flags = vk::BufferCreateFlags::SPARSE_BINDING;
-        let info = vk::PhysicalDeviceExternalBufferInfo::default()
-            .flags(flags)
-            .usage(usage)
-            .handle_type(MEMORY_HANDLE_TYPE);
-        let mut props = vk::ExternalBufferProperties::default();
-        // SAFETY: valid physical device; structs live across the call.
-        unsafe {
-            ctx.instance()
-                .get_physical_device_external_buffer_properties(
-                    ctx.physical_device(),
-                    &info,
-                    &mut props,
-                )
-        };
-        let features = props.external_memory_properties.external_memory_features;
+        let features = external_buffer_features(ctx, flags, usage, MEMORY_HANDLE_TYPE)?;
         if !features.contains(vk::ExternalMemoryFeatureFlags::IMPORTABLE) {
             return Err(Error::Unsupported(format!(
                 "sparse buffers of usage {usage:?} cannot take imported {MEMORY_HANDLE_TYPE:?} memory"
