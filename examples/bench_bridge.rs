@@ -10,6 +10,8 @@
 
 #[path = "common/kernels.rs"]
 mod kernels;
+#[path = "common/stats.rs"]
+mod stats;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,43 +19,11 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::cuda::{ImportedMemory, MapOptions};
-use cuvk::cudarc::driver::{result, sys};
+use cuvk::cudarc::driver::result;
 use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory};
 use cuvk::{Bridge, BridgeConfig, BufferUsage};
 use kernels::Kernels;
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// Median GB/s of `iters` timed copies (after warm-up), with CUDA events.
-fn copy_bandwidth(
-    bridge: &Bridge,
-    k: &Kernels,
-    src: u64,
-    dst: u64,
-    bytes: u64,
-    iters: usize,
-) -> anyhow::Result<f64> {
-    let stream = bridge.stream();
-    let ctx = bridge.cuda();
-    for _ in 0..3 {
-        k.copy(stream, &src, &dst, bytes)?;
-    }
-    let mut gbps = Vec::new();
-    for _ in 0..iters {
-        let start = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        let end = ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-        start.record(stream)?;
-        k.copy(stream, &src, &dst, bytes)?;
-        end.record(stream)?;
-        end.synchronize()?;
-        let ms = start.elapsed_ms(&end)? as f64;
-        gbps.push(2.0 * bytes as f64 / (ms * 1e-3) / 1e9);
-    }
-    Ok(median(&mut gbps))
-}
+use stats::median;
 
 struct Setup {
     vulkan_ms: f64,
@@ -149,11 +119,23 @@ fn main() -> anyhow::Result<()> {
     };
     k.write_pattern(bridge.stream(), &a, n, 1)?;
     let iters = 20;
-    let imported = copy_bandwidth(&bridge, &k, src.cuda_ptr(), dst.cuda_ptr(), bytes, iters)?;
-    let plain = copy_bandwidth(&bridge, &k, a, b, bytes, iters)?;
+    let imported = median(k.copy_gbps(
+        bridge.stream(),
+        src.cuda_ptr(),
+        dst.cuda_ptr(),
+        bytes,
+        iters,
+    )?);
+    let plain = median(k.copy_gbps(bridge.stream(), a, b, bytes, iters)?);
     // Second pass of each, to show the spread between identical runs.
-    let imported2 = copy_bandwidth(&bridge, &k, src.cuda_ptr(), dst.cuda_ptr(), bytes, iters)?;
-    let plain2 = copy_bandwidth(&bridge, &k, a, b, bytes, iters)?;
+    let imported2 = median(k.copy_gbps(
+        bridge.stream(),
+        src.cuda_ptr(),
+        dst.cuda_ptr(),
+        bytes,
+        iters,
+    )?);
+    let plain2 = median(k.copy_gbps(bridge.stream(), a, b, bytes, iters)?);
     // SAFETY: allocated above, no work pending after the synchronised timing.
     unsafe {
         result::free_sync(a)?;
@@ -190,7 +172,7 @@ fn main() -> anyhow::Result<()> {
             c.push(s.cuda_ms);
             m.push(s.cumemalloc_ms);
         }
-        let (vm, cm, mm) = (median(&mut v), median(&mut c), median(&mut m));
+        let (vm, cm, mm) = (median(v), median(c), median(m));
         println!(
             "| {label:<7} | {reps:>4} | {vm:>9.3} | {cm:>7.3} | {:>8.3} | {mm:>13.3} |",
             vm + cm

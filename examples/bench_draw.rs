@@ -7,6 +7,8 @@
 
 #[path = "particles/sim.rs"]
 mod sim;
+#[path = "common/stats.rs"]
+mod stats;
 
 use std::sync::Arc;
 
@@ -15,6 +17,7 @@ use cuvk::ash::vk;
 use cuvk::vulkan::{
     AsVkBuffer, BoundBuffer, ComputePipeline, HostBuffer, Validation, VulkanConfig, VulkanContext,
 };
+use stats::median;
 
 const W: u32 = 1920;
 const H: u32 = 1080;
@@ -364,8 +367,7 @@ fn time_ms(
     }
     // SAFETY: no submission uses it any more.
     unsafe { d.destroy_query_pool(pool, None) };
-    v.sort_by(|a, b| a.total_cmp(b));
-    Ok(v[v.len() / 2])
+    Ok(median(v))
 }
 
 fn main() -> anyhow::Result<()> {

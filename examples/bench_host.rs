@@ -5,6 +5,9 @@
 //!
 //!     cargo run --release --example bench_host [-- --json out.json]
 
+#[path = "common/stats.rs"]
+mod stats;
+
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -16,6 +19,7 @@ use cuvk::cuda::host::{
 use cuvk::cudarc::driver::{result, sys, CudaStream};
 use cuvk::vulkan::{AsVkBuffer, BoundBuffer, HostImportedBuffer};
 use cuvk::{Bridge, BridgeConfig};
+use stats::median;
 
 const SIZES: [(usize, &str, usize); 4] = [
     (1 << 20, "1 MiB", 50),
@@ -24,11 +28,6 @@ const SIZES: [(usize, &str, usize); 4] = [
     (1 << 30, "1 GiB", 3),
 ];
 const GIB: usize = 1 << 30;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 /// Median GB/s of CUDA async copies between `host` and `dev`, timed with events.
 fn cuda_gbps(

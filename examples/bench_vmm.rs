@@ -10,6 +10,8 @@
 
 #[path = "common/kernels.rs"]
 mod kernels;
+#[path = "common/stats.rs"]
+mod stats;
 
 use std::time::Instant;
 
@@ -17,13 +19,9 @@ use anyhow::{bail, Context};
 use cuvk::cudarc::driver::{result, sys};
 use cuvk::{Bridge, BridgeConfig, BufferUsage, GrowableBuffer, VulkanView};
 use kernels::Kernels;
+use stats::median;
 
 const CHUNK: u64 = 2 << 20;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 /// Median ms of reallocating `size` bytes to `size + CHUNK` and copying the old contents.
 fn realloc_copy_ms(bridge: &Bridge, size: u64, reps: usize) -> anyhow::Result<f64> {
@@ -43,27 +41,6 @@ fn realloc_copy_ms(bridge: &Bridge, size: u64, reps: usize) -> anyhow::Result<f6
             v.push(t.elapsed().as_secs_f64() * 1e3);
             result::free_sync(new)?;
         }
-    }
-    Ok(median(v))
-}
-
-fn copy_gbps(bridge: &Bridge, k: &Kernels, src: u64, dst: u64, bytes: u64) -> anyhow::Result<f64> {
-    let s = bridge.stream();
-    let ctx = bridge.cuda();
-    for _ in 0..3 {
-        k.copy(s, &src, &dst, bytes)?;
-    }
-    let mut v = Vec::new();
-    for _ in 0..20 {
-        let (a, b) = (
-            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?,
-            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?,
-        );
-        a.record(s)?;
-        k.copy(s, &src, &dst, bytes)?;
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(2.0 * bytes as f64 / (a.elapsed_ms(&b)? as f64 * 1e-3) / 1e9);
     }
     Ok(median(v))
 }
@@ -151,8 +128,8 @@ fn main() -> anyhow::Result<()> {
     bridge.cuda().bind_to_thread()?;
     // SAFETY: plain allocations, freed below after synchronised use.
     let (x, y) = unsafe { (result::malloc_sync(1 << 30)?, result::malloc_sync(1 << 30)?) };
-    let vmm = copy_gbps(&bridge, &k, a.cuda_ptr(), b.cuda_ptr(), 1 << 30)?;
-    let plain = copy_gbps(&bridge, &k, x, y, 1 << 30)?;
+    let vmm = median(k.copy_gbps(bridge.stream(), a.cuda_ptr(), b.cuda_ptr(), 1 << 30, 20)?);
+    let plain = median(k.copy_gbps(bridge.stream(), x, y, 1 << 30, 20)?);
     // SAFETY: allocated above; the timed copies were synchronised.
     unsafe {
         result::free_sync(x)?;

@@ -47,6 +47,20 @@ fn cdylib() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// The cdylib, or `None` after printing why the test skips (a failure with REQUIRE_VULKAN=1).
+fn cdylib_or_skip() -> Option<PathBuf> {
+    let lib = cdylib();
+    if lib.is_none() {
+        assert_ne!(
+            std::env::var("REQUIRE_VULKAN").as_deref(),
+            Ok("1"),
+            "libcuvk.so not built"
+        );
+        eprintln!("SKIP: libcuvk.so not next to the test binary");
+    }
+    lib
+}
+
 fn header_functions() -> BTreeSet<String> {
     let h = std::fs::read_to_string(Path::new(ROOT).join("include/cuvk.h")).unwrap();
     h.split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -61,13 +75,7 @@ fn header_functions() -> BTreeSet<String> {
 
 #[test]
 fn header_declares_exactly_the_exported_symbols() {
-    let Some(lib) = cdylib() else {
-        assert_ne!(
-            std::env::var("REQUIRE_VULKAN").as_deref(),
-            Ok("1"),
-            "libcuvk.so not built"
-        );
-        eprintln!("SKIP: libcuvk.so not next to the test binary");
+    let Some(lib) = cdylib_or_skip() else {
         return;
     };
     let nm = Command::new("nm")
@@ -92,13 +100,7 @@ fn header_declares_exactly_the_exported_symbols() {
 
 #[test]
 fn c_example_builds_and_runs_every_path() {
-    let Some(lib) = cdylib() else {
-        assert_ne!(
-            std::env::var("REQUIRE_VULKAN").as_deref(),
-            Ok("1"),
-            "libcuvk.so not built"
-        );
-        eprintln!("SKIP: libcuvk.so not next to the test binary");
+    let Some(lib) = cdylib_or_skip() else {
         return;
     };
     if !Path::new("/usr/include/vulkan/vulkan.h").exists()

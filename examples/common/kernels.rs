@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use cuvk::cudarc::driver::{
-    sys::CUdeviceptr, CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+    sys::CUdeviceptr, sys::CUevent_flags, CudaContext, CudaFunction, CudaStream, LaunchConfig,
+    PushKernelArg,
 };
 
 pub const SOURCE: &str = include_str!("../../shaders/roundtrip.cu");
@@ -107,5 +108,33 @@ impl Kernels {
         // SAFETY: both point to at least `bytes` of live device memory (caller).
         unsafe { b.launch(grid(self.sms, n16)) }?;
         Ok(())
+    }
+
+    /// GB/s (bytes read + written) of each of `iters` timed copies of `bytes` from `src` to
+    /// `dst`, after 3 warm-up copies, each timed with CUDA events on `stream`.
+    pub fn copy_gbps(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: CUdeviceptr,
+        dst: CUdeviceptr,
+        bytes: u64,
+        iters: usize,
+    ) -> anyhow::Result<Vec<f64>> {
+        let ctx = stream.context();
+        for _ in 0..3 {
+            self.copy(stream, &src, &dst, bytes)?;
+        }
+        let mut gbps = Vec::with_capacity(iters);
+        for _ in 0..iters {
+            let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            start.record(stream)?;
+            self.copy(stream, &src, &dst, bytes)?;
+            end.record(stream)?;
+            end.synchronize()?;
+            let ms = start.elapsed_ms(&end)? as f64;
+            gbps.push(2.0 * bytes as f64 / (ms * 1e-3) / 1e9);
+        }
+        Ok(gbps)
     }
 }
