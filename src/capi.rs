@@ -23,12 +23,14 @@ use cudarc::driver::sys;
 
 use crate::cuda::host::HostAllocFlags;
 use crate::cuda::ExternalSemaphore;
-use crate::staging::StagingBuffer;
-use crate::vulkan::{AsVkBuffer, BoundBuffer, Semaphore, SemaphoreKind, VulkanContext};
-use crate::{Bridge, Error, SharedBuffer};
+use crate::interop::StagingBuffer;
+use crate::vulkan::{
+    AsVkBuffer, BoundBuffer, ExistingVulkan, Semaphore, SemaphoreDesc, SemaphoreKind, VulkanContext,
+};
+use crate::{Bridge, Error, ErrorKind, SharedBuffer};
 
 /// ABI version: bumped on any incompatible change of a function or struct.
-pub const CUVK_ABI_VERSION: u32 = 1;
+pub const CUVK_ABI_VERSION: u32 = 2;
 
 /// Bridge creation flag: Vulkan only, no CUDA (buffers have no CUDA pointer).
 pub const CUVK_BRIDGE_VULKAN_ONLY: u32 = 1;
@@ -63,6 +65,12 @@ pub enum CuvkResult {
     CuvkErrorTimeout = 11,
     /// A bug inside the library (a caught panic).
     CuvkErrorInternal = 12,
+    /// The device could, but the engine did not enable the extension or feature needed.
+    CuvkErrorNotEnabled = 13,
+    /// Out of device or host memory, or larger than the memory heap.
+    CuvkErrorOutOfMemory = 14,
+    /// Objects of different devices were mixed.
+    CuvkErrorWrongDevice = 15,
 }
 
 /// A bridge: the engine's Vulkan device (and the CUDA device with the same UUID).
@@ -96,8 +104,11 @@ pub struct CuvkVulkanDevice {
     pub enabled_extensions: *const *const c_char,
     /// Number of names in `enabled_extensions`.
     pub enabled_extension_count: u32,
-    /// Non-zero if the engine enabled the `timelineSemaphore` feature.
+    /// Non-zero if the engine enabled the `timelineSemaphore` feature (required).
     pub timeline_semaphore_enabled: u32,
+    /// The `apiVersion` the engine created its instance with (`VK_API_VERSION_1_2` or later
+    /// is required).
+    pub api_version: u32,
 }
 
 /// What a buffer is to each API.
@@ -289,19 +300,18 @@ fn set_last_error(msg: &str) {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        let code = match &e {
-            _ if e.is_unavailable()
-                && !matches!(e, Error::Unsupported(_) | Error::MissingExtension { .. }) =>
-            {
-                CuvkResult::CuvkErrorUnavailable
-            }
-            Error::Unsupported(_) | Error::MissingExtension { .. } => {
-                CuvkResult::CuvkErrorUnsupported
-            }
-            Error::Vulkan { .. } | Error::VulkanLoader(_) => CuvkResult::CuvkErrorVulkan,
-            Error::Cuda { .. } | Error::Nvrtc { .. } => CuvkResult::CuvkErrorCuda,
-            Error::Timeout { .. } => CuvkResult::CuvkErrorTimeout,
-            _ => CuvkResult::CuvkErrorInvalidArgument,
+        let code = match e.kind() {
+            ErrorKind::NotFound => CuvkResult::CuvkErrorUnavailable,
+            ErrorKind::Unsupported => CuvkResult::CuvkErrorUnsupported,
+            ErrorKind::NotEnabled => CuvkResult::CuvkErrorNotEnabled,
+            ErrorKind::OutOfMemory => CuvkResult::CuvkErrorOutOfMemory,
+            ErrorKind::WrongDevice => CuvkResult::CuvkErrorWrongDevice,
+            ErrorKind::Timeout => CuvkResult::CuvkErrorTimeout,
+            ErrorKind::Driver => match e {
+                Error::Cuda { .. } => CuvkResult::CuvkErrorCuda,
+                _ => CuvkResult::CuvkErrorVulkan,
+            },
+            ErrorKind::InvalidInput | ErrorKind::Io => CuvkResult::CuvkErrorInvalidArgument,
         };
         Failure(code, e.to_string())
     }
@@ -407,9 +417,10 @@ pub unsafe extern "C" fn cuvk_bridge_create(
             let uuid = if cuda_uuid.is_null() {
                 ctx.info().device_uuid
             } else {
-                // SAFETY: the caller passes 16 readable bytes.
                 let mut u = [0u8; 16];
-                u.copy_from_slice(unsafe { std::slice::from_raw_parts(cuda_uuid, 16) });
+                // SAFETY: the caller passes 16 readable bytes (non-null checked above).
+                let given = unsafe { std::slice::from_raw_parts(cuda_uuid, 16) };
+                u.copy_from_slice(given);
                 crate::Uuid(u)
             };
             let ordinal = crate::cuda::ordinal_for_uuid(uuid)?;
@@ -470,16 +481,17 @@ unsafe fn wrap_vulkan(d: &CuvkVulkanDevice) -> CResult<Arc<VulkanContext>> {
     };
     // SAFETY: the caller vouches for the handles, the queue family and the extension list.
     let ctx = unsafe {
-        VulkanContext::from_existing(
+        VulkanContext::from_existing(ExistingVulkan {
             entry,
             instance,
-            vk::PhysicalDevice::from_raw(d.physical_device as u64),
+            api_version: d.api_version,
+            physical_device: vk::PhysicalDevice::from_raw(d.physical_device as u64),
             device,
-            d.queue_family_index,
-            vk::Queue::from_raw(d.queue as u64),
-            &names,
-            d.timeline_semaphore_enabled != 0,
-        )
+            queue_family_index: d.queue_family_index,
+            queue: vk::Queue::from_raw(d.queue as u64),
+            enabled_extensions: &names,
+            timeline_semaphore_enabled: d.timeline_semaphore_enabled != 0,
+        })
     }?;
     Ok(ctx)
 }
@@ -590,11 +602,16 @@ pub unsafe extern "C" fn cuvk_semaphore_create(
         };
         let (vk, cuda) = match &b.cuda {
             Some(bridge) => {
-                let s = Semaphore::new(&b.vk, kind, true)?;
-                let c = ExternalSemaphore::import(bridge.cuda(), &s)?;
-                (s, Some(c))
+                let shared = bridge.create_semaphore(kind)?;
+                (shared.vulkan, Some(shared.cuda))
             }
-            None => (Semaphore::new(&b.vk, kind, false)?, None),
+            None => {
+                let desc = SemaphoreDesc {
+                    kind,
+                    exportable: false,
+                };
+                (Semaphore::new(&b.vk, desc)?, None)
+            }
         };
         *out_semaphore = insert(Object::Semaphore(CSemaphore { cuda, vk }));
         Ok(())
@@ -750,7 +767,7 @@ pub unsafe extern "C" fn cuvk_staging_info(
             let Object::Staging(s) = o else {
                 return fail(CuvkResult::CuvkErrorWrongHandleKind, "not a staging buffer");
             };
-            info.host_ptr = s.bytes().as_ptr() as *mut c_void;
+            info.host_ptr = s.host_ptr().cast();
             info.vk_buffer = s.vk_buffer().as_raw();
             info.size = s.byte_size() as u64;
             Ok(())

@@ -1,6 +1,8 @@
-//! The crate's one error type: each variant names the rule that failed, with its numbers.
+//! The crate's one error type: each variant names the rule that failed, with its numbers, and
+//! [`Error::kind`] sorts it into what a caller (or the C ABI) can act on.
 
 use ash::vk;
+use cudarc::driver::sys::CUresult;
 
 use crate::layout::LayoutError;
 use crate::Uuid;
@@ -8,8 +10,91 @@ use crate::Uuid;
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What kind of failure an [`Error`] is: match on this, never on message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument broke a rule (range, alignment, size, value, state): fix the call.
+    InvalidInput,
+    /// The device, driver or platform cannot do this at all.
+    Unsupported,
+    /// The device could, but the extension or feature was not enabled on it.
+    NotEnabled,
+    /// A library or device is missing (no CUDA driver, no Vulkan loader, no matching GPU).
+    NotFound,
+    /// Out of device or host memory, or a request larger than the memory heap.
+    OutOfMemory,
+    /// Objects of different devices or contexts were mixed.
+    WrongDevice,
+    /// A driver call failed for another reason.
+    Driver,
+    /// A host wait timed out.
+    Timeout,
+    /// An OS call failed.
+    Io,
+}
+
+/// Whether an extension is missing from the device or only from what was enabled on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtensionState {
+    /// The physical device does not offer it.
+    NotSupported,
+    /// The physical device offers it, but the logical device was created without it.
+    NotEnabled,
+}
+
+impl std::fmt::Display for ExtensionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExtensionState::NotSupported => "not supported by the device",
+            ExtensionState::NotEnabled => "supported by the device but not enabled on it",
+        })
+    }
+}
+
+/// Which API an OS handle was being imported into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Importer {
+    /// `cuImportExternalMemory` / `cuImportExternalSemaphore` / `cuMemImportFromShareableHandle`.
+    Cuda,
+    /// `vkAllocateMemory` with an import info, or `vkImportSemaphore*KHR`.
+    Vulkan,
+}
+
+impl std::fmt::Display for Importer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Importer::Cuda => "CUDA",
+            Importer::Vulkan => "Vulkan",
+        })
+    }
+}
+
+/// A Vulkan API version, shown as `major.minor.patch`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ApiVersion(pub u32);
+
+impl std::fmt::Display for ApiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}.{}.{}",
+            vk::api_version_major(self.0),
+            vk::api_version_minor(self.0),
+            vk::api_version_patch(self.0)
+        )
+    }
+}
+
+impl std::fmt::Debug for ApiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiVersion({self})")
+    }
+}
+
 /// Everything that can go wrong in `cuvk`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The Vulkan loader library could not be loaded.
     #[error("Vulkan loader not available: {0}")]
@@ -75,18 +160,45 @@ pub enum Error {
     MissingExtension {
         /// Extension name.
         extension: String,
-        /// "not supported by the device" or "not enabled on the device".
-        state: &'static str,
+        /// Missing from the device, or only from the enabled list.
+        state: ExtensionState,
         /// What needs it.
         needed_for: &'static str,
     },
+    /// A Vulkan device feature the operation needs was not enabled.
+    #[error(
+        "Vulkan feature {feature} is not enabled on the device; it is needed for {needed_for}"
+    )]
+    FeatureNotEnabled {
+        /// The feature's name in the Vulkan spec (e.g. `timelineSemaphore`).
+        feature: &'static str,
+        /// What needs it.
+        needed_for: &'static str,
+    },
+    /// A Vulkan entry point the crate calls did not resolve on the given instance or device.
+    #[error(
+        "Vulkan function {function} does not resolve on this {level}: it was created without \
+         the version or extension that provides it (cuvk needs Vulkan {required} and {extension})"
+    )]
+    MissingFunction {
+        /// The function name.
+        function: String,
+        /// "instance" or "device".
+        level: &'static str,
+        /// The Vulkan version the crate needs.
+        required: ApiVersion,
+        /// The interop extension the crate needs.
+        extension: &'static str,
+    },
     /// The Vulkan API version is too old.
-    #[error("Vulkan API version {found} is below the required {required}")]
+    #[error("Vulkan {what} API version {found} is below the required {required}")]
     ApiVersion {
-        /// Version string found.
-        found: String,
-        /// Version string required.
-        required: String,
+        /// Which version ("loader", "instance", "physical device").
+        what: &'static str,
+        /// The version found.
+        found: ApiVersion,
+        /// The version required.
+        required: ApiVersion,
     },
     /// The device or driver lacks a capability the operation needs.
     #[error("unsupported: {0}")]
@@ -117,16 +229,36 @@ pub enum Error {
         /// Whether the type also had to be exportable.
         exportable: bool,
     },
+    /// An allocation is larger than the memory heap it would come from.
+    #[error(
+        "allocation of {size} bytes is larger than memory heap {heap_index} ({heap_size} bytes) \
+         of memory type {memory_type}"
+    )]
+    ExceedsHeap {
+        /// The requested allocation size.
+        size: u64,
+        /// The memory type chosen.
+        memory_type: u32,
+        /// Its heap.
+        heap_index: u32,
+        /// The heap's size.
+        heap_size: u64,
+    },
     /// No queue family of the device can do what is needed.
     #[error("no queue family with {0:?}")]
     NoQueueFamily(vk::QueueFlags),
     /// An OS handle (file descriptor) is not open, e.g. because it was already imported.
-    #[error("handle {handle} is not an open file descriptor ({reason}); a descriptor passes to CUDA on a successful import and cannot be imported again")]
+    #[error(
+        "handle {handle} given to a {importer} import is not an open file descriptor ({reason}); \
+         a descriptor passes to its importer on a successful import and cannot be imported again"
+    )]
     HandleNotOpen {
         /// The raw descriptor.
         handle: i64,
         /// What the OS said.
         reason: String,
+        /// The API it was being imported into.
+        importer: Importer,
     },
     /// A buffer and memory, or two objects that must share a device, do not.
     #[error("{0}")]
@@ -163,6 +295,67 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// A failed Vulkan call.
+    pub(crate) fn vulkan(call: &'static str, result: vk::Result) -> Self {
+        Error::Vulkan { call, result }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        use ErrorKind as K;
+        match self {
+            Error::VulkanLoader(_)
+            | Error::CudaUnavailable
+            | Error::NoCudaDevice { .. }
+            | Error::NoVulkanDevice { .. }
+            | Error::ValidationLayerMissing => K::NotFound,
+            Error::Vulkan { result, .. } => match *result {
+                vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
+                    K::OutOfMemory
+                }
+                vk::Result::ERROR_EXTENSION_NOT_PRESENT
+                | vk::Result::ERROR_FEATURE_NOT_PRESENT
+                | vk::Result::ERROR_FORMAT_NOT_SUPPORTED
+                | vk::Result::ERROR_INCOMPATIBLE_DRIVER => K::Unsupported,
+                _ => K::Driver,
+            },
+            Error::Cuda { source, .. } => match source.0 {
+                CUresult::CUDA_ERROR_OUT_OF_MEMORY => K::OutOfMemory,
+                CUresult::CUDA_ERROR_NO_DEVICE | CUresult::CUDA_ERROR_NOT_FOUND => K::NotFound,
+                CUresult::CUDA_ERROR_NOT_SUPPORTED => K::Unsupported,
+                _ => K::Driver,
+            },
+            Error::MissingExtension { state, .. } => match state {
+                ExtensionState::NotSupported => K::Unsupported,
+                ExtensionState::NotEnabled => K::NotEnabled,
+            },
+            Error::FeatureNotEnabled { .. } | Error::MissingFunction { .. } => K::NotEnabled,
+            Error::ApiVersion { .. }
+            | Error::Unsupported(_)
+            | Error::NoMemoryType { .. }
+            | Error::NoQueueFamily(_) => K::Unsupported,
+            Error::ExceedsHeap { .. } => K::OutOfMemory,
+            Error::DeviceMismatch { .. } | Error::WrongDevice(_) => K::WrongDevice,
+            Error::Timeout { .. } => K::Timeout,
+            Error::Io { .. } => K::Io,
+            Error::Nvrtc { .. }
+            | Error::Layout(_)
+            | Error::NotExportable { .. }
+            | Error::HandleNotOpen { .. }
+            | Error::DedicatedHoldsOneBuffer
+            | Error::TimelineNotIncreasing { .. }
+            | Error::InvalidArgument(_) => K::InvalidInput,
+        }
+    }
+
+    /// Whether this error means "this machine or device cannot do it" (nothing to fix in the
+    /// call): tests use it to skip with a printed reason.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self.kind(), ErrorKind::NotFound | ErrorKind::Unsupported)
+    }
+}
+
 /// Attaches the Vulkan function's name to a `vk::Result`.
 pub(crate) trait VkResultExt<T> {
     fn vk(self, call: &'static str) -> Result<T>;
@@ -185,25 +378,51 @@ impl<T> CudaResultExt<T> for std::result::Result<T, cudarc::driver::DriverError>
     }
 }
 
-impl Error {
-    /// Whether this error means "this machine or device cannot do it" rather than a bug or bad
-    /// input: tests use it to skip with a printed reason.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
-            Error::CudaUnavailable
-                | Error::VulkanLoader(_)
-                | Error::Unsupported(_)
-                | Error::NoVulkanDevice { .. }
-                | Error::NoCudaDevice { .. }
-                | Error::MissingExtension {
-                    state: "not supported by the device",
-                    ..
-                }
-        ) || matches!(
-            self,
-            Error::Cuda { source, .. }
-                if source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE
-        )
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_sort_errors_for_callers() {
+        let not_enabled = Error::MissingExtension {
+            extension: "VK_KHR_external_semaphore_fd".into(),
+            state: ExtensionState::NotEnabled,
+            needed_for: "x",
+        };
+        assert_eq!(not_enabled.kind(), ErrorKind::NotEnabled);
+        assert!(not_enabled.to_string().contains("not enabled"));
+        assert!(!not_enabled.is_unavailable());
+        let unsupported = Error::MissingExtension {
+            extension: "VK_KHR_external_semaphore_fd".into(),
+            state: ExtensionState::NotSupported,
+            needed_for: "x",
+        };
+        assert_eq!(unsupported.kind(), ErrorKind::Unsupported);
+        assert!(unsupported.is_unavailable());
+        let oom = Error::vulkan("vkAllocateMemory", vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
+        assert_eq!(oom.kind(), ErrorKind::OutOfMemory);
+        let heap = Error::ExceedsHeap {
+            size: 10,
+            memory_type: 0,
+            heap_index: 0,
+            heap_size: 5,
+        };
+        assert_eq!(heap.kind(), ErrorKind::OutOfMemory);
+        assert!(heap.to_string().contains("10 bytes") && heap.to_string().contains("5 bytes"));
+        let v = Error::ApiVersion {
+            what: "instance",
+            found: ApiVersion(vk::API_VERSION_1_0),
+            required: ApiVersion(vk::API_VERSION_1_2),
+        };
+        assert_eq!(
+            v.to_string(),
+            "Vulkan instance API version 1.0.0 is below the required 1.2.0"
+        );
+        let h = Error::HandleNotOpen {
+            handle: 7,
+            reason: "bad fd".into(),
+            importer: Importer::Vulkan,
+        };
+        assert!(h.to_string().contains("Vulkan import") && !h.to_string().contains("CUDA"));
     }
 }

@@ -26,6 +26,8 @@ pub enum AlignmentRule {
     VulkanHostPointer,
     /// The host page size that `cuMemHostRegister` requires.
     HostPage,
+    /// `align_of::<T>()` of the element type viewed at that offset.
+    Element,
 }
 
 impl fmt::Display for AlignmentRule {
@@ -36,6 +38,7 @@ impl fmt::Display for AlignmentRule {
             AlignmentRule::Granularity => "the CUDA allocation granularity",
             AlignmentRule::VulkanHostPointer => "Vulkan's minImportedHostPointerAlignment",
             AlignmentRule::HostPage => "the host page size",
+            AlignmentRule::Element => "the element type's alignment",
         })
     }
 }
@@ -56,6 +59,22 @@ pub enum LayoutError {
         offset: u64,
         /// Requested size.
         size: u64,
+    },
+    /// `len × size_of::<T>()` does not fit in a u64.
+    #[error("{len} elements × {element_size} bytes per element overflows u64")]
+    ElementCountOverflow {
+        /// Number of elements requested.
+        len: u64,
+        /// `size_of::<T>()`.
+        element_size: u64,
+    },
+    /// A byte count is not a whole number of elements.
+    #[error("{bytes} bytes is not a whole number of {element_size}-byte elements")]
+    PartialElement {
+        /// The byte count given.
+        bytes: u64,
+        /// `size_of::<T>()`.
+        element_size: u64,
     },
     /// The range does not lie inside its parent.
     #[error(
@@ -295,11 +314,35 @@ pub fn validate_mapping<'a>(
 
 /// Byte size of `len` elements of `T`, or an overflow error naming the numbers.
 pub fn bytes_for<T>(len: usize) -> Result<u64, LayoutError> {
-    let elem = std::mem::size_of::<T>() as u64;
-    (len as u64).checked_mul(elem).ok_or(LayoutError::Overflow {
-        offset: len as u64,
-        size: elem,
-    })
+    let element_size = std::mem::size_of::<T>() as u64;
+    (len as u64)
+        .checked_mul(element_size)
+        .ok_or(LayoutError::ElementCountOverflow {
+            len: len as u64,
+            element_size,
+        })
+}
+
+/// Number of `T` in `bytes`, which must be a whole number of elements.
+pub fn elements_in<T>(bytes: u64) -> Result<u64, LayoutError> {
+    let element_size = std::mem::size_of::<T>() as u64;
+    if element_size == 0 || bytes % element_size != 0 {
+        return Err(LayoutError::PartialElement {
+            bytes,
+            element_size,
+        });
+    }
+    Ok(bytes / element_size)
+}
+
+/// Checks that `offset` suits elements of `T`: a multiple of `align_of::<T>()`.
+pub fn check_element_offset<T>(offset: u64) -> Result<(), LayoutError> {
+    check_aligned(
+        "offset",
+        offset,
+        std::mem::align_of::<T>() as u64,
+        AlignmentRule::Element,
+    )
 }
 
 /// A request to map physical memory into a virtual address reservation (`cuMemMap`).

@@ -16,25 +16,33 @@
 //! # Ok(()) }
 //! ```
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod bridge;
+//! ## Layout
+//!
+//! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
+//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`FramePacer`], ...;
+//! - [`platform`] holds every OS difference (file descriptors vs NT handles);
+//! - [`layout`] and [`timeline`] are pure rules and bookkeeping, tested without a GPU.
+
 #[cfg(feature = "capi")]
 pub mod capi;
 pub mod cuda;
 pub mod error;
-pub mod frames;
-pub mod growable;
-pub mod handle;
+pub mod interop;
 pub mod layout;
-pub mod staging;
+pub mod platform;
+pub mod timeline;
 mod uuid;
 pub mod vulkan;
 
-pub use bridge::{Bridge, BridgeConfig, BufferUsage, SharedAllocation, SharedBuffer};
-pub use error::{Error, Result};
-pub use frames::{Frame, FramePacer};
-pub use growable::{GrowableBuffer, VulkanView};
+pub use error::{Error, ErrorKind, Result};
+pub use interop::{
+    Bridge, BridgeConfig, BufferPlacement, BufferUsage, Dedicated, Frame, FramePacer,
+    GrowableBuffer, SharedAllocation, SharedBuffer, SharedSemaphore, StagingBuffer, VulkanView,
+};
 pub use uuid::Uuid;
 
 /// Re-exported so users name the same versions this crate was built with.

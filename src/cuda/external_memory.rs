@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext};
 
-use crate::error::{CudaResultExt, Result};
-use crate::handle::OwnedExternalHandle;
+use crate::error::{CudaResultExt, Importer, Result};
 use crate::layout::{self, ImportLayout, MappingRequest};
+use crate::platform::{self, OwnedExternalHandle};
 
 /// Options for [`ImportedMemory::map`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,11 +118,45 @@ impl ImportedMemory {
             },
             live.iter().map(|(_, r)| r),
         )?;
+        // SAFETY: validated just above, under the lock that guards the live mappings.
+        unsafe { self.map_validated(&mut live, range) }
+    }
+
+    /// Checks only the overlap rule (the one that depends on live mappings) and maps: for
+    /// callers that validated the range, alignment and dedicated rules already.
+    ///
+    /// # Safety
+    /// `range` must have passed [`layout::validate_mapping`] against [`Self::layout`] (with
+    /// `allow_overlap` set, since overlap is checked here unless `allow_overlap`).
+    pub(crate) unsafe fn map_prevalidated(
+        self: &Arc<Self>,
+        range: Range<u64>,
+        allow_overlap: bool,
+    ) -> Result<MappedRange> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if !allow_overlap {
+            layout::check_no_overlap("mapping", &range, live.iter().map(|(_, r)| r))?;
+        }
+        // SAFETY: forwarded from the caller; overlap checked above under the lock.
+        unsafe { self.map_validated(&mut live, range) }
+    }
+
+    /// `cuExternalMemoryGetMappedBuffer` for a validated range, recorded as live.
+    ///
+    /// # Safety
+    /// `range` must satisfy every rule of [`layout::validate_mapping`] for this import.
+    unsafe fn map_validated(
+        self: &Arc<Self>,
+        live: &mut Vec<(u64, Range<u64>)>,
+        range: Range<u64>,
+    ) -> Result<MappedRange> {
         self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
-        // SAFETY: the handle is a live import; the range was validated against its size and
-        // the measured offset rules.
-        let ptr = unsafe { result::external_memory::get_mapped_buffer(self.handle, offset, size) }
-            .cuda("cuExternalMemoryGetMappedBuffer")?;
+        let size = range.end - range.start;
+        // SAFETY: the handle is a live import; the caller validated the range against its
+        // size and the measured offset rules.
+        let ptr =
+            unsafe { result::external_memory::get_mapped_buffer(self.handle, range.start, size) }
+                .cuda("cuExternalMemoryGetMappedBuffer")?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         live.push((id, range.clone()));
         Ok(MappedRange {
@@ -131,6 +165,11 @@ impl ImportedMemory {
             range,
             id,
         })
+    }
+
+    /// The size and dedicated flag it was imported with, as the layout rules take them.
+    pub fn layout(&self) -> ImportLayout {
+        self.layout
     }
 
     /// The size it was imported with.
@@ -161,80 +200,37 @@ impl Drop for ImportedMemory {
     }
 }
 
-/// The raw `cuImportExternalMemory` call for this platform's handle.
+/// The raw `cuImportExternalMemory` call; the handle's ownership follows the platform rule.
 ///
 /// # Safety
 /// As [`ImportedMemory::import`]: `handle` refers to memory of exactly `size` bytes, dedicated
 /// exactly when `dedicated`.
-#[cfg(unix)]
 unsafe fn import_raw(
     handle: OwnedExternalHandle,
     size: u64,
     dedicated: bool,
 ) -> Result<sys::CUexternalMemory> {
-    use std::os::fd::{AsRawFd, IntoRawFd};
-    let handle = crate::handle::check_open(handle)?;
-    let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
-        type_: sys::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-        handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 {
-            fd: handle.as_raw_fd(),
-        },
-        size,
-        flags: if dedicated {
-            sys::CUDA_EXTERNAL_MEMORY_DEDICATED
-        } else {
-            0
-        },
-        reserved: [0; 16],
-    };
-    let mut ext = std::mem::MaybeUninit::uninit();
-    // SAFETY: desc is fully initialised; the caller vouches for the handle and size.
-    unsafe { sys::cuImportExternalMemory(ext.as_mut_ptr(), &desc) }
-        .result()
-        .cuda("cuImportExternalMemory")?; // on error `handle` drops here and closes the fd once
-                                          // Success: CUDA owns the descriptor now and closes it itself.
-    let _ = handle.into_raw_fd();
-    // SAFETY: initialised by the successful call.
-    Ok(unsafe { ext.assume_init() })
-}
-
-/// The raw `cuImportExternalMemory` call for this platform's handle.
-///
-/// # Safety
-/// As [`ImportedMemory::import`]: `handle` refers to memory of exactly `size` bytes, dedicated
-/// exactly when `dedicated`.
-#[cfg(windows)]
-unsafe fn import_raw(
-    handle: OwnedExternalHandle,
-    size: u64,
-    dedicated: bool,
-) -> Result<sys::CUexternalMemory> {
-    use std::os::windows::io::AsRawHandle;
-    let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
-        type_: sys::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32,
-        handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 {
-            win32: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1__bindgen_ty_1 {
-                handle: handle.as_raw_handle(),
-                name: std::ptr::null(),
+    platform::import_with(handle, Importer::Cuda, |raw| {
+        let (type_, handle) = platform::cuda_memory_handle(raw);
+        let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
+            type_,
+            handle,
+            size,
+            flags: if dedicated {
+                sys::CUDA_EXTERNAL_MEMORY_DEDICATED
+            } else {
+                0
             },
-        },
-        size,
-        flags: if dedicated {
-            sys::CUDA_EXTERNAL_MEMORY_DEDICATED
-        } else {
-            0
-        },
-        reserved: [0; 16],
-    };
-    let mut ext = std::mem::MaybeUninit::uninit();
-    // SAFETY: desc is fully initialised; the caller vouches for the handle and size.
-    unsafe { sys::cuImportExternalMemory(ext.as_mut_ptr(), &desc) }
-        .result()
-        .cuda("cuImportExternalMemory")?;
-    // CUDA does not take ownership of an NT handle: `handle` closes it when it drops here.
-    drop(handle);
-    // SAFETY: initialised by the successful call.
-    Ok(unsafe { ext.assume_init() })
+            reserved: [0; 16],
+        };
+        let mut ext = std::mem::MaybeUninit::uninit();
+        // SAFETY: desc is fully initialised; the caller vouches for the handle and size.
+        unsafe { sys::cuImportExternalMemory(ext.as_mut_ptr(), &desc) }
+            .result()
+            .cuda("cuImportExternalMemory")?;
+        // SAFETY: initialised by the successful call.
+        Ok(unsafe { ext.assume_init() })
+    })
 }
 
 /// A buffer mapped onto imported memory (`cuExternalMemoryGetMappedBuffer`), freed with

@@ -1,17 +1,18 @@
 //! Vulkan semaphores imported into CUDA (`cuImportExternalSemaphore`), signalled and waited on
 //! CUDA streams (`cuSignalExternalSemaphoresAsync` / `cuWaitExternalSemaphoresAsync`).
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 
-use crate::error::{CudaResultExt, Error, Result};
-use crate::handle::OwnedExternalHandle;
-use crate::vulkan::{Semaphore, SemaphoreKind};
+use crate::error::{CudaResultExt, Error, Importer, Result};
+use crate::platform::{self, OwnedExternalHandle};
+use crate::timeline::SignalLedger;
 
 /// How long [`ExternalSemaphore`]'s drop waits for CUDA work that still uses it before it
-/// gives up and leaks the import (and the Vulkan semaphore) rather than destroy them in use.
+/// gives up and leaks the import (and the semaphore it imports) rather than destroy them in use.
 pub const DEFAULT_DROP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The CUDA handle type asked for at import.
@@ -23,16 +24,20 @@ pub enum CudaSemaphoreType {
     Timeline,
 }
 
-/// A Vulkan semaphore imported into CUDA. It keeps the Vulkan semaphore alive, and its drop
+/// A semaphore exported by another API and imported into CUDA. It keeps the exporter's
+/// semaphore alive, shares its [`SignalLedger`] (so values increase across APIs), and its drop
 /// waits for the last CUDA operation that used it, so a pending CUDA wait never sees it
 /// destroyed (see [`Self::set_drop_timeout`]).
 pub struct ExternalSemaphore {
     ctx: Arc<CudaContext>,
     handle: sys::CUexternalSemaphore,
-    semaphore: Arc<Semaphore>,
+    ty: CudaSemaphoreType,
+    ledger: Arc<SignalLedger>,
     // One event per stream that used the semaphore, re-recorded after each operation there.
     last_use: Mutex<Vec<(sys::CUstream, CudaEvent)>>,
     drop_timeout: Duration,
+    // Dropped after the import is destroyed (fields drop after Drop::drop runs).
+    keep_alive: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 // SAFETY: the CUDA handle is usable from any thread once the context is bound (every method
@@ -42,49 +47,54 @@ unsafe impl Send for ExternalSemaphore {}
 unsafe impl Sync for ExternalSemaphore {}
 
 impl ExternalSemaphore {
-    /// Imports `semaphore` with the CUDA handle type matching its kind.
-    pub fn import(ctx: &Arc<CudaContext>, semaphore: &Arc<Semaphore>) -> Result<Self> {
-        let ty = match semaphore.kind() {
-            SemaphoreKind::Binary => CudaSemaphoreType::Binary,
-            SemaphoreKind::Timeline { .. } => CudaSemaphoreType::Timeline,
-        };
-        Self::import_as(ctx, semaphore, ty)
-    }
-
-    /// Imports `semaphore` as `ty`, which must match its kind: importing a binary semaphore
-    /// as a timeline (or the reverse) is refused before the driver sees it.
-    pub fn import_as(
+    /// Imports `handle` with `cuImportExternalSemaphore` as `ty`. On Unix the descriptor
+    /// passes to CUDA only on success (closed once on failure). `ledger` is the exporter's
+    /// record of scheduled values; `keep_alive` is held until the import is destroyed.
+    ///
+    /// # Safety
+    /// `handle` must be an opaque handle exported from a live semaphore of type `ty` on the
+    /// GPU of `ctx`; `ledger` must be the ledger every other signaller of that semaphore uses;
+    /// `keep_alive` must keep the semaphore alive (or the caller must, for as long as the
+    /// returned value lives).
+    pub unsafe fn import(
         ctx: &Arc<CudaContext>,
-        semaphore: &Arc<Semaphore>,
+        handle: OwnedExternalHandle,
         ty: CudaSemaphoreType,
+        ledger: Arc<SignalLedger>,
+        keep_alive: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self> {
-        let matches = matches!(
-            (semaphore.kind(), ty),
-            (SemaphoreKind::Binary, CudaSemaphoreType::Binary)
-                | (SemaphoreKind::Timeline { .. }, CudaSemaphoreType::Timeline)
-        );
-        if !matches {
+        if ledger.is_timeline() != (ty == CudaSemaphoreType::Timeline) {
             return Err(Error::InvalidArgument(format!(
-                "a {:?} Vulkan semaphore cannot be imported into CUDA as {ty:?}",
-                semaphore.kind()
+                "a {} semaphore cannot be imported into CUDA as {ty:?}",
+                if ledger.is_timeline() {
+                    "timeline"
+                } else {
+                    "binary"
+                }
             )));
         }
-        let handle = semaphore.export()?;
         ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
-        // SAFETY: the handle was just exported from `semaphore`, whose type matches `ty`.
+        // SAFETY: the caller vouches for the handle and its type.
         let ext = unsafe { import_raw(handle, ty) }?;
         Ok(Self {
             ctx: ctx.clone(),
             handle: ext,
-            semaphore: semaphore.clone(),
+            ty,
+            ledger,
             last_use: Mutex::new(Vec::new()),
             drop_timeout: DEFAULT_DROP_TIMEOUT,
+            keep_alive,
         })
     }
 
-    /// The Vulkan semaphore it imports.
-    pub fn semaphore(&self) -> &Arc<Semaphore> {
-        &self.semaphore
+    /// Binary or timeline.
+    pub fn semaphore_type(&self) -> CudaSemaphoreType {
+        self.ty
+    }
+
+    /// The record of scheduled values it shares with the exporting API.
+    pub fn ledger(&self) -> &Arc<SignalLedger> {
+        &self.ledger
     }
 
     /// Sets how long drop waits for pending CUDA work on this semaphore before leaking it.
@@ -136,15 +146,16 @@ impl ExternalSemaphore {
     fn enqueue(&self, stream: sys::CUstream, value: u64, signal: bool) -> Result<()> {
         self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
         if signal {
-            self.semaphore.reserve_signal(value)?;
             // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
             let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS =
                 unsafe { std::mem::zeroed() };
             params.params.fence.value = value;
-            // SAFETY: one live semaphore, one params struct, a stream of this context.
-            unsafe { sys::cuSignalExternalSemaphoresAsync(&self.handle, &params, 1, stream) }
-                .result()
-                .cuda("cuSignalExternalSemaphoresAsync")?;
+            self.ledger.signal(value, || {
+                // SAFETY: one live semaphore, one params struct, a stream of this context.
+                unsafe { sys::cuSignalExternalSemaphoresAsync(&self.handle, &params, 1, stream) }
+                    .result()
+                    .cuda("cuSignalExternalSemaphoresAsync")
+            })?;
         } else {
             // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
             let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS =
@@ -205,12 +216,12 @@ impl Drop for ExternalSemaphore {
             // A CUDA wait is still pending (its value was never signalled). Destroying the
             // semaphore now would be undefined: leak the import, its events and the Vulkan
             // semaphore instead, and say so.
-            eprintln!(
-                "cuvk: ExternalSemaphore dropped while CUDA work still waits on it after {:?}; \
-                 leaking the import and the Vulkan semaphore to stay safe",
+            log::error!(
+                "ExternalSemaphore dropped while CUDA work still waits on it after {:?}; \
+                 leaking the import and the exported semaphore to stay safe",
                 self.drop_timeout
             );
-            std::mem::forget(self.semaphore.clone());
+            std::mem::forget(self.keep_alive.take());
             std::mem::forget(uses);
             return;
         }
@@ -219,76 +230,29 @@ impl Drop for ExternalSemaphore {
     }
 }
 
-/// The raw `cuImportExternalSemaphore` call for this platform's handle.
+/// The raw `cuImportExternalSemaphore` call.
 ///
 /// # Safety
 /// `handle` must be an opaque handle exported from a semaphore of type `ty`.
-#[cfg(unix)]
 unsafe fn import_raw(
     handle: OwnedExternalHandle,
     ty: CudaSemaphoreType,
 ) -> Result<sys::CUexternalSemaphore> {
-    use std::os::fd::{AsRawFd, IntoRawFd};
-    let handle = crate::handle::check_open(handle)?;
-    let type_ = match ty {
-        CudaSemaphoreType::Binary => sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD,
-        CudaSemaphoreType::Timeline => {
-            sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD
-        }
-    };
-    let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
-        type_,
-        handle: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 {
-            fd: handle.as_raw_fd(),
-        },
-        flags: 0,
-        reserved: [0; 16],
-    };
-    let mut ext = std::mem::MaybeUninit::uninit();
-    // SAFETY: desc is fully initialised; the caller vouches for the handle and its type.
-    unsafe { sys::cuImportExternalSemaphore(ext.as_mut_ptr(), &desc) }
-        .result()
-        .cuda("cuImportExternalSemaphore")?; // on error `handle` closes the fd, once
-                                             // Success: CUDA owns the descriptor now.
-    let _ = handle.into_raw_fd();
-    // SAFETY: initialised by the successful call.
-    Ok(unsafe { ext.assume_init() })
-}
-
-/// The raw `cuImportExternalSemaphore` call for this platform's handle.
-///
-/// # Safety
-/// `handle` must be an opaque handle exported from a semaphore of type `ty`.
-#[cfg(windows)]
-unsafe fn import_raw(
-    handle: OwnedExternalHandle,
-    ty: CudaSemaphoreType,
-) -> Result<sys::CUexternalSemaphore> {
-    use std::os::windows::io::AsRawHandle;
-    let type_ = match ty {
-        CudaSemaphoreType::Binary => sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_WIN32,
-        CudaSemaphoreType::Timeline => {
-            sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_WIN32
-        }
-    };
-    let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
-        type_,
-        handle: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 {
-            win32: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1__bindgen_ty_1 {
-                handle: handle.as_raw_handle(),
-                name: std::ptr::null(),
-            },
-        },
-        flags: 0,
-        reserved: [0; 16],
-    };
-    let mut ext = std::mem::MaybeUninit::uninit();
-    // SAFETY: desc is fully initialised; the caller vouches for the handle and its type.
-    unsafe { sys::cuImportExternalSemaphore(ext.as_mut_ptr(), &desc) }
-        .result()
-        .cuda("cuImportExternalSemaphore")?;
-    // CUDA does not own NT handles: `handle` closes it here.
-    drop(handle);
-    // SAFETY: initialised by the successful call.
-    Ok(unsafe { ext.assume_init() })
+    platform::import_with(handle, Importer::Cuda, |raw| {
+        let (type_, handle) =
+            platform::cuda_semaphore_handle(raw, ty == CudaSemaphoreType::Timeline);
+        let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
+            type_,
+            handle,
+            flags: 0,
+            reserved: [0; 16],
+        };
+        let mut ext = std::mem::MaybeUninit::uninit();
+        // SAFETY: desc is fully initialised; the caller vouches for the handle and its type.
+        unsafe { sys::cuImportExternalSemaphore(ext.as_mut_ptr(), &desc) }
+            .result()
+            .cuda("cuImportExternalSemaphore")?;
+        // SAFETY: initialised by the successful call.
+        Ok(unsafe { ext.assume_init() })
+    })
 }

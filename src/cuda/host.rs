@@ -15,16 +15,7 @@ use cudarc::driver::{sys, CudaContext};
 use crate::error::{CudaResultExt, Error, Result};
 use crate::layout::{self, AlignmentRule};
 
-/// The host page size `cuMemHostRegister` requires pointers and sizes to be multiples of.
-pub fn host_page_size() -> usize {
-    // SAFETY: sysconf only reads a system constant.
-    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if v > 0 {
-        v as usize
-    } else {
-        4096
-    }
-}
+pub use crate::platform::host_page_size;
 
 static PINNED_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Registered ranges, process-wide: the same range must not be registered twice.

@@ -1,6 +1,6 @@
 //! CUDA virtual memory management: physical allocations (`cuMemCreate`), exportable as POSIX
 //! file descriptors for Vulkan; address reservations (`cuMemAddressReserve`); mappings
-//! (`cuMemMap`) that become usable only through [`MappedVmm::enable_access`]
+//! (`cuMemMap`) that become usable only through [`VmmMappingNoAccess::enable_access`]
 //! (`cuMemSetAccess`), so the types make access before it impossible. Every `cuMemMap` rule
 //! of its reference page is checked first ([`crate::layout::validate_vmm_map`]); drop order
 //! is unmap → release → free by construction (a mapping holds its reservation and memory).
@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext};
 
-use crate::error::{CudaResultExt, Error, Result};
-use crate::handle::OwnedExternalHandle;
+use crate::error::{CudaResultExt, Error, Importer, Result};
 use crate::layout::{self, VmmMapRequest};
+use crate::platform::{self, OwnedExternalHandle};
 
 fn prop(device: i32, exportable: bool) -> sys::CUmemAllocationProp {
     // SAFETY: all-zero is a valid value of this plain C struct (then filled in below).
@@ -21,11 +21,7 @@ fn prop(device: i32, exportable: bool) -> sys::CUmemAllocationProp {
     p.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = device;
     if exportable {
-        p.requestedHandleTypes = if cfg!(windows) {
-            sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_WIN32
-        } else {
-            sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-        };
+        p.requestedHandleTypes = platform::VMM_HANDLE_TYPE;
     }
     p
 }
@@ -86,61 +82,59 @@ impl VmmAllocation {
         }))
     }
 
-    /// Exports a new shareable handle to this memory, owned by the caller.
-    #[cfg(unix)]
+    /// Exports a new shareable handle to this memory (a POSIX file descriptor on Unix, an NT
+    /// handle on Windows), owned by the caller.
     pub fn export(&self) -> Result<OwnedExternalHandle> {
-        use std::os::fd::FromRawFd;
         if !self.exportable {
             return Err(Error::InvalidArgument(
                 "the allocation was not created exportable".into(),
             ));
         }
         self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
-        let mut fd: i32 = -1;
-        // SAFETY: an exportable allocation; the out-pointer receives an int descriptor.
+        let mut slot = platform::vmm_export_slot();
+        // SAFETY: an exportable allocation; the slot has the type the handle type writes.
         unsafe {
             sys::cuMemExportToShareableHandle(
-                (&mut fd as *mut i32).cast(),
+                (&mut slot as *mut platform::VmmExportSlot).cast(),
                 self.handle,
-                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                platform::VMM_HANDLE_TYPE,
                 0,
             )
         }
         .result()
         .cuda("cuMemExportToShareableHandle")?;
-        // SAFETY: the driver returned a new descriptor that the caller owns.
-        Ok(unsafe { OwnedExternalHandle::from_raw_fd(fd) })
+        let raw = platform::vmm_slot_handle(slot).ok_or(Error::InvalidArgument(
+            "cuMemExportToShareableHandle succeeded but returned no handle".into(),
+        ))?;
+        // SAFETY: the driver returned a new handle that the caller owns.
+        Ok(unsafe { platform::own_exported(raw) })
     }
 
-    /// Imports memory exported by [`Self::export`] (possibly by another process).
+    /// Imports memory exported by [`Self::export`] (possibly by another process). Importing
+    /// does not take the handle: it is closed here.
     ///
     /// # Safety
-    /// `handle` must be a POSIX-FD shareable handle from `cuMemExportToShareableHandle` of an
-    /// allocation of exactly `size` bytes.
-    #[cfg(unix)]
+    /// `handle` must be a shareable handle from `cuMemExportToShareableHandle` (this
+    /// platform's type) of an allocation of exactly `size` bytes.
     pub unsafe fn import(
         ctx: &Arc<CudaContext>,
         handle: OwnedExternalHandle,
         size: u64,
     ) -> Result<Arc<Self>> {
-        use std::os::fd::AsRawFd;
-        let handle = crate::handle::check_open(handle)?;
         ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let raw = platform::borrow_raw(&handle, Importer::Cuda)?;
         let mut h = 0;
-        // The driver takes the descriptor's value as the "pointer" argument for POSIX FDs.
-        let os = handle.as_raw_fd() as usize as *mut std::ffi::c_void;
-        // SAFETY: a live descriptor (checked); the caller vouches for what it refers to.
+        // SAFETY: a live handle (checked); the caller vouches for what it refers to.
         unsafe {
             sys::cuMemImportFromShareableHandle(
                 &mut h,
-                os,
-                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                platform::vmm_os_handle(raw),
+                platform::VMM_HANDLE_TYPE,
             )
         }
         .result()
         .cuda("cuMemImportFromShareableHandle")?;
-        // Importing does not take the descriptor: `handle` closes it here.
-        drop(handle);
+        drop(handle); // cuMemImportFromShareableHandle never owns the handle: closed here
         Ok(Arc::new(Self {
             ctx: ctx.clone(),
             handle: h,
@@ -232,7 +226,7 @@ impl AddressReservation {
         offset: u64,
         memory: &Arc<VmmAllocation>,
         size: u64,
-    ) -> Result<MappedVmm> {
+    ) -> Result<VmmMappingNoAccess> {
         self.map_at(offset, memory, 0, size)
     }
 
@@ -244,7 +238,7 @@ impl AddressReservation {
         memory: &Arc<VmmAllocation>,
         allocation_offset: u64,
         size: u64,
-    ) -> Result<MappedVmm> {
+    ) -> Result<VmmMappingNoAccess> {
         if !Arc::ptr_eq(&memory.ctx, &self.ctx) {
             return Err(Error::WrongDevice(
                 "the allocation belongs to another CUDA context",
@@ -277,7 +271,7 @@ impl AddressReservation {
         .result()
         .cuda("cuMemMap")?;
         live.push(range.clone());
-        Ok(MappedVmm {
+        Ok(VmmMappingNoAccess {
             reservation: self.clone(),
             memory: memory.clone(),
             range,
@@ -300,17 +294,17 @@ impl Drop for AddressReservation {
 /// Using the range before `cuMemSetAccess` does not compile:
 ///
 /// ```compile_fail
-/// # fn f(mapped: cuvk::cuda::vmm::MappedVmm) {
+/// # fn f(mapped: cuvk::cuda::vmm::VmmMappingNoAccess) {
 /// let ptr = mapped.device_ptr(); // no such method: only VmmMapping has one
 /// # }
 /// ```
-pub struct MappedVmm {
+pub struct VmmMappingNoAccess {
     reservation: Arc<AddressReservation>,
     memory: Arc<VmmAllocation>,
     range: Range<u64>,
 }
 
-impl MappedVmm {
+impl VmmMappingNoAccess {
     /// Makes the range readable and writable by the reservation's device.
     pub fn enable_access(self) -> Result<VmmMapping> {
         let ctx = &self.reservation.ctx;
@@ -321,7 +315,7 @@ impl MappedVmm {
         desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
         let size = self.range.end - self.range.start;
-        // SAFETY: the range is mapped (by construction of MappedVmm).
+        // SAFETY: the range is mapped (by construction of VmmMappingNoAccess).
         unsafe {
             sys::cuMemSetAccess(
                 self.reservation.base + self.range.start,
@@ -341,7 +335,7 @@ impl MappedVmm {
     }
 }
 
-impl Drop for MappedVmm {
+impl Drop for VmmMappingNoAccess {
     fn drop(&mut self) {
         let r = &self.reservation;
         r.ctx.record_err(r.ctx.bind_to_thread());
@@ -359,7 +353,7 @@ impl Drop for MappedVmm {
 
 /// A mapped, accessible range of a reservation: its device pointer may be used by kernels.
 pub struct VmmMapping {
-    inner: MappedVmm,
+    inner: VmmMappingNoAccess,
 }
 
 impl VmmMapping {

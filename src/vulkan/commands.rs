@@ -31,6 +31,7 @@ impl VulkanContext {
             device,
             pool,
             fence: vk::Fence::null(),
+            submitted: false,
         };
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
@@ -76,6 +77,7 @@ impl VulkanContext {
             let queue = self.lock_queue();
             // SAFETY: the queue is locked; the command buffer is executable.
             unsafe { device.queue_submit(*queue, &submit, guard.fence) }.vk("vkQueueSubmit")?;
+            guard.submitted = true;
         }
         // SAFETY: the fence was just submitted.
         unsafe { device.wait_for_fences(&[guard.fence], true, u64::MAX) }.vk("vkWaitForFences")?;
@@ -83,16 +85,17 @@ impl VulkanContext {
     }
 
     /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset`, and waits.
+    /// `dst` is borrowed mutably: the GPU writes it, so no host view of it may be alive.
     pub fn copy_buffer(
         &self,
         src: &dyn AsVkBuffer,
         src_offset: u64,
-        dst: &dyn AsVkBuffer,
+        dst: &mut dyn AsVkBuffer,
         dst_offset: u64,
         size: u64,
     ) -> Result<()> {
         self.check_mine(src)?;
-        self.check_mine(dst)?;
+        self.check_mine(&*dst)?;
         layout::check_range(src_offset, size, "source buffer", src.vk_size())?;
         layout::check_range(dst_offset, size, "destination buffer", dst.vk_size())?;
         let region = [vk::BufferCopy {
@@ -106,15 +109,16 @@ impl VulkanContext {
     }
 
     /// Fills `size` bytes of `dst` at `offset` with the 32-bit word `value`, and waits.
-    /// Offset and size must be multiples of 4 (`vkCmdFillBuffer`).
+    /// Offset and size must be multiples of 4 (`vkCmdFillBuffer`). `dst` is borrowed
+    /// mutably: the GPU writes it, so no host view of it may be alive.
     pub fn fill_buffer(
         &self,
-        dst: &dyn AsVkBuffer,
+        dst: &mut dyn AsVkBuffer,
         offset: u64,
         size: u64,
         value: u32,
     ) -> Result<()> {
-        self.check_mine(dst)?;
+        self.check_mine(&*dst)?;
         layout::check_range(offset, size, "buffer", dst.vk_size())?;
         layout::check_aligned("offset", offset, 4, layout::AlignmentRule::VulkanBuffer)?;
         layout::check_aligned("size", size, 4, layout::AlignmentRule::VulkanBuffer)?;
@@ -139,18 +143,27 @@ struct PoolGuard<'a> {
     device: &'a ash::Device,
     pool: vk::CommandPool,
     fence: vk::Fence,
+    submitted: bool,
 }
 
 impl Drop for PoolGuard<'_> {
     fn drop(&mut self) {
-        // SAFETY: the submission (if any) was waited for, or failed and is not pending; if the
-        // wait itself failed, idle the device first so nothing destroyed is still in use.
-        unsafe {
-            if self.fence != vk::Fence::null()
-                && self.device.get_fence_status(self.fence) != Ok(true)
-            {
-                let _ = self.device.device_wait_idle();
+        if self.submitted {
+            // The submission (if any) was waited for, or failed and is not pending; if the
+            // wait itself failed, wait for this fence only (never the whole device), and leak
+            // rather than destroy what the GPU may still use.
+            // SAFETY: our fence, on this device.
+            let done = unsafe {
+                self.device
+                    .wait_for_fences(&[self.fence], true, 10_000_000_000)
+            };
+            if let Err(e) = done {
+                log::error!("one-shot submission did not finish ({e}); leaking its command pool");
+                return;
             }
+        }
+        // SAFETY: nothing submitted from the pool is pending (waited above).
+        unsafe {
             self.device.destroy_fence(self.fence, None);
             self.device.destroy_command_pool(self.pool, None);
         }

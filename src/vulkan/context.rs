@@ -2,11 +2,14 @@
 //! needs, or wrapped from an engine that already owns them.
 
 use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use ash::{ext, khr, vk};
+use ash::{ext, vk};
 
-use crate::error::{Error, Result, VkResultExt};
+use crate::error::{ApiVersion, Error, ExtensionState, Result, VkResultExt};
+use crate::platform::{self, MEMORY_EXTENSION, SEMAPHORE_EXTENSION};
 use crate::Uuid;
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
@@ -69,8 +72,6 @@ pub struct Capabilities {
     pub external_semaphore: bool,
     /// `VK_EXT_external_memory_host`.
     pub external_memory_host: bool,
-    /// The `timelineSemaphore` feature is enabled.
-    pub timeline_semaphore: bool,
     /// The `sparseBinding` feature is enabled and the queue can bind sparse memory.
     pub sparse_binding: bool,
 }
@@ -107,22 +108,9 @@ impl DeviceInfo {
 
 /// Extension loaders, present where the extension is enabled.
 pub(crate) struct DeviceExtensions {
-    #[cfg(unix)]
-    pub memory_fd: Option<khr::external_memory_fd::Device>,
-    #[cfg(unix)]
-    pub semaphore_fd: Option<khr::external_semaphore_fd::Device>,
-    #[cfg(windows)]
-    pub memory_win32: Option<khr::external_memory_win32::Device>,
-    #[cfg(windows)]
-    pub semaphore_win32: Option<khr::external_semaphore_win32::Device>,
+    pub memory: Option<platform::MemoryLoader>,
+    pub semaphore: Option<platform::SemaphoreLoader>,
     pub memory_host: Option<ext::external_memory_host::Device>,
-}
-
-/// Device features the bridge uses, as enabled on the device.
-#[derive(Debug, Clone, Copy)]
-struct EnabledFeatures {
-    timeline_semaphore: bool,
-    sparse_binding: bool,
 }
 
 /// Messages the validation layer reported, shared with its callback.
@@ -135,11 +123,68 @@ struct DebugMessenger {
     log: Box<MessageLog>,
 }
 
+/// The context's own timeline, signalled by every submission made through
+/// [`VulkanContext::submit_with_semaphores`] with its submission number, so that an object's
+/// drop can wait for exactly the submissions that used it.
+pub(crate) struct Progress {
+    pub semaphore: vk::Semaphore,
+    last: AtomicU64,
+}
+
+impl Progress {
+    /// The number of the last accepted submission.
+    pub fn last_submitted(&self) -> u64 {
+        self.last.load(Ordering::Acquire)
+    }
+    /// Records that submission `number` was accepted (called under the queue lock).
+    pub fn submitted(&self, number: u64) {
+        self.last.store(number, Ordering::Release);
+    }
+}
+
+/// An engine's Vulkan objects, for [`VulkanContext::from_existing`].
+pub struct ExistingVulkan<'a> {
+    /// The loaded entry points the engine uses.
+    pub entry: ash::Entry,
+    /// The engine's instance.
+    pub instance: ash::Instance,
+    /// The `apiVersion` the engine created the instance with (`VkApplicationInfo`): it bounds
+    /// which core functions exist, whatever the physical device supports.
+    pub api_version: u32,
+    /// The physical device of `device`.
+    pub physical_device: vk::PhysicalDevice,
+    /// The engine's logical device.
+    pub device: ash::Device,
+    /// The queue family of `queue`.
+    pub queue_family_index: u32,
+    /// A queue the bridge may submit to (never concurrently with the engine).
+    pub queue: vk::Queue,
+    /// The device extensions the engine enabled.
+    pub enabled_extensions: &'a [&'a CStr],
+    /// Whether the engine enabled the `timelineSemaphore` feature (required).
+    pub timeline_semaphore_enabled: bool,
+}
+
+/// The parts [`VulkanContext::assemble`] puts together.
+struct Parts {
+    entry: ash::Entry,
+    instance: ash::Instance,
+    debug: Option<DebugMessenger>,
+    physical_device: vk::PhysicalDevice,
+    device: ash::Device,
+    queue_family_index: u32,
+    queue: vk::Queue,
+    enabled: Vec<CString>,
+    sparse_binding: bool,
+    owned: bool,
+}
+
 /// A Vulkan instance + physical device + logical device + one queue, ready for interop.
 ///
 /// Created by [`VulkanContext::new`] (owns and destroys everything) or wrapped from an
-/// engine's objects by [`VulkanContext::from_existing`] (destroys nothing). Shared as
-/// `Arc<VulkanContext>`: every object made from it holds the Arc, so the device outlives them.
+/// engine's objects by [`VulkanContext::from_existing`] (destroys nothing of the engine's).
+/// Shared as `Arc<VulkanContext>`: every object made from it holds the Arc, so the device
+/// outlives them.
 pub struct VulkanContext {
     entry: ash::Entry,
     instance: ash::Instance,
@@ -150,141 +195,52 @@ pub struct VulkanContext {
     queue: Mutex<vk::Queue>,
     memory_properties: vk::PhysicalDeviceMemoryProperties,
     info: DeviceInfo,
+    supported_extensions: Vec<CString>,
     pub(crate) ext: DeviceExtensions,
+    pub(crate) progress: Progress,
     owned: bool,
 }
 
-/// The device extension that exports memory on this platform.
-pub const MEMORY_EXTENSION: &CStr = if cfg!(windows) {
-    khr::external_memory_win32::NAME
-} else {
-    khr::external_memory_fd::NAME
-};
-/// The device extension that exports semaphores on this platform.
-pub const SEMAPHORE_EXTENSION: &CStr = if cfg!(windows) {
-    khr::external_semaphore_win32::NAME
-} else {
-    khr::external_semaphore_fd::NAME
-};
+/// Device-level functions above Vulkan 1.0 the crate calls: each must resolve on a wrapped
+/// device before the crate accepts it (ash turns an unresolved one into an abort).
+const DEVICE_FUNCTIONS: [&CStr; 6] = [
+    c"vkGetBufferMemoryRequirements2",
+    c"vkGetSemaphoreCounterValue",
+    c"vkWaitSemaphores",
+    c"vkSignalSemaphore",
+    c"vkBindBufferMemory2",
+    c"vkGetDeviceQueue2",
+];
+/// Instance-level functions above Vulkan 1.0 the crate calls.
+const INSTANCE_FUNCTIONS: [&CStr; 4] = [
+    c"vkGetPhysicalDeviceProperties2",
+    c"vkGetPhysicalDeviceFeatures2",
+    c"vkGetPhysicalDeviceExternalBufferProperties",
+    c"vkGetPhysicalDeviceExternalSemaphoreProperties",
+];
 
 impl VulkanContext {
     /// Creates an instance and a device with what interop needs: the platform's external
     /// memory extension (required), external semaphore and host-memory extensions (where
-    /// supported) and timeline semaphores.
+    /// supported), timeline semaphores (required) and sparse binding (where supported).
     pub fn new(config: VulkanConfig) -> Result<Arc<Self>> {
-        // SAFETY: loading the system Vulkan loader runs its initialisers; nothing else is
-        // loaded into the process by it that we rely on being absent.
-        let entry =
-            unsafe { ash::Entry::load() }.map_err(|e| Error::VulkanLoader(e.to_string()))?;
-        // SAFETY: entry is a loaded Vulkan entry point.
-        let version = unsafe { entry.try_enumerate_instance_version() }
-            .vk("vkEnumerateInstanceVersion")?
-            .unwrap_or(vk::API_VERSION_1_0);
-        if version < MIN_API_VERSION {
-            return Err(Error::ApiVersion {
-                found: version_string(version),
-                required: version_string(MIN_API_VERSION),
-            });
-        }
-
-        let validation = config.validation;
-        let layer_present = validation != Validation::Off && layer_available(&entry)?;
-        if validation == Validation::Required && !layer_present {
-            return Err(Error::ValidationLayerMissing);
-        }
-        let layers: Vec<*const i8> = if layer_present {
-            vec![VALIDATION_LAYER.as_ptr()]
-        } else {
-            vec![]
-        };
-        let mut instance_exts: Vec<*const i8> = config
-            .instance_extensions
-            .iter()
-            .map(|e| e.as_ptr())
-            .collect();
-        if layer_present {
-            instance_exts.push(ext::debug_utils::NAME.as_ptr());
-        }
-        let app = vk::ApplicationInfo::default()
-            .application_name(c"cuvk")
-            .api_version(MIN_API_VERSION);
-        let create = vk::InstanceCreateInfo::default()
-            .application_info(&app)
-            .enabled_layer_names(&layers)
-            .enabled_extension_names(&instance_exts);
-        // SAFETY: create info and the strings it points to live across the call.
-        let instance = unsafe { entry.create_instance(&create, None) }.vk("vkCreateInstance")?;
-        let mut guard = InstanceGuard {
-            instance: Some(instance),
-            debug: None,
-        };
-        if layer_present {
-            guard.debug = Some(create_messenger(&entry, guard.instance_ref()?)?);
-        }
-
-        let physical_device = choose_physical_device(guard.instance_ref()?, config.device)?;
-        let instance_ref = guard.instance_ref()?;
-        let queue_family_index = choose_queue_family(instance_ref, physical_device)?;
-        let supported = supported_device_extensions(instance_ref, physical_device)?;
-        if !supported.iter().any(|e| e.as_c_str() == MEMORY_EXTENSION) {
-            return Err(Error::MissingExtension {
-                extension: MEMORY_EXTENSION.to_string_lossy().into_owned(),
-                state: "not supported by the device",
-                needed_for: "sharing memory with CUDA",
-            });
-        }
-        let mut enable: Vec<&CStr> = vec![MEMORY_EXTENSION];
-        for &wanted in &config.device_extensions {
-            if !supported.iter().any(|e| e.as_c_str() == wanted) {
-                return Err(Error::MissingExtension {
-                    extension: wanted.to_string_lossy().into_owned(),
-                    state: "not supported by the device",
-                    needed_for: "the caller's request",
-                });
-            }
-            enable.push(wanted);
-        }
-        for optional in [SEMAPHORE_EXTENSION, ext::external_memory_host::NAME] {
-            if supported.iter().any(|e| e.as_c_str() == optional) {
-                enable.push(optional);
-            }
-        }
-        let enable_ptrs: Vec<*const i8> = enable.iter().map(|e| e.as_ptr()).collect();
-
-        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
-        let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
-        // SAFETY: valid instance and physical device; the chain is well formed.
-        unsafe { instance_ref.get_physical_device_features2(physical_device, &mut f2) };
-        let sparse_feature = f2.features.sparse_binding == vk::TRUE;
-        let timeline = f12.timeline_semaphore == vk::TRUE;
-        // SAFETY: valid physical device.
-        let families =
-            unsafe { instance_ref.get_physical_device_queue_family_properties(physical_device) };
-        let sparse = sparse_feature
-            && families[queue_family_index as usize]
-                .queue_flags
-                .contains(vk::QueueFlags::SPARSE_BINDING);
-        let features = vk::PhysicalDeviceFeatures::default().sparse_binding(sparse);
-        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default()
-            .timeline_semaphore(timeline)
-            .buffer_device_address(false);
-        let priorities = [1.0f32];
-        let queue_info = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(queue_family_index)
-            .queue_priorities(&priorities)];
-        let device_info = vk::DeviceCreateInfo::default()
-            .queue_create_infos(&queue_info)
-            .enabled_extension_names(&enable_ptrs)
-            .enabled_features(&features)
-            .push_next(&mut enable12);
-        // SAFETY: the physical device came from this instance; all pointers live across the call.
-        let device = unsafe { instance_ref.create_device(physical_device, &device_info, None) }
-            .vk("vkCreateDevice")?;
+        let entry = load_entry()?;
+        let guard = create_instance(&entry, &config)?;
+        let instance = guard.instance_ref()?;
+        let physical_device = choose_physical_device(instance, config.device)?;
+        check_device_version(instance, physical_device)?;
+        let queue_family_index = choose_queue_family(instance, physical_device)?;
+        let plan = DevicePlan::new(
+            instance,
+            physical_device,
+            queue_family_index,
+            &config.device_extensions,
+        )?;
+        let device = plan.create(instance, physical_device, queue_family_index)?;
         // SAFETY: the queue family was requested with one queue at index 0.
         let queue = unsafe { device.get_device_queue(queue_family_index, 0) };
-
         let (instance, debug) = guard.release()?;
-        Ok(Arc::new(Self::assemble(
+        Self::assemble(Parts {
             entry,
             instance,
             debug,
@@ -292,138 +248,84 @@ impl VulkanContext {
             device,
             queue_family_index,
             queue,
-            &enable,
-            EnabledFeatures {
-                timeline_semaphore: timeline,
-                sparse_binding: sparse,
-            },
-            true,
-        )))
+            enabled: plan.extensions.iter().map(|&e| e.to_owned()).collect(),
+            sparse_binding: plan.sparse_binding,
+            owned: true,
+        })
     }
 
-    /// Wraps an instance, physical device and device that the caller (an engine) owns.
-    ///
-    /// `enabled_extensions` lists the device extensions the caller enabled; the bridge checks
-    /// that the platform's external memory extension is among them and that its entry points
-    /// resolve, and records the optional ones. Nothing is destroyed when the context drops.
+    /// Wraps an instance, physical device and device that the caller (an engine) owns,
+    /// after checking everything the crate will need of them: Vulkan 1.2 for the instance
+    /// and the physical device, the platform's external memory extension enabled, the
+    /// `timelineSemaphore` feature enabled, and every function the crate calls resolving.
+    /// Nothing of the engine's is destroyed when the context drops.
     ///
     /// # Safety
-    /// `instance`, `physical_device`, `device` and `queue` must be valid, belong together,
-    /// and outlive the returned context and everything made from it; `queue` must belong to
-    /// `queue_family_index`; `enabled_extensions` and `timeline_semaphore_enabled` must be what
-    /// the device was really created with. The caller must not use `queue` concurrently with
+    /// The handles must be valid, belong together, and outlive the returned context and
+    /// everything made from it; `queue` must belong to `queue_family_index`; `api_version`,
+    /// `enabled_extensions` and `timeline_semaphore_enabled` must be what the instance and
+    /// device were really created with. The caller must not use `queue` concurrently with
     /// the bridge's submissions (the bridge locks its own access only).
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn from_existing(
-        entry: ash::Entry,
-        instance: ash::Instance,
-        physical_device: vk::PhysicalDevice,
-        device: ash::Device,
-        queue_family_index: u32,
-        queue: vk::Queue,
-        enabled_extensions: &[&CStr],
-        timeline_semaphore_enabled: bool,
-    ) -> Result<Arc<Self>> {
-        if !enabled_extensions.contains(&MEMORY_EXTENSION) {
-            return Err(Error::MissingExtension {
-                extension: MEMORY_EXTENSION.to_string_lossy().into_owned(),
-                state: "not enabled on the device",
-                needed_for: "sharing memory with CUDA",
-            });
-        }
-        let ctx = Self::assemble(
-            entry,
-            instance,
-            None,
-            physical_device,
-            device,
-            queue_family_index,
-            queue,
-            enabled_extensions,
-            EnabledFeatures {
-                timeline_semaphore: timeline_semaphore_enabled,
-                // Not known for an engine's device: sparse views are not offered there.
-                sparse_binding: false,
-            },
-            false,
-        );
-        // A device whose extension is not really enabled resolves no entry point for it.
-        let probe = if cfg!(windows) {
-            c"vkGetMemoryWin32HandleKHR"
-        } else {
-            c"vkGetMemoryFdKHR"
-        };
-        // SAFETY: the caller promised `device` is valid for this instance.
-        let fp = unsafe {
-            ctx.instance
-                .get_device_proc_addr(ctx.device.handle(), probe.as_ptr())
-        };
-        if fp.is_none() {
-            return Err(Error::MissingExtension {
-                extension: MEMORY_EXTENSION.to_string_lossy().into_owned(),
-                state: "not enabled on the device",
-                needed_for: "sharing memory with CUDA",
-            });
-        }
-        Ok(Arc::new(ctx))
+    pub unsafe fn from_existing(existing: ExistingVulkan<'_>) -> Result<Arc<Self>> {
+        // SAFETY: forwarded from the caller.
+        unsafe { validate_existing(&existing) }?;
+        Self::assemble(Parts {
+            entry: existing.entry,
+            instance: existing.instance,
+            debug: None,
+            physical_device: existing.physical_device,
+            device: existing.device,
+            queue_family_index: existing.queue_family_index,
+            queue: existing.queue,
+            enabled: existing
+                .enabled_extensions
+                .iter()
+                .map(|&e| e.to_owned())
+                .collect(),
+            // Not known for an engine's device: sparse views are not offered there.
+            sparse_binding: false,
+            owned: false,
+        })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        entry: ash::Entry,
-        instance: ash::Instance,
-        debug: Option<DebugMessenger>,
-        physical_device: vk::PhysicalDevice,
-        device: ash::Device,
-        queue_family_index: u32,
-        queue: vk::Queue,
-        enabled: &[&CStr],
-        features: EnabledFeatures,
-        owned: bool,
-    ) -> Self {
-        let has = |name: &CStr| enabled.contains(&name);
+    fn assemble(parts: Parts) -> Result<Arc<Self>> {
+        let (instance, device) = (&parts.instance, &parts.device);
+        let has = |name: &CStr| parts.enabled.iter().any(|e| e.as_c_str() == name);
         let ext = DeviceExtensions {
-            #[cfg(unix)]
-            memory_fd: has(khr::external_memory_fd::NAME)
-                .then(|| khr::external_memory_fd::Device::new(&instance, &device)),
-            #[cfg(unix)]
-            semaphore_fd: has(khr::external_semaphore_fd::NAME)
-                .then(|| khr::external_semaphore_fd::Device::new(&instance, &device)),
-            #[cfg(windows)]
-            memory_win32: has(khr::external_memory_win32::NAME)
-                .then(|| khr::external_memory_win32::Device::new(&instance, &device)),
-            #[cfg(windows)]
-            semaphore_win32: has(khr::external_semaphore_win32::NAME)
-                .then(|| khr::external_semaphore_win32::Device::new(&instance, &device)),
+            memory: has(MEMORY_EXTENSION).then(|| platform::MemoryLoader::new(instance, device)),
+            semaphore: has(SEMAPHORE_EXTENSION)
+                .then(|| platform::SemaphoreLoader::new(instance, device)),
             memory_host: has(ext::external_memory_host::NAME)
-                .then(|| ext::external_memory_host::Device::new(&instance, &device)),
+                .then(|| ext::external_memory_host::Device::new(instance, device)),
         };
         let capabilities = Capabilities {
-            external_memory: has(MEMORY_EXTENSION),
-            external_semaphore: has(SEMAPHORE_EXTENSION),
-            external_memory_host: has(ext::external_memory_host::NAME),
-            timeline_semaphore: features.timeline_semaphore,
-            sparse_binding: features.sparse_binding,
+            external_memory: ext.memory.is_some(),
+            external_semaphore: ext.semaphore.is_some(),
+            external_memory_host: ext.memory_host.is_some(),
+            sparse_binding: parts.sparse_binding,
         };
-        let info = device_info(&instance, physical_device, capabilities);
+        let info = device_info(instance, parts.physical_device, capabilities);
         // SAFETY: valid physical device of this instance.
         let memory_properties =
-            unsafe { instance.get_physical_device_memory_properties(physical_device) };
-        Self {
-            entry,
-            instance,
-            debug,
-            physical_device,
-            device,
-            queue_family_index,
-            queue: Mutex::new(queue),
+            unsafe { instance.get_physical_device_memory_properties(parts.physical_device) };
+        let supported_extensions = supported_device_extensions(instance, parts.physical_device)?;
+        let progress = create_progress(device)?;
+        Ok(Arc::new(Self {
+            entry: parts.entry,
+            instance: parts.instance,
+            debug: parts.debug,
+            physical_device: parts.physical_device,
+            device: parts.device,
+            queue_family_index: parts.queue_family_index,
+            queue: Mutex::new(parts.queue),
             memory_properties,
             info,
+            supported_extensions,
             ext,
-            owned,
-        }
+            progress,
+            owned: parts.owned,
+        }))
     }
-
     /// The loaded Vulkan entry points.
     pub fn entry(&self) -> &ash::Entry {
         &self.entry
@@ -489,23 +391,72 @@ impl VulkanContext {
                     .contains(required)
         })
     }
+
+    /// Whether an extension the device lacks is missing from the device or only from the
+    /// extensions enabled on it.
+    pub fn extension_state(&self, name: &CStr) -> ExtensionState {
+        if self
+            .supported_extensions
+            .iter()
+            .any(|e| e.as_c_str() == name)
+        {
+            ExtensionState::NotEnabled
+        } else {
+            ExtensionState::NotSupported
+        }
+    }
+
+    /// Waits on the host until submission `number` of [`Self::submit_with_semaphores`] (and
+    /// every earlier one) has completed; 0 means none.
+    pub(crate) fn wait_submissions(&self, number: u64, timeout: Duration) -> Result<()> {
+        if number == 0 {
+            return Ok(());
+        }
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let sems = [self.progress.semaphore];
+        let values = [number];
+        let info = vk::SemaphoreWaitInfo::default()
+            .semaphores(&sems)
+            .values(&values);
+        // SAFETY: the progress timeline is a live semaphore of this device.
+        match unsafe { self.device.wait_semaphores(&info, timeout_ns) } {
+            Ok(()) => Ok(()),
+            Err(vk::Result::TIMEOUT) => Err(Error::Timeout {
+                what: "the submissions that used an object",
+                timeout_ns,
+            }),
+            Err(result) => Err(Error::vulkan("vkWaitSemaphores", result)),
+        }
+    }
 }
 
 impl Drop for VulkanContext {
     fn drop(&mut self) {
-        if !self.owned {
+        // Every object made from this context holds an Arc to it, so none is alive now.
+        if self.owned {
+            // SAFETY: we created the device and instance; waiting idle first makes their
+            // destruction legal.
+            unsafe {
+                let _ = self.device.device_wait_idle();
+                self.device.destroy_semaphore(self.progress.semaphore, None);
+                self.device.destroy_device(None);
+                if let Some(d) = self.debug.take() {
+                    d.loader.destroy_debug_utils_messenger(d.messenger, None);
+                }
+                self.instance.destroy_instance(None);
+            }
             return;
         }
-        // SAFETY: we created the device and instance; every object made from them holds an
-        // Arc to this context, so none is alive now. Waiting idle first makes destruction legal.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            self.device.destroy_device(None);
-            if let Some(d) = self.debug.take() {
-                d.loader.destroy_debug_utils_messenger(d.messenger, None);
-            }
-            self.instance.destroy_instance(None);
+        // An engine's device: wait for our own submissions only, then free what we made.
+        let last = self.progress.last_submitted();
+        if let Err(e) = self.wait_submissions(last, Duration::from_secs(10)) {
+            log::error!(
+                "VulkanContext dropped with submissions pending ({e}); leaking its timeline"
+            );
+            return;
         }
+        // SAFETY: our own semaphore; every submission that signals it has completed.
+        unsafe { self.device.destroy_semaphore(self.progress.semaphore, None) };
     }
 }
 
@@ -544,13 +495,238 @@ impl Drop for InstanceGuard {
     }
 }
 
-fn version_string(v: u32) -> String {
-    format!(
-        "{}.{}.{}",
-        vk::api_version_major(v),
-        vk::api_version_minor(v),
-        vk::api_version_patch(v)
-    )
+fn load_entry() -> Result<ash::Entry> {
+    // SAFETY: loading the system Vulkan loader runs its initialisers; nothing else is
+    // loaded into the process by it that we rely on being absent.
+    let entry = unsafe { ash::Entry::load() }.map_err(|e| Error::VulkanLoader(e.to_string()))?;
+    // SAFETY: entry is a loaded Vulkan entry point.
+    let version = unsafe { entry.try_enumerate_instance_version() }
+        .vk("vkEnumerateInstanceVersion")?
+        .unwrap_or(vk::API_VERSION_1_0);
+    if version < MIN_API_VERSION {
+        return Err(Error::ApiVersion {
+            what: "loader",
+            found: ApiVersion(version),
+            required: ApiVersion(MIN_API_VERSION),
+        });
+    }
+    Ok(entry)
+}
+
+fn create_instance(entry: &ash::Entry, config: &VulkanConfig) -> Result<InstanceGuard> {
+    let validation = config.validation;
+    let layer_present = validation != Validation::Off && layer_available(entry)?;
+    if validation == Validation::Required && !layer_present {
+        return Err(Error::ValidationLayerMissing);
+    }
+    let layers: Vec<*const i8> = if layer_present {
+        vec![VALIDATION_LAYER.as_ptr()]
+    } else {
+        vec![]
+    };
+    let mut instance_exts: Vec<*const i8> = config
+        .instance_extensions
+        .iter()
+        .map(|e| e.as_ptr())
+        .collect();
+    if layer_present {
+        instance_exts.push(ext::debug_utils::NAME.as_ptr());
+    }
+    let app = vk::ApplicationInfo::default()
+        .application_name(c"cuvk")
+        .api_version(MIN_API_VERSION);
+    let create = vk::InstanceCreateInfo::default()
+        .application_info(&app)
+        .enabled_layer_names(&layers)
+        .enabled_extension_names(&instance_exts);
+    // SAFETY: create info and the strings it points to live across the call.
+    let instance = unsafe { entry.create_instance(&create, None) }.vk("vkCreateInstance")?;
+    let mut guard = InstanceGuard {
+        instance: Some(instance),
+        debug: None,
+    };
+    if layer_present {
+        guard.debug = Some(create_messenger(entry, guard.instance_ref()?)?);
+    }
+    Ok(guard)
+}
+
+fn check_device_version(instance: &ash::Instance, pd: vk::PhysicalDevice) -> Result<()> {
+    // SAFETY: valid physical device of this instance (a Vulkan 1.0 query).
+    let found = unsafe { instance.get_physical_device_properties(pd) }.api_version;
+    if found < MIN_API_VERSION {
+        return Err(Error::ApiVersion {
+            what: "physical device",
+            found: ApiVersion(found),
+            required: ApiVersion(MIN_API_VERSION),
+        });
+    }
+    Ok(())
+}
+
+/// Which extensions and features a device created by [`VulkanContext::new`] gets.
+struct DevicePlan {
+    extensions: Vec<&'static CStr>,
+    sparse_binding: bool,
+}
+
+impl DevicePlan {
+    fn new(
+        instance: &ash::Instance,
+        pd: vk::PhysicalDevice,
+        queue_family_index: u32,
+        requested: &[&'static CStr],
+    ) -> Result<Self> {
+        let supported = supported_device_extensions(instance, pd)?;
+        let is_supported = |name: &CStr| supported.iter().any(|e| e.as_c_str() == name);
+        let missing = |name: &CStr, needed_for| Error::MissingExtension {
+            extension: name.to_string_lossy().into_owned(),
+            state: ExtensionState::NotSupported,
+            needed_for,
+        };
+        if !is_supported(MEMORY_EXTENSION) {
+            return Err(missing(MEMORY_EXTENSION, "sharing memory with CUDA"));
+        }
+        let mut extensions: Vec<&'static CStr> = vec![MEMORY_EXTENSION];
+        for &wanted in requested {
+            if !is_supported(wanted) {
+                return Err(missing(wanted, "the caller's request"));
+            }
+            extensions.push(wanted);
+        }
+        for optional in [SEMAPHORE_EXTENSION, ext::external_memory_host::NAME] {
+            if is_supported(optional) {
+                extensions.push(optional);
+            }
+        }
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
+        // SAFETY: valid instance and physical device (1.2, checked); the chain is well formed.
+        unsafe { instance.get_physical_device_features2(pd, &mut f2) };
+        let sparse_feature = f2.features.sparse_binding == vk::TRUE;
+        if f12.timeline_semaphore != vk::TRUE {
+            return Err(Error::Unsupported(
+                "the device has no timelineSemaphore feature (Vulkan 1.2)".into(),
+            ));
+        }
+        // SAFETY: valid physical device.
+        let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
+        let sparse_binding = sparse_feature
+            && families
+                .get(queue_family_index as usize)
+                .is_some_and(|f| f.queue_flags.contains(vk::QueueFlags::SPARSE_BINDING));
+        Ok(Self {
+            extensions,
+            sparse_binding,
+        })
+    }
+
+    fn create(
+        &self,
+        instance: &ash::Instance,
+        pd: vk::PhysicalDevice,
+        queue_family_index: u32,
+    ) -> Result<ash::Device> {
+        let names: Vec<*const i8> = self.extensions.iter().map(|e| e.as_ptr()).collect();
+        let features = vk::PhysicalDeviceFeatures::default().sparse_binding(self.sparse_binding);
+        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+        let priorities = [1.0f32];
+        let queue_info = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(queue_family_index)
+            .queue_priorities(&priorities)];
+        let device_info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queue_info)
+            .enabled_extension_names(&names)
+            .enabled_features(&features)
+            .push_next(&mut enable12);
+        // SAFETY: the physical device came from this instance; all pointers live across the call.
+        unsafe { instance.create_device(pd, &device_info, None) }.vk("vkCreateDevice")
+    }
+}
+
+/// Every check of [`VulkanContext::from_existing`], in an order that calls no function
+/// before it is known to exist.
+///
+/// # Safety
+/// As [`VulkanContext::from_existing`].
+unsafe fn validate_existing(e: &ExistingVulkan<'_>) -> Result<()> {
+    if e.api_version < MIN_API_VERSION {
+        return Err(Error::ApiVersion {
+            what: "instance",
+            found: ApiVersion(e.api_version),
+            required: ApiVersion(MIN_API_VERSION),
+        });
+    }
+    check_device_version(&e.instance, e.physical_device)?;
+    let extension = MEMORY_EXTENSION
+        .to_str()
+        .unwrap_or("the external memory extension");
+    if !e.enabled_extensions.contains(&MEMORY_EXTENSION) {
+        let supported = supported_device_extensions(&e.instance, e.physical_device)?;
+        return Err(Error::MissingExtension {
+            extension: extension.to_owned(),
+            state: if supported.iter().any(|s| s.as_c_str() == MEMORY_EXTENSION) {
+                ExtensionState::NotEnabled
+            } else {
+                ExtensionState::NotSupported
+            },
+            needed_for: "sharing memory with CUDA",
+        });
+    }
+    if !e.timeline_semaphore_enabled {
+        return Err(Error::FeatureNotEnabled {
+            feature: "timelineSemaphore",
+            needed_for: "ordering submissions and tracking when objects are free",
+        });
+    }
+    let missing = |function: &CStr, level| Error::MissingFunction {
+        function: function.to_string_lossy().into_owned(),
+        level,
+        required: ApiVersion(MIN_API_VERSION),
+        extension,
+    };
+    for name in INSTANCE_FUNCTIONS {
+        // SAFETY: a valid instance (caller's promise) and a NUL-terminated name.
+        let f = unsafe {
+            (e.entry.static_fn().get_instance_proc_addr)(e.instance.handle(), name.as_ptr())
+        };
+        if f.is_none() {
+            return Err(missing(name, "instance"));
+        }
+    }
+    let semaphore_fn = e
+        .enabled_extensions
+        .contains(&SEMAPHORE_EXTENSION)
+        .then_some(platform::EXTENSION_FUNCTIONS[1]);
+    let device_fns = DEVICE_FUNCTIONS
+        .iter()
+        .copied()
+        .chain([platform::EXTENSION_FUNCTIONS[0]])
+        .chain(semaphore_fn);
+    for name in device_fns {
+        // SAFETY: a valid device of this instance (caller's promise), a NUL-terminated name.
+        let f = unsafe {
+            e.instance
+                .get_device_proc_addr(e.device.handle(), name.as_ptr())
+        };
+        if f.is_none() {
+            return Err(missing(name, "device"));
+        }
+    }
+    Ok(())
+}
+
+fn create_progress(device: &ash::Device) -> Result<Progress> {
+    let mut type_info = vk::SemaphoreTypeCreateInfo::default()
+        .semaphore_type(vk::SemaphoreType::TIMELINE)
+        .initial_value(0);
+    let info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
+    // SAFETY: a valid device with timelineSemaphore enabled (checked by both constructors).
+    let semaphore = unsafe { device.create_semaphore(&info, None) }.vk("vkCreateSemaphore")?;
+    Ok(Progress {
+        semaphore,
+        last: AtomicU64::new(0),
+    })
 }
 
 fn layer_available(entry: &ash::Entry) -> Result<bool> {
@@ -574,7 +750,7 @@ unsafe extern "system" fn debug_callback(
         .map(|m| m.to_string_lossy().into_owned())
         .unwrap_or_default();
     let line = format!("[{severity:?} {kind:?}] {message}");
-    eprintln!("vulkan validation: {line}");
+    log::warn!("vulkan validation: {line}");
     // SAFETY: `user` is the Box<MessageLog> that lives until after the messenger is destroyed.
     if let Some(log) = unsafe { (user as *const MessageLog).as_ref() } {
         log.lock().unwrap_or_else(|p| p.into_inner()).push(line);

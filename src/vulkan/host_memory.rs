@@ -40,9 +40,9 @@ impl<'a> HostImportedBuffer<'a> {
             .ext
             .memory_host
             .as_ref()
-            .ok_or(Error::MissingExtension {
+            .ok_or_else(|| Error::MissingExtension {
                 extension: "VK_EXT_external_memory_host".into(),
-                state: "not supported by the device",
+                state: ctx.extension_state(ash::ext::external_memory_host::NAME),
                 needed_for: "importing host memory",
             })?;
         let align = ctx

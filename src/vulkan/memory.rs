@@ -4,10 +4,35 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use crate::error::{Error, Result, VkResultExt};
-use crate::handle::{OwnedExternalHandle, MEMORY_HANDLE_TYPE};
+use crate::error::{Error, Importer, Result, VkResultExt};
 use crate::layout::{self, AlignmentRule};
+use crate::platform::{self, OwnedExternalHandle, MEMORY_EXTENSION, MEMORY_HANDLE_TYPE};
 use crate::vulkan::VulkanContext;
+
+/// Whether a buffer's memory is shared with another API or device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExternalUse {
+    /// An ordinary buffer.
+    #[default]
+    None,
+    /// Its memory will be exported (to CUDA): created with `VkExternalMemoryBufferCreateInfo`
+    /// for this platform's handle type, after checking the device can export such a buffer.
+    Export,
+    /// Its memory will be imported (from CUDA or another device), after checking the device
+    /// can import such a buffer.
+    Import,
+}
+
+/// How to create a [`Buffer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferDesc {
+    /// Size in bytes (at least 1).
+    pub size: u64,
+    /// Usage flags.
+    pub usage: vk::BufferUsageFlags,
+    /// Whether its memory is shared.
+    pub external: ExternalUse,
+}
 
 /// What a buffer needs from the memory it is bound to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,37 +61,26 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// Creates a buffer of `size` bytes. With `exportable`, it is created with
-    /// `VkExternalMemoryBufferCreateInfo` for this platform's handle type, after checking
-    /// that the device can export such a buffer.
-    pub fn new(
-        ctx: &Arc<VulkanContext>,
-        size: u64,
-        usage: vk::BufferUsageFlags,
-        exportable: bool,
-    ) -> Result<Self> {
-        if exportable {
-            Self::with_handle_types(
-                ctx,
-                size,
-                usage,
-                MEMORY_HANDLE_TYPE,
-                vk::ExternalMemoryFeatureFlags::EXPORTABLE,
-            )
-        } else {
-            Self::with_handle_types(
-                ctx,
-                size,
-                usage,
+    /// Creates a buffer as `desc` says.
+    pub fn new(ctx: &Arc<VulkanContext>, desc: BufferDesc) -> Result<Self> {
+        let (external, needed) = match desc.external {
+            ExternalUse::None => (
                 vk::ExternalMemoryHandleTypeFlags::empty(),
                 vk::ExternalMemoryFeatureFlags::empty(),
-            )
-        }
+            ),
+            ExternalUse::Export => (
+                MEMORY_HANDLE_TYPE,
+                vk::ExternalMemoryFeatureFlags::EXPORTABLE,
+            ),
+            ExternalUse::Import => (
+                MEMORY_HANDLE_TYPE,
+                vk::ExternalMemoryFeatureFlags::IMPORTABLE,
+            ),
+        };
+        Self::with_handle_types(ctx, desc.size, desc.usage, external, needed)
     }
 
-    /// Creates a buffer for external memory of `external` handle types (none: an ordinary
-    /// buffer), after checking the device offers `needed` features for it.
-    pub fn with_handle_types(
+    pub(crate) fn with_handle_types(
         ctx: &Arc<VulkanContext>,
         size: u64,
         usage: vk::BufferUsageFlags,
@@ -154,8 +168,21 @@ impl Buffer {
     /// Checks every rule of `vkBindBufferMemory` that the bridge can see, then binds.
     pub fn bind(self, memory: Arc<DeviceMemory>, offset: u64) -> Result<BoundBuffer> {
         self.validate_bind(&memory, offset)?;
-        // SAFETY: validated above: same device, offset aligned and in range, allowed memory
-        // type, compatible handle types, dedicated rules respected; the buffer is unbound.
+        // SAFETY: validated just above.
+        unsafe { self.bind_unchecked(memory, offset) }
+    }
+
+    /// Binds without checking.
+    ///
+    /// # Safety
+    /// [`Self::validate_bind`] must have accepted `memory` and `offset`.
+    pub(crate) unsafe fn bind_unchecked(
+        self,
+        memory: Arc<DeviceMemory>,
+        offset: u64,
+    ) -> Result<BoundBuffer> {
+        // SAFETY: validated by the caller: same device, offset aligned and in range, allowed
+        // memory type, compatible handle types, dedicated rules respected; the buffer is unbound.
         unsafe {
             self.ctx
                 .device()
@@ -169,7 +196,9 @@ impl Buffer {
         })
     }
 
-    fn validate_bind(&self, memory: &DeviceMemory, offset: u64) -> Result<()> {
+    /// Every rule of `vkBindBufferMemory` the bridge can see: same device, dedicated rules,
+    /// memory type, offset alignment and range, handle types.
+    pub(crate) fn validate_bind(&self, memory: &DeviceMemory, offset: u64) -> Result<()> {
         if !self.ctx.same_device(&memory.ctx) {
             return Err(Error::WrongDevice(
                 "the buffer and the memory belong to different Vulkan devices",
@@ -284,13 +313,7 @@ impl DeviceMemory {
                 });
             }
         }
-        let type_index = ctx
-            .find_memory_type(info.memory_type_bits, info.properties)
-            .ok_or(Error::NoMemoryType {
-                type_bits: info.memory_type_bits,
-                required: info.properties,
-                exportable: info.exportable,
-            })?;
+        let type_index = memory_type_for(ctx, &info)?;
         let handle_types = if info.exportable {
             MEMORY_HANDLE_TYPE
         } else {
@@ -390,7 +413,18 @@ impl DeviceMemory {
                 handle_type: MEMORY_HANDLE_TYPE,
             });
         }
-        export_platform(&self.ctx, self.memory)
+        let loader = self
+            .ctx
+            .ext
+            .memory
+            .as_ref()
+            .ok_or_else(|| Error::MissingExtension {
+                extension: MEMORY_EXTENSION.to_string_lossy().into_owned(),
+                state: self.ctx.extension_state(MEMORY_EXTENSION),
+                needed_for: "exporting memory",
+            })?;
+        // SAFETY: our live allocation, allocated exportable as this platform's type (checked).
+        unsafe { platform::vk_export_memory(loader, self.memory) }
     }
 
     /// The raw handle.
@@ -420,8 +454,9 @@ impl DeviceMemory {
 
     /// Copies `dst.len()` bytes at `offset` out of host-visible memory.
     ///
-    /// Call it only after the GPU work that wrote the range completed (a fence wait).
-    pub fn read_bytes(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+    /// Crate-internal: only owners that exclude GPU writes while they read (a [`HostBuffer`],
+    /// whose copy helpers take `&mut`) call it.
+    pub(crate) fn read_bytes(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         let range = layout::check_range(offset, dst.len() as u64, "memory", self.size)?;
         let ptr = self
             .mapped
@@ -439,7 +474,7 @@ impl DeviceMemory {
     }
 
     /// Copies `src` into host-visible memory at `offset`.
-    pub fn write_bytes(&mut self, offset: u64, src: &[u8]) -> Result<()> {
+    pub(crate) fn write_bytes(&mut self, offset: u64, src: &[u8]) -> Result<()> {
         let range = layout::check_range(offset, src.len() as u64, "memory", self.size)?;
         let ptr = self
             .mapped
@@ -464,45 +499,39 @@ impl Drop for DeviceMemory {
     }
 }
 
-#[cfg(unix)]
-fn export_platform(ctx: &VulkanContext, memory: vk::DeviceMemory) -> Result<OwnedExternalHandle> {
-    use std::os::fd::FromRawFd;
-    let loader = ctx.ext.memory_fd.as_ref().ok_or(Error::MissingExtension {
-        extension: "VK_KHR_external_memory_fd".into(),
-        state: "not enabled on the device",
-        needed_for: "exporting memory",
-    })?;
-    let info = vk::MemoryGetFdInfoKHR::default()
-        .memory(memory)
-        .handle_type(MEMORY_HANDLE_TYPE);
-    // SAFETY: memory was allocated exportable as OPAQUE_FD (checked by the caller).
-    let fd = unsafe { loader.get_memory_fd(&info) }.vk("vkGetMemoryFdKHR")?;
-    // SAFETY: vkGetMemoryFdKHR returns a new descriptor that the caller owns.
-    Ok(unsafe { OwnedExternalHandle::from_raw_fd(fd) })
+/// The first memory type allowed by `info` whose heap can hold `info.size` bytes: a request
+/// larger than every candidate heap is refused here, never by `vkAllocateMemory`.
+fn memory_type_for(ctx: &VulkanContext, info: &AllocateInfo) -> Result<u32> {
+    let props = ctx.memory_properties();
+    let candidates: Vec<u32> = (0..props.memory_type_count)
+        .filter(|&i| {
+            info.memory_type_bits & (1 << i) != 0
+                && props.memory_types[i as usize]
+                    .property_flags
+                    .contains(info.properties)
+        })
+        .collect();
+    let heap_of = |i: u32| props.memory_types[i as usize].heap_index;
+    let heap_size = |i: u32| props.memory_heaps[heap_of(i) as usize].size;
+    match candidates.iter().find(|&&i| info.size <= heap_size(i)) {
+        Some(&i) => Ok(i),
+        None => match candidates.first() {
+            Some(&i) => Err(Error::ExceedsHeap {
+                size: info.size,
+                memory_type: i,
+                heap_index: heap_of(i),
+                heap_size: heap_size(i),
+            }),
+            None => Err(Error::NoMemoryType {
+                type_bits: info.memory_type_bits,
+                required: info.properties,
+                exportable: info.exportable,
+            }),
+        },
+    }
 }
 
-#[cfg(windows)]
-fn export_platform(ctx: &VulkanContext, memory: vk::DeviceMemory) -> Result<OwnedExternalHandle> {
-    use std::os::windows::io::FromRawHandle;
-    let loader = ctx
-        .ext
-        .memory_win32
-        .as_ref()
-        .ok_or(Error::MissingExtension {
-            extension: "VK_KHR_external_memory_win32".into(),
-            state: "not enabled on the device",
-            needed_for: "exporting memory",
-        })?;
-    let info = vk::MemoryGetWin32HandleInfoKHR::default()
-        .memory(memory)
-        .handle_type(MEMORY_HANDLE_TYPE);
-    // SAFETY: memory was allocated exportable as OPAQUE_WIN32 (checked by the caller).
-    let h = unsafe { loader.get_memory_win32_handle(&info) }.vk("vkGetMemoryWin32HandleKHR")?;
-    // SAFETY: an OPAQUE_WIN32 export is a new NT handle the caller owns and must close.
-    Ok(unsafe { OwnedExternalHandle::from_raw_handle(h as _) })
-}
-
-#[cfg(unix)]
+/// `vkAllocateMemory` importing `handle`; the handle's ownership follows the platform rule.
 fn import_platform(
     ctx: &VulkanContext,
     handle: OwnedExternalHandle,
@@ -510,51 +539,19 @@ fn import_platform(
     type_index: u32,
     dedicated: Option<&mut vk::MemoryDedicatedAllocateInfo<'_>>,
 ) -> Result<vk::DeviceMemory> {
-    use std::os::fd::{AsRawFd, IntoRawFd};
-    let handle = crate::handle::check_open(handle)?;
-    let mut import = vk::ImportMemoryFdInfoKHR::default()
-        .handle_type(MEMORY_HANDLE_TYPE)
-        .fd(handle.as_raw_fd());
-    let mut alloc = vk::MemoryAllocateInfo::default()
-        .allocation_size(size)
-        .memory_type_index(type_index)
-        .push_next(&mut import);
-    if let Some(d) = dedicated {
-        alloc = alloc.push_next(d);
-    }
-    // SAFETY: caller promised the descriptor refers to compatible memory of >= size bytes.
-    let memory =
-        unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory(import fd)")?;
-    // Success: the driver owns the descriptor now; do not close it.
-    let _ = handle.into_raw_fd();
-    Ok(memory)
-}
-
-#[cfg(windows)]
-fn import_platform(
-    ctx: &VulkanContext,
-    handle: OwnedExternalHandle,
-    size: u64,
-    type_index: u32,
-    dedicated: Option<&mut vk::MemoryDedicatedAllocateInfo<'_>>,
-) -> Result<vk::DeviceMemory> {
-    use std::os::windows::io::AsRawHandle;
-    let mut import = vk::ImportMemoryWin32HandleInfoKHR::default()
-        .handle_type(MEMORY_HANDLE_TYPE)
-        .handle(handle.as_raw_handle() as isize);
-    let mut alloc = vk::MemoryAllocateInfo::default()
-        .allocation_size(size)
-        .memory_type_index(type_index)
-        .push_next(&mut import);
-    if let Some(d) = dedicated {
-        alloc = alloc.push_next(d);
-    }
-    // SAFETY: caller promised the handle refers to compatible memory of >= size bytes.
-    let memory = unsafe { ctx.device().allocate_memory(&alloc, None) }
-        .vk("vkAllocateMemory(import win32)")?;
-    // Importing an NT handle does not transfer ownership: `handle` closes it on drop.
-    drop(handle);
-    Ok(memory)
+    platform::import_with(handle, Importer::Vulkan, |raw| {
+        let mut import = platform::vk_import_memory_info(raw);
+        let mut alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(size)
+            .memory_type_index(type_index)
+            .push_next(&mut import);
+        if let Some(d) = dedicated {
+            alloc = alloc.push_next(d);
+        }
+        // SAFETY: the caller of DeviceMemory::import promised the handle refers to compatible
+        // memory of at least `size` bytes.
+        unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory(import)")
+    })
 }
 
 /// A buffer bound to memory it keeps alive.
@@ -573,7 +570,14 @@ impl BoundBuffer {
         usage: vk::BufferUsageFlags,
         properties: vk::MemoryPropertyFlags,
     ) -> Result<Self> {
-        let buffer = Buffer::new(ctx, size, usage, true)?;
+        let buffer = Buffer::new(
+            ctx,
+            BufferDesc {
+                size,
+                usage,
+                external: ExternalUse::Export,
+            },
+        )?;
         let r = buffer.requirements();
         let dedicated = r.requires_dedicated || r.prefers_dedicated;
         let memory = DeviceMemory::allocate(
@@ -599,7 +603,14 @@ impl BoundBuffer {
             ));
         }
         let handle = source.memory.export()?;
-        let buffer = Buffer::new(ctx, source.buffer.size, source.buffer.usage, true)?;
+        let buffer = Buffer::new(
+            ctx,
+            BufferDesc {
+                size: source.buffer.size,
+                usage: source.buffer.usage,
+                external: ExternalUse::Import,
+            },
+        )?;
         let type_bits =
             buffer.requirements().memory_type_bits & (1 << source.memory.memory_type_index);
         let dedicated = source.memory.is_dedicated().then_some(&buffer);
@@ -662,7 +673,14 @@ impl HostBuffer {
     ) -> Result<Self> {
         let usage =
             vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST | extra_usage;
-        let buffer = Buffer::new(ctx, size, usage, false)?;
+        let buffer = Buffer::new(
+            ctx,
+            BufferDesc {
+                size,
+                usage,
+                external: ExternalUse::None,
+            },
+        )?;
         let r = buffer.requirements();
         let memory = DeviceMemory::allocate(
             ctx,

@@ -1,24 +1,22 @@
-//! The Vulkan side: instance and device selection, exportable and imported memory, staging
-//! buffers and one-shot command helpers.
+//! The Vulkan side (ash only; nothing here knows CUDA): instance and device selection,
+//! exportable and imported memory, host-pointer import, semaphores with their signal ledgers,
+//! and one-shot command helpers.
 
-mod command_slots;
 mod commands;
-mod compute;
 mod context;
 mod host_memory;
 mod memory;
 mod semaphore;
 mod sparse;
 
-pub use command_slots::CommandSlots;
-pub use compute::ComputePipeline;
 pub use context::{
-    physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, Validation, VulkanConfig,
-    VulkanContext, MEMORY_EXTENSION, MIN_API_VERSION, SEMAPHORE_EXTENSION,
+    physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, ExistingVulkan, Validation,
+    VulkanConfig, VulkanContext, MIN_API_VERSION,
 };
 pub use host_memory::HostImportedBuffer;
 pub use memory::{
-    AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferRequirements, DeviceMemory, HostBuffer,
+    AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, BufferRequirements, DeviceMemory,
+    ExternalUse, HostBuffer,
 };
-pub use semaphore::{Semaphore, SemaphoreKind, SemaphoreOp};
+pub use semaphore::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, SEMAPHORE_DROP_TIMEOUT};
 pub use sparse::SparseBuffer;

@@ -7,9 +7,14 @@ use std::time::Duration;
 
 use ash::vk;
 
-use crate::error::{Error, Result, VkResultExt};
-use crate::handle::{OwnedExternalHandle, SEMAPHORE_HANDLE_TYPE};
+use crate::error::{Error, Importer, Result, VkResultExt};
+use crate::platform::{self, OwnedExternalHandle, SEMAPHORE_EXTENSION, SEMAPHORE_HANDLE_TYPE};
+use crate::timeline::SignalLedger;
 use crate::vulkan::VulkanContext;
+
+/// How long a [`Semaphore`]'s drop waits for the submissions that used it before it leaks the
+/// semaphore rather than destroy it in use.
+pub const SEMAPHORE_DROP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binary or timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,14 +28,41 @@ pub enum SemaphoreKind {
     },
 }
 
-/// A `vk::Semaphore`, destroyed on drop, that remembers the highest value a signal was
-/// scheduled for, so that a timeline value that does not increase is refused before the driver.
+/// How to create a [`Semaphore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SemaphoreDesc {
+    /// Binary or timeline.
+    pub kind: SemaphoreKind,
+    /// Created exportable (`VkExportSemaphoreCreateInfo`) so CUDA can import it.
+    pub exportable: bool,
+}
+
+impl SemaphoreDesc {
+    /// A timeline starting at 0, exportable to CUDA.
+    pub const SHARED_TIMELINE: Self = Self {
+        kind: SemaphoreKind::Timeline { initial: 0 },
+        exportable: true,
+    };
+    /// A timeline starting at 0, for this device only.
+    pub const LOCAL_TIMELINE: Self = Self {
+        kind: SemaphoreKind::Timeline { initial: 0 },
+        exportable: false,
+    };
+}
+
+/// A `vk::Semaphore`, destroyed on drop, with the [`SignalLedger`] every API that signals it
+/// shares, so that a timeline value that does not increase is refused before the driver.
+///
+/// Drop waits only for this semaphore's own work: the submissions made through
+/// [`VulkanContext::submit_with_semaphores`] that used it, and (timelines) its highest
+/// scheduled signal; never for the whole device.
 pub struct Semaphore {
     ctx: Arc<VulkanContext>,
     semaphore: vk::Semaphore,
     kind: SemaphoreKind,
     exportable: bool,
-    highest_signal: AtomicU64,
+    ledger: Arc<SignalLedger>,
+    last_submission: AtomicU64,
 }
 
 impl std::fmt::Debug for Semaphore {
@@ -43,35 +75,12 @@ impl std::fmt::Debug for Semaphore {
 }
 
 impl Semaphore {
-    /// Creates a semaphore; with `exportable`, one that can be exported to CUDA, after checking
-    /// the device can ([`Error::MissingExtension`] / [`Error::Unsupported`] otherwise, e.g. on
+    /// Creates a semaphore as `desc` says, after checking the device can
+    /// ([`Error::MissingExtension`] / [`Error::Unsupported`] otherwise, e.g. exporting on
     /// lavapipe, which has no `VK_KHR_external_semaphore_fd`).
-    pub fn new(
-        ctx: &Arc<VulkanContext>,
-        kind: SemaphoreKind,
-        exportable: bool,
-    ) -> Result<Arc<Self>> {
-        let caps = ctx.info().capabilities;
-        if let SemaphoreKind::Timeline { .. } = kind {
-            if !caps.timeline_semaphore {
-                return Err(Error::Unsupported(
-                    "the device has no timelineSemaphore feature enabled".into(),
-                ));
-            }
-        }
-        if exportable {
-            if !caps.external_semaphore {
-                return Err(Error::MissingExtension {
-                    extension: crate::vulkan::SEMAPHORE_EXTENSION
-                        .to_string_lossy()
-                        .into_owned(),
-                    state: "not supported by the device",
-                    needed_for: "sharing semaphores with CUDA",
-                });
-            }
-            check_exportable(ctx, kind)?;
-        }
-        let (vk_type, initial) = match kind {
+    pub fn new(ctx: &Arc<VulkanContext>, desc: SemaphoreDesc) -> Result<Arc<Self>> {
+        Self::validate_new(ctx, desc)?;
+        let (vk_type, initial) = match desc.kind {
             SemaphoreKind::Binary => (vk::SemaphoreType::BINARY, 0),
             SemaphoreKind::Timeline { initial } => (vk::SemaphoreType::TIMELINE, initial),
         };
@@ -81,7 +90,7 @@ impl Semaphore {
         let mut export =
             vk::ExportSemaphoreCreateInfo::default().handle_types(SEMAPHORE_HANDLE_TYPE);
         let mut info = vk::SemaphoreCreateInfo::default().push_next(&mut type_info);
-        if exportable {
+        if desc.exportable {
             info = info.push_next(&mut export);
         }
         // SAFETY: valid device; the chain lives across the call.
@@ -90,47 +99,62 @@ impl Semaphore {
         Ok(Arc::new(Self {
             ctx: ctx.clone(),
             semaphore,
-            kind,
-            exportable,
-            highest_signal: AtomicU64::new(initial),
+            kind: desc.kind,
+            exportable: desc.exportable,
+            ledger: SignalLedger::new(initial, vk_type == vk::SemaphoreType::TIMELINE),
+            last_submission: AtomicU64::new(0),
         }))
+    }
+
+    fn validate_new(ctx: &VulkanContext, desc: SemaphoreDesc) -> Result<()> {
+        if desc.exportable {
+            if ctx.ext.semaphore.is_none() {
+                return Err(Error::MissingExtension {
+                    extension: SEMAPHORE_EXTENSION.to_string_lossy().into_owned(),
+                    state: ctx.extension_state(SEMAPHORE_EXTENSION),
+                    needed_for: "sharing semaphores with CUDA",
+                });
+            }
+            check_exportable(ctx, desc.kind)?;
+        }
+        Ok(())
     }
 
     /// Imports a semaphore another device (or process) exported, as a new semaphore of
     /// `ctx` sharing its payload. The handle passes to the driver on success (Unix).
     ///
-    /// Each [`Semaphore`] tracks the timeline values *it* scheduled; values signalled through
-    /// the other device are not seen by this one's increasing-value check.
+    /// Each [`Semaphore`] keeps its own ledger: values signalled through the other device are
+    /// not seen by this one's increasing-value check.
     ///
     /// # Safety
     /// `handle` must be an opaque handle exported from a semaphore of `kind` on a device with
     /// the same `deviceUUID` and `driverUUID`.
-    #[cfg(unix)]
     pub unsafe fn import(
         ctx: &Arc<VulkanContext>,
         handle: OwnedExternalHandle,
         kind: SemaphoreKind,
     ) -> Result<Arc<Self>> {
-        use std::os::fd::{AsRawFd, IntoRawFd};
         let loader = ctx
             .ext
-            .semaphore_fd
+            .semaphore
             .as_ref()
-            .ok_or(Error::MissingExtension {
-                extension: "VK_KHR_external_semaphore_fd".into(),
-                state: "not supported by the device",
+            .ok_or_else(|| Error::MissingExtension {
+                extension: SEMAPHORE_EXTENSION.to_string_lossy().into_owned(),
+                state: ctx.extension_state(SEMAPHORE_EXTENSION),
                 needed_for: "importing semaphores",
             })?;
-        let handle = crate::handle::check_open(handle)?;
-        let me = Self::new(ctx, kind, false)?;
-        let info = vk::ImportSemaphoreFdInfoKHR::default()
-            .semaphore(me.semaphore)
-            .handle_type(SEMAPHORE_HANDLE_TYPE)
-            .fd(handle.as_raw_fd());
-        // SAFETY: a fresh semaphore of this device; the caller vouches for the handle.
-        unsafe { loader.import_semaphore_fd(&info) }.vk("vkImportSemaphoreFdKHR")?;
-        // Success: the driver owns the descriptor now.
-        let _ = handle.into_raw_fd();
+        let me = Self::new(
+            ctx,
+            SemaphoreDesc {
+                kind,
+                exportable: false,
+            },
+        )?;
+        platform::import_with(handle, Importer::Vulkan, |raw| {
+            // SAFETY: a fresh semaphore of this device that no queue uses; the caller vouches
+            // for the handle.
+            unsafe { platform::vk_import_semaphore(loader, me.semaphore, raw) }
+        })?;
         Ok(me)
     }
 
@@ -152,31 +176,15 @@ impl Semaphore {
     }
     /// The highest value a signal has been scheduled for (timeline), by any API.
     pub fn highest_signal(&self) -> u64 {
-        self.highest_signal.load(Ordering::Acquire)
+        self.ledger.highest()
     }
-
-    /// Reserves `value` as the next signal of this timeline: it must be greater than every
-    /// value already scheduled ([`Error::TimelineNotIncreasing`] otherwise). Every signal path
-    /// (host, Vulkan submit, CUDA) goes through this before the driver sees the value.
-    pub fn reserve_signal(&self, value: u64) -> Result<()> {
-        if self.kind == SemaphoreKind::Binary {
-            return Ok(());
-        }
-        let mut last = self.highest_signal.load(Ordering::Acquire);
-        loop {
-            if value <= last {
-                return Err(Error::TimelineNotIncreasing { value, last });
-            }
-            match self.highest_signal.compare_exchange(
-                last,
-                value,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok(()),
-                Err(now) => last = now,
-            }
-        }
+    /// The record of scheduled signal values every API signalling it shares.
+    pub fn ledger(&self) -> &Arc<SignalLedger> {
+        &self.ledger
+    }
+    /// Notes that submission `number` of the context's progress timeline used it.
+    pub(crate) fn note_submission(&self, number: u64) {
+        self.last_submission.fetch_max(number, Ordering::AcqRel);
     }
 
     fn require_timeline(&self, what: &'static str) -> Result<()> {
@@ -203,12 +211,13 @@ impl Semaphore {
     /// Signals `value` from the host (timeline only; it must increase).
     pub fn signal_host(&self, value: u64) -> Result<()> {
         self.require_timeline("a host signal")?;
-        self.reserve_signal(value)?;
         let info = vk::SemaphoreSignalInfo::default()
             .semaphore(self.semaphore)
             .value(value);
-        // SAFETY: valid timeline semaphore; value greater than every scheduled signal.
-        unsafe { self.ctx.device().signal_semaphore(&info) }.vk("vkSignalSemaphore")
+        self.ledger.signal(value, || {
+            // SAFETY: valid timeline semaphore; value greater than every scheduled signal.
+            unsafe { self.ctx.device().signal_semaphore(&info) }.vk("vkSignalSemaphore")
+        })
     }
 
     /// Waits on the host until the counter reaches `value`, or returns [`Error::Timeout`].
@@ -241,19 +250,42 @@ impl Semaphore {
                 "the semaphore was not created exportable".into(),
             ));
         }
-        export_platform(&self.ctx, self.semaphore)
+        let loader = self
+            .ctx
+            .ext
+            .semaphore
+            .as_ref()
+            .ok_or_else(|| Error::MissingExtension {
+                extension: SEMAPHORE_EXTENSION.to_string_lossy().into_owned(),
+                state: self.ctx.extension_state(SEMAPHORE_EXTENSION),
+                needed_for: "exporting semaphores",
+            })?;
+        // SAFETY: a live semaphore of this device, created exportable as this platform's type.
+        unsafe { platform::vk_export_semaphore(loader, self.semaphore) }
     }
 }
 
 impl Drop for Semaphore {
     fn drop(&mut self) {
-        // SAFETY: every CUDA import and pending submission path holds an Arc to this
-        // semaphore; with the last Arc gone, no queue or CUDA operation can still use it once
-        // the queue is idle, which we make sure of first.
-        unsafe {
-            let _ = self.ctx.device().device_wait_idle();
-            self.ctx.device().destroy_semaphore(self.semaphore, None);
+        // Every CUDA import holds an Arc to this semaphore, so none is alive now. Wait for the
+        // submissions that used it (and, for a timeline, its last scheduled signal) — never
+        // for the whole device, which may be an engine's.
+        let submissions = self.ctx.wait_submissions(
+            self.last_submission.load(Ordering::Acquire),
+            SEMAPHORE_DROP_TIMEOUT,
+        );
+        let signals = match self.kind {
+            SemaphoreKind::Timeline { .. } => {
+                self.wait_host(self.ledger.highest(), SEMAPHORE_DROP_TIMEOUT)
+            }
+            SemaphoreKind::Binary => Ok(()),
+        };
+        if let Err(e) = submissions.and(signals) {
+            log::error!("Semaphore dropped while still in use ({e}); leaking it to stay safe");
+            return;
         }
+        // SAFETY: created by us; no submission or scheduled signal uses it any more.
+        unsafe { self.ctx.device().destroy_semaphore(self.semaphore, None) };
     }
 }
 
@@ -288,49 +320,6 @@ fn check_exportable(ctx: &VulkanContext, kind: SemaphoreKind) -> Result<()> {
     }
 }
 
-#[cfg(unix)]
-fn export_platform(ctx: &VulkanContext, semaphore: vk::Semaphore) -> Result<OwnedExternalHandle> {
-    use std::os::fd::FromRawFd;
-    let loader = ctx
-        .ext
-        .semaphore_fd
-        .as_ref()
-        .ok_or(Error::MissingExtension {
-            extension: "VK_KHR_external_semaphore_fd".into(),
-            state: "not enabled on the device",
-            needed_for: "exporting semaphores",
-        })?;
-    let info = vk::SemaphoreGetFdInfoKHR::default()
-        .semaphore(semaphore)
-        .handle_type(SEMAPHORE_HANDLE_TYPE);
-    // SAFETY: the semaphore was created exportable as OPAQUE_FD.
-    let fd = unsafe { loader.get_semaphore_fd(&info) }.vk("vkGetSemaphoreFdKHR")?;
-    // SAFETY: vkGetSemaphoreFdKHR returns a new descriptor that the caller owns.
-    Ok(unsafe { OwnedExternalHandle::from_raw_fd(fd) })
-}
-
-#[cfg(windows)]
-fn export_platform(ctx: &VulkanContext, semaphore: vk::Semaphore) -> Result<OwnedExternalHandle> {
-    use std::os::windows::io::FromRawHandle;
-    let loader = ctx
-        .ext
-        .semaphore_win32
-        .as_ref()
-        .ok_or(Error::MissingExtension {
-            extension: "VK_KHR_external_semaphore_win32".into(),
-            state: "not enabled on the device",
-            needed_for: "exporting semaphores",
-        })?;
-    let info = vk::SemaphoreGetWin32HandleInfoKHR::default()
-        .semaphore(semaphore)
-        .handle_type(SEMAPHORE_HANDLE_TYPE);
-    // SAFETY: the semaphore was created exportable as OPAQUE_WIN32.
-    let h =
-        unsafe { loader.get_semaphore_win32_handle(&info) }.vk("vkGetSemaphoreWin32HandleKHR")?;
-    // SAFETY: an OPAQUE_WIN32 export is a new NT handle the caller owns and must close.
-    Ok(unsafe { OwnedExternalHandle::from_raw_handle(h as _) })
-}
-
 /// One semaphore operation of a submission: the semaphore and, for timelines, the value.
 #[derive(Clone)]
 pub struct SemaphoreOp<'a> {
@@ -363,14 +352,22 @@ impl VulkanContext {
                 ));
             }
         }
-        for op in signals {
-            op.semaphore.reserve_signal(op.value)?;
-        }
         let wait_sems: Vec<vk::Semaphore> = waits.iter().map(|o| o.semaphore.handle()).collect();
         let wait_vals: Vec<u64> = waits.iter().map(|o| o.value).collect();
         let wait_stages: Vec<vk::PipelineStageFlags> = waits.iter().map(|o| o.stage).collect();
-        let sig_sems: Vec<vk::Semaphore> = signals.iter().map(|o| o.semaphore.handle()).collect();
-        let sig_vals: Vec<u64> = signals.iter().map(|o| o.value).collect();
+        let mut sig_sems: Vec<vk::Semaphore> =
+            signals.iter().map(|o| o.semaphore.handle()).collect();
+        let mut sig_vals: Vec<u64> = signals.iter().map(|o| o.value).collect();
+        let ledgers: Vec<(&SignalLedger, u64)> = signals
+            .iter()
+            .map(|o| (o.semaphore.ledger.as_ref(), o.value))
+            .collect();
+        let queue = self.lock_queue();
+        // The context's own progress timeline counts submissions, so a semaphore's drop can
+        // wait for exactly the submissions that used it. Numbered under the queue lock.
+        let number = self.progress.last_submitted() + 1;
+        sig_sems.push(self.progress.semaphore);
+        sig_vals.push(number);
         let mut timeline = vk::TimelineSemaphoreSubmitInfo::default()
             .wait_semaphore_values(&wait_vals)
             .signal_semaphore_values(&sig_vals);
@@ -380,9 +377,18 @@ impl VulkanContext {
             .wait_dst_stage_mask(&wait_stages)
             .signal_semaphores(&sig_sems)
             .push_next(&mut timeline)];
-        let queue = self.lock_queue();
-        // SAFETY: the queue is locked; the caller vouches for the command buffers; semaphores
-        // are alive (borrowed) and on this device; timeline values were checked.
-        unsafe { self.device().queue_submit(*queue, &submit, fence) }.vk("vkQueueSubmit")
+        // Every signal value is checked before the call and recorded only if it succeeds: a
+        // refused submission leaves every ledger as it was.
+        SignalLedger::signal_all(&ledgers, || {
+            // SAFETY: the queue is locked; the caller vouches for the command buffers;
+            // semaphores are alive (borrowed) and on this device; timeline values checked.
+            unsafe { self.device().queue_submit(*queue, &submit, fence) }.vk("vkQueueSubmit")
+        })?;
+        self.progress.submitted(number);
+        drop(queue);
+        for op in waits.iter().chain(signals) {
+            op.semaphore.note_submission(number);
+        }
+        Ok(())
     }
 }

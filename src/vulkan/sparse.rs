@@ -6,8 +6,8 @@ use std::sync::Arc;
 use ash::vk;
 
 use crate::error::{Error, Result, VkResultExt};
-use crate::handle::MEMORY_HANDLE_TYPE;
 use crate::layout::{self, AlignmentRule};
+use crate::platform::MEMORY_HANDLE_TYPE;
 use crate::vulkan::memory::external_buffer_features;
 use crate::vulkan::{AsVkBuffer, DeviceMemory, VulkanContext};
 
@@ -115,8 +115,8 @@ impl SparseBuffer {
             // SAFETY: the queue is locked; everything bound was checked above.
             unsafe { device.queue_bind_sparse(*queue, &info, fence) }.vk("vkQueueBindSparse")
         }
-        // SAFETY: the fence was submitted with the bind.
         .and_then(|_| {
+            // SAFETY: the fence was submitted with the bind.
             unsafe { device.wait_for_fences(&[fence], true, u64::MAX) }.vk("vkWaitForFences")
         });
         // SAFETY: signalled (or never submitted): nothing pending on it.
@@ -129,12 +129,10 @@ impl SparseBuffer {
 
 impl Drop for SparseBuffer {
     fn drop(&mut self) {
-        // SAFETY: ours; the device is idle first so no command uses it; its memory is freed
-        // after (the `bound` field drops after this).
-        unsafe {
-            let _ = self.ctx.device().device_wait_idle();
-            self.ctx.device().destroy_buffer(self.buffer, None);
-        }
+        // SAFETY: ours; every bind was waited for in `bind`, and submissions that use the
+        // buffer were promised complete by their (unsafe) recorders, as for any Buffer; its
+        // memory is freed after (the `bound` field drops after this).
+        unsafe { self.ctx.device().destroy_buffer(self.buffer, None) };
     }
 }
 

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use ash::vk;
+use cuvk::ash::vk;
 
-use crate::error::{Result, VkResultExt};
-use crate::vulkan::VulkanContext;
+use cuvk::Result;
+
+use crate::VkResultExt;
+use cuvk::vulkan::VulkanContext;
 
 /// `n` command pools, each with one primary command buffer.
 pub struct CommandSlots {
@@ -78,9 +80,10 @@ impl CommandSlots {
 impl Drop for CommandSlots {
     fn drop(&mut self) {
         let device = self.ctx.device();
-        // SAFETY: after the device is idle no submission uses the buffers; the pools are ours.
+        // SAFETY: once the context's own queue is idle no submission uses the buffers (the
+        // examples submit them there only); the pools are ours.
         unsafe {
-            let _ = device.device_wait_idle();
+            let _ = device.queue_wait_idle(*self.ctx.lock_queue());
             for &p in &self.pools {
                 device.destroy_command_pool(p, None);
             }

@@ -22,8 +22,9 @@ use cudarc::driver::CudaStream;
 
 use crate::cuda::ExternalSemaphore;
 use crate::error::{Error, Result};
-use crate::vulkan::{AsVkBuffer, Semaphore, SemaphoreKind, SemaphoreOp};
-use crate::Bridge;
+use crate::interop::{import_semaphore, Bridge};
+use crate::timeline::SignalLedger;
+use crate::vulkan::{AsVkBuffer, Semaphore, SemaphoreDesc, SemaphoreOp};
 
 /// How long [`FramePacer::begin_frame`] waits for a slot before reporting [`Error::Timeout`].
 pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,18 +43,6 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// A frame numbered and slotted as the pacer would number it, for loops with the same
-    /// structure that run without CUDA (e.g. a Vulkan-only fallback ordered by one timeline).
-    pub fn new_unpaced(number: u64, frames_in_flight: u32) -> Self {
-        let k = u64::from(frames_in_flight.max(1));
-        Frame {
-            number,
-            slot: (number % k) as usize,
-            command_slot: (number % (2 * k)) as usize,
-            frames_in_flight: k,
-        }
-    }
-
     /// The last frame that used this slot (`number - K`), if any: what CUDA must wait for.
     pub fn previous_use(&self) -> Option<u64> {
         self.number
@@ -85,14 +74,13 @@ impl FramePacer {
             )));
         }
         let vk = bridge.vulkan();
-        let timeline = SemaphoreKind::Timeline { initial: 0 };
-        let cuda_done = Semaphore::new(vk, timeline, true)?;
-        let vulkan_done = Semaphore::new(vk, timeline, true)?;
-        let frames_complete = Semaphore::new(vk, timeline, false)?;
+        let cuda_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
+        let vulkan_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
+        let frames_complete = Semaphore::new(vk, SemaphoreDesc::LOCAL_TIMELINE)?;
         Ok(Self {
             frames_in_flight: u64::from(frames_in_flight),
-            cuda_done_import: ExternalSemaphore::import(bridge.cuda(), &cuda_done)?,
-            vulkan_done_import: ExternalSemaphore::import(bridge.cuda(), &vulkan_done)?,
+            cuda_done_import: import_semaphore(bridge.cuda(), &cuda_done)?,
+            vulkan_done_import: import_semaphore(bridge.cuda(), &vulkan_done)?,
             cuda_done,
             vulkan_done,
             frames_complete,
@@ -205,6 +193,51 @@ impl FramePacer {
         }
     }
 
+    /// The semaphores frame `frame`'s Vulkan work must wait on and signal, for an engine that
+    /// submits its own work (`vkQueueSubmit2`): wait `cuda_done >= frame.number` at
+    /// `wait_stage`, signal `vulkan_done` and `frames_complete` with `frame.number`. The values
+    /// are checked now; once the engine's submission succeeded, report it with
+    /// [`Self::mark_submitted`] (until then, the frame may be submitted again).
+    pub fn frame_semaphores(
+        &self,
+        frame: &Frame,
+        wait_stage: vk::PipelineStageFlags2,
+    ) -> Result<FrameSemaphores> {
+        let out = FrameSemaphores {
+            frame: frame.number,
+            waits: vec![SemaphoreSubmit {
+                semaphore: self.cuda_done.handle(),
+                value: frame.number,
+                stage: wait_stage,
+            }],
+            signals: [&self.vulkan_done, &self.frames_complete]
+                .iter()
+                .map(|s| SemaphoreSubmit {
+                    semaphore: s.handle(),
+                    value: frame.number,
+                    stage: vk::PipelineStageFlags2::ALL_COMMANDS,
+                })
+                .collect(),
+        };
+        // Checked now (nothing recorded), so a bad frame is refused before the engine builds
+        // its submission.
+        SignalLedger::check_all(&self.signal_ledgers(frame.number))?;
+        Ok(out)
+    }
+
+    /// Records that the engine's submission of `semaphores` (from [`Self::frame_semaphores`])
+    /// was accepted by the driver, so later frames are checked against it.
+    pub fn mark_submitted(&self, semaphores: &FrameSemaphores) -> Result<()> {
+        SignalLedger::signal_all(&self.signal_ledgers(semaphores.frame), || Ok(()))
+    }
+
+    fn signal_ledgers(&self, value: u64) -> [(&SignalLedger, u64); 2] {
+        [
+            (self.vulkan_done.ledger().as_ref(), value),
+            (self.frames_complete.ledger().as_ref(), value),
+        ]
+    }
+
     /// Records the acquire half of the queue-family ownership transfer of `buffers` from
     /// CUDA (`VK_QUEUE_FAMILY_EXTERNAL`) to this queue family, before Vulkan reads them.
     ///
@@ -296,5 +329,47 @@ impl FramePacer {
     /// Waits on the host until Vulkan has finished every frame handed out so far.
     pub fn wait_idle(&self, timeout: Duration) -> Result<()> {
         self.frames_complete.wait_host(self.next - 1, timeout)
+    }
+}
+
+/// One semaphore operation of a `vkQueueSubmit2` an engine makes itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SemaphoreSubmit {
+    /// The semaphore (valid while the pacer lives).
+    pub semaphore: vk::Semaphore,
+    /// Its timeline value.
+    pub value: u64,
+    /// The stages that wait, or that the signal follows.
+    pub stage: vk::PipelineStageFlags2,
+}
+
+impl SemaphoreSubmit {
+    /// As a `VkSemaphoreSubmitInfo` for `vkQueueSubmit2`.
+    pub fn info(&self) -> vk::SemaphoreSubmitInfo<'static> {
+        vk::SemaphoreSubmitInfo::default()
+            .semaphore(self.semaphore)
+            .value(self.value)
+            .stage_mask(self.stage)
+    }
+}
+
+/// What one frame's Vulkan submission waits on and signals ([`FramePacer::frame_semaphores`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameSemaphores {
+    frame: u64,
+    /// Wait before the frame's commands.
+    pub waits: Vec<SemaphoreSubmit>,
+    /// Signal after them.
+    pub signals: Vec<SemaphoreSubmit>,
+}
+
+impl FrameSemaphores {
+    /// The waits as `VkSemaphoreSubmitInfo`s.
+    pub fn wait_infos(&self) -> Vec<vk::SemaphoreSubmitInfo<'static>> {
+        self.waits.iter().map(SemaphoreSubmit::info).collect()
+    }
+    /// The signals as `VkSemaphoreSubmitInfo`s.
+    pub fn signal_infos(&self) -> Vec<vk::SemaphoreSubmitInfo<'static>> {
+        self.signals.iter().map(SemaphoreSubmit::info).collect()
     }
 }

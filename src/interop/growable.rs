@@ -11,12 +11,12 @@ use std::sync::Arc;
 use ash::vk;
 use cudarc::driver::sys;
 
-use crate::bridge::{import_into_vulkan, import_vmm_memory};
 use crate::cuda::vmm::{allocation_granularity, AddressReservation, VmmAllocation, VmmMapping};
 use crate::error::{Error, Result};
+use crate::interop::reverse::{import_into_vulkan, import_vmm_memory};
+use crate::interop::{Bridge, BufferUsage};
 use crate::layout::{self, AlignmentRule};
 use crate::vulkan::{AsVkBuffer, BoundBuffer, SparseBuffer, VulkanContext};
-use crate::{Bridge, BufferUsage};
 
 /// How Vulkan sees a [`GrowableBuffer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

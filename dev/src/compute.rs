@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use ash::vk;
+use cuvk::ash::vk;
 
-use crate::error::{Error, Result, VkResultExt};
-use crate::vulkan::{AsVkBuffer, VulkanContext};
+use cuvk::{Error, Result};
+
+use crate::VkResultExt;
+use cuvk::vulkan::{AsVkBuffer, VulkanContext};
 
 /// A compute pipeline whose set 0 holds `storage_buffers` storage buffers (bindings 0..n) and
 /// which takes `push_constant_bytes` of push constants.
@@ -31,7 +33,7 @@ impl ComputePipeline {
         push_constant_bytes: u32,
         max_sets: u32,
     ) -> Result<Self> {
-        let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
+        let code = cuvk::ash::util::read_spv(&mut std::io::Cursor::new(spirv))
             .map_err(|e| Error::InvalidArgument(format!("not SPIR-V: {e}")))?;
         let device = ctx.device();
         let mut me = Self {

@@ -1,0 +1,57 @@
+//! Scaffolding shared by `cuvk`'s examples, tests and benchmarks: a minimal compute pipeline,
+//! a ring of command buffers, frame numbering for loops without CUDA, and descriptor counting
+//! for leak checks. Not part of `cuvk`'s public API (and not published).
+
+mod command_slots;
+mod compute;
+
+pub use command_slots::CommandSlots;
+pub use compute::ComputePipeline;
+
+use cuvk::ash::vk;
+use cuvk::{Error, Result};
+
+/// Attaches the Vulkan function's name to a `vk::Result`.
+pub(crate) trait VkResultExt<T> {
+    fn vk(self, call: &'static str) -> Result<T>;
+}
+
+impl<T> VkResultExt<T> for std::result::Result<T, vk::Result> {
+    fn vk(self, call: &'static str) -> Result<T> {
+        self.map_err(|result| Error::Vulkan { call, result })
+    }
+}
+
+/// Frame `number`'s data slot and command slot when `frames_in_flight` frames are in flight,
+/// numbered as [`cuvk::FramePacer`] numbers them: for loops with the same structure that run
+/// without CUDA (a Vulkan-only fallback ordered by one timeline).
+pub fn unpaced_frame(number: u64, frames_in_flight: u32) -> UnpacedFrame {
+    let k = u64::from(frames_in_flight.max(1));
+    UnpacedFrame {
+        number,
+        slot: (number % k) as usize,
+        command_slot: (number % (2 * k)) as usize,
+    }
+}
+
+/// A frame numbered like the pacer's, without a pacer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnpacedFrame {
+    /// Frame number, from 1.
+    pub number: u64,
+    /// Data slot: `number % K`.
+    pub slot: usize,
+    /// Command slot: `number % 2K`.
+    pub command_slot: usize,
+}
+
+/// Number of open file descriptors of this process (for leak checks in tests and benches).
+#[cfg(target_os = "linux")]
+pub fn open_fd_count() -> Result<usize> {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .map_err(|source| Error::Io {
+            call: "read_dir(/proc/self/fd)",
+            source,
+        })
+}

@@ -1,0 +1,127 @@
+//! The pair of devices — one Vulkan device and the CUDA device with the same UUID.
+
+use std::sync::{Arc, OnceLock};
+
+use ash::vk;
+use cudarc::driver::{result, CudaContext, CudaStream};
+
+use crate::cuda;
+use crate::error::{CudaResultExt, Error, Result};
+use crate::vulkan::{DeviceChoice, Validation, VulkanConfig, VulkanContext};
+use crate::Uuid;
+
+/// Buffer usages for shared buffers (Vulkan's flags). Every shared buffer is also a transfer
+/// source and destination.
+pub type BufferUsage = vk::BufferUsageFlags;
+
+/// Which CUDA device the bridge pairs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaDeviceChoice {
+    /// The CUDA device with this ordinal.
+    Ordinal(usize),
+    /// The CUDA device with this UUID.
+    Uuid(Uuid),
+}
+
+impl Default for CudaDeviceChoice {
+    fn default() -> Self {
+        CudaDeviceChoice::Ordinal(0)
+    }
+}
+
+/// Options for [`Bridge::new`].
+#[derive(Debug, Clone, Default)]
+pub struct BridgeConfig {
+    /// The CUDA device; the Vulkan device is the one with the same UUID.
+    pub cuda_device: CudaDeviceChoice,
+    /// Validation layer use on the Vulkan side.
+    pub validation: Validation,
+    /// Extra Vulkan instance extensions (e.g. for a window surface).
+    pub instance_extensions: Vec<&'static std::ffi::CStr>,
+    /// Extra Vulkan device extensions (e.g. `VK_KHR_swapchain`).
+    pub device_extensions: Vec<&'static std::ffi::CStr>,
+}
+
+/// One Vulkan device and the CUDA device with the same UUID.
+pub struct Bridge {
+    pub(crate) vulkan: Arc<VulkanContext>,
+    pub(crate) cuda: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    uuid: Uuid,
+    granularity: OnceLock<u64>,
+}
+
+impl Bridge {
+    /// Opens the CUDA device `config.cuda_device` and creates a Vulkan device on the physical
+    /// device with the same `deviceUUID`.
+    pub fn new(config: BridgeConfig) -> Result<Self> {
+        let ordinal = match config.cuda_device {
+            CudaDeviceChoice::Ordinal(o) => o,
+            CudaDeviceChoice::Uuid(u) => cuda::ordinal_for_uuid(u)?,
+        };
+        let cuda = cuda::context(ordinal)?;
+        let uuid = cuda_uuid(&cuda)?;
+        let vulkan = VulkanContext::new(VulkanConfig {
+            validation: config.validation,
+            device: DeviceChoice::Uuid(uuid),
+            instance_extensions: config.instance_extensions,
+            device_extensions: config.device_extensions,
+        })?;
+        Self::from_parts(vulkan, cuda)
+    }
+
+    /// Pairs an existing Vulkan context (e.g. wrapped from an engine with
+    /// [`VulkanContext::from_existing`]) with a CUDA context, checking that both are the same
+    /// GPU ([`Error::DeviceMismatch`] otherwise).
+    pub fn from_parts(vulkan: Arc<VulkanContext>, cuda: Arc<CudaContext>) -> Result<Self> {
+        let uuid = cuda_uuid(&cuda)?;
+        if vulkan.info().device_uuid != uuid {
+            return Err(Error::DeviceMismatch {
+                vulkan: vulkan.info().device_uuid,
+                cuda: uuid,
+            });
+        }
+        let stream = cuda.default_stream();
+        Ok(Self {
+            vulkan,
+            cuda,
+            stream,
+            uuid,
+            granularity: OnceLock::new(),
+        })
+    }
+
+    /// The Vulkan side.
+    pub fn vulkan(&self) -> &Arc<VulkanContext> {
+        &self.vulkan
+    }
+    /// The CUDA context.
+    pub fn cuda(&self) -> &Arc<CudaContext> {
+        &self.cuda
+    }
+    /// The CUDA stream the bridge's own copies run on (the context's default stream).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+    /// The UUID both devices share.
+    pub fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    /// The minimum CUDA VMM allocation granularity for exportable memory, queried once.
+    pub fn vmm_granularity(&self) -> Result<u64> {
+        if let Some(&g) = self.granularity.get() {
+            return Ok(g);
+        }
+        let (g, _) = cuda::vmm::allocation_granularity(&self.cuda, true)?;
+        Ok(*self.granularity.get_or_init(|| g))
+    }
+}
+
+fn cuda_uuid(cuda: &Arc<CudaContext>) -> Result<Uuid> {
+    Ok(Uuid::from_cuda(
+        result::device::get_uuid(cuda.cu_device())
+            .cuda("cuDeviceGetUuid")?
+            .bytes,
+    ))
+}

@@ -1,0 +1,18 @@
+//! Where Vulkan and CUDA meet: the [`Bridge`] (one GPU seen by both APIs, paired by UUID),
+//! shared buffers and allocations, CUDA-allocated buffers Vulkan imports, shared semaphores,
+//! frame pacing, growable buffers and staging through pinned host memory.
+
+mod bridge;
+mod frames;
+mod growable;
+mod reverse;
+mod semaphore;
+mod shared_buffer;
+mod staging;
+
+pub use bridge::{Bridge, BridgeConfig, BufferUsage, CudaDeviceChoice};
+pub use frames::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT};
+pub use growable::{GrowableBuffer, VulkanView};
+pub use semaphore::{import_semaphore, SharedSemaphore};
+pub use shared_buffer::{BufferPlacement, Dedicated, SharedAllocation, SharedBuffer};
+pub use staging::StagingBuffer;

@@ -1,0 +1,477 @@
+//! Memory both APIs see: [`SharedAllocation`] (exportable Vulkan memory imported into CUDA
+//! once) and the typed [`SharedBuffer`] views into it.
+//!
+//! Every request is validated once, here at the public entry point ([`layout`] rules, Vulkan
+//! bind rules, the element's alignment), before any object is created; the internals it
+//! then calls take validated values.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use ash::vk;
+use cudarc::driver::{
+    result, sys, CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
+};
+
+use crate::cuda::vmm::VmmMapping;
+use crate::cuda::{ImportedMemory, MappedRange};
+use crate::error::{CudaResultExt, Error, Result};
+use crate::interop::Bridge;
+use crate::layout::{self, ImportLayout, MappingRequest};
+use crate::vulkan::{
+    AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse,
+    VulkanContext,
+};
+
+use crate::interop::BufferUsage;
+
+/// Whether a buffer gets a dedicated allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dedicated {
+    /// Exactly when `VkMemoryDedicatedRequirements` prefers or requires it.
+    #[default]
+    Auto,
+    /// Always (the CUDA import then maps only at offset 0).
+    Always,
+}
+
+/// Options for [`SharedAllocation::buffer_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BufferPlacement {
+    /// Byte offset inside the allocation.
+    pub offset: u64,
+    /// Allow the range to overlap live buffers: the views then alias (CUDA requires volatile
+    /// accesses for writes through one to be seen through the other).
+    pub allow_overlap: bool,
+}
+
+pub(crate) fn transfer_usage() -> vk::BufferUsageFlags {
+    vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST
+}
+
+fn exportable_buffer(vk: &Arc<VulkanContext>, size: u64, usage: BufferUsage) -> Result<Buffer> {
+    Buffer::new(
+        vk,
+        BufferDesc {
+            size,
+            usage,
+            external: ExternalUse::Export,
+        },
+    )
+}
+
+impl Bridge {
+    /// Creates a buffer of `len` elements in its own allocation, dedicated when Vulkan
+    /// prefers or requires it, shared with CUDA.
+    pub fn create_buffer<T: bytemuck::Pod>(
+        &self,
+        len: usize,
+        usage: BufferUsage,
+    ) -> Result<SharedBuffer<T>> {
+        self.create_buffer_with(len, usage, Dedicated::Auto)
+    }
+
+    /// As [`Self::create_buffer`], choosing the dedicated policy.
+    pub fn create_buffer_with<T: bytemuck::Pod>(
+        &self,
+        len: usize,
+        usage: BufferUsage,
+        dedicated: Dedicated,
+    ) -> Result<SharedBuffer<T>> {
+        let bytes = layout::bytes_for::<T>(len)?;
+        let usage = usage | transfer_usage();
+        let buffer = exportable_buffer(&self.vulkan, bytes, usage)?;
+        let req = buffer.requirements();
+        let is_dedicated =
+            dedicated == Dedicated::Always || req.requires_dedicated || req.prefers_dedicated;
+        let allocation = SharedAllocation::allocate(
+            self,
+            req.size,
+            req.memory_type_bits,
+            usage,
+            is_dedicated.then_some(&buffer),
+        )?;
+        // Offset 0 of an allocation made for exactly this buffer: every rule holds.
+        let range = allocation.validate_buffer::<T>(&buffer, BufferPlacement::default())?;
+        allocation.bind_validated(buffer, range, len, false)
+    }
+
+    /// Allocates `size` bytes of exportable, non-dedicated device memory, imported into CUDA,
+    /// in which several [`SharedBuffer`]s of `usage` can live at different offsets.
+    pub fn create_allocation(
+        &self,
+        size: u64,
+        usage: BufferUsage,
+    ) -> Result<Arc<SharedAllocation>> {
+        let usage = usage | transfer_usage();
+        // A probe buffer tells which memory types buffers of this usage may use.
+        let probe = exportable_buffer(&self.vulkan, size, usage)?;
+        let req = probe.requirements();
+        if req.requires_dedicated {
+            return Err(Error::Unsupported(format!(
+                "this device requires dedicated allocations for exportable buffers of usage \
+                 {usage:?}: use Bridge::create_buffer, one buffer per allocation"
+            )));
+        }
+        drop(probe);
+        SharedAllocation::allocate(self, size, req.memory_type_bits, usage, None)
+    }
+}
+
+/// Exportable Vulkan device memory imported into CUDA: the one allocation behind one or more
+/// [`SharedBuffer`]s. CUDA's import keeps the Vulkan memory alive; each buffer keeps this alive.
+pub struct SharedAllocation {
+    memory: Arc<DeviceMemory>,
+    imported: Arc<ImportedMemory>,
+    usage: vk::BufferUsageFlags,
+    stream: Arc<CudaStream>,
+}
+
+impl SharedAllocation {
+    pub(crate) fn allocate(
+        bridge: &Bridge,
+        size: u64,
+        memory_type_bits: u32,
+        usage: vk::BufferUsageFlags,
+        dedicated: Option<&Buffer>,
+    ) -> Result<Arc<Self>> {
+        let memory = Arc::new(DeviceMemory::allocate(
+            &bridge.vulkan,
+            AllocateInfo {
+                size,
+                memory_type_bits,
+                properties: vk::MemoryPropertyFlags::DEVICE_LOCAL,
+                exportable: true,
+            },
+            dedicated,
+        )?);
+        let fd = memory.export()?;
+        // SAFETY: the handle was just exported from `memory`, whose allocation size is
+        // `memory.size()` and whose dedicated-ness is `memory.is_dedicated()`; the import keeps
+        // `memory` alive through the exporter Arc.
+        let imported = unsafe {
+            ImportedMemory::import(
+                &bridge.cuda,
+                fd,
+                memory.size(),
+                memory.is_dedicated(),
+                Some(memory.clone()),
+            )
+        }?;
+        Ok(Arc::new(Self {
+            memory,
+            imported,
+            usage,
+            stream: bridge.stream.clone(),
+        }))
+    }
+
+    /// A typed buffer of `len` elements at byte `offset`, seen by Vulkan and CUDA. The offset
+    /// must suit Vulkan (the buffer's alignment), CUDA (16 bytes) and `T` (`align_of::<T>()`),
+    /// and the range must not overlap a live buffer.
+    pub fn buffer<T: bytemuck::Pod>(
+        self: &Arc<Self>,
+        offset: u64,
+        len: usize,
+    ) -> Result<SharedBuffer<T>> {
+        self.buffer_with(
+            len,
+            BufferPlacement {
+                offset,
+                allow_overlap: false,
+            },
+        )
+    }
+
+    /// As [`Self::buffer`], with every placement option.
+    pub fn buffer_with<T: bytemuck::Pod>(
+        self: &Arc<Self>,
+        len: usize,
+        placement: BufferPlacement,
+    ) -> Result<SharedBuffer<T>> {
+        if self.memory.is_dedicated() {
+            return Err(Error::DedicatedHoldsOneBuffer);
+        }
+        let bytes = layout::bytes_for::<T>(len)?;
+        // The range is checked before the buffer is created, so the error names the allocation.
+        layout::check_range(placement.offset, bytes, "allocation", self.size())?;
+        let buffer = exportable_buffer(self.memory.context(), bytes, self.usage)?;
+        let range = self.validate_buffer::<T>(&buffer, placement)?;
+        self.bind_validated(buffer, range, len, placement.allow_overlap)
+    }
+
+    /// Every rule a buffer at `placement` must meet, checked once: the CUDA mapping rules
+    /// (range, dedicated offset, Vulkan and CUDA alignment), the element's alignment, and the
+    /// Vulkan bind rules (device, memory type, dedicated). Overlap is checked at mapping time,
+    /// under the lock that guards the live mappings.
+    fn validate_buffer<T>(
+        &self,
+        buffer: &Buffer,
+        placement: BufferPlacement,
+    ) -> Result<std::ops::Range<u64>> {
+        let request = MappingRequest {
+            offset: placement.offset,
+            size: buffer.size(),
+            vulkan_alignment: buffer.requirements().alignment,
+            allow_overlap: true,
+        };
+        let range = layout::validate_mapping(self.import_layout(), request, [])?;
+        layout::check_element_offset::<T>(placement.offset)?;
+        buffer.validate_bind(&self.memory, placement.offset)?;
+        Ok(range)
+    }
+
+    fn import_layout(&self) -> ImportLayout {
+        self.imported.layout()
+    }
+
+    fn bind_validated<T: bytemuck::Pod>(
+        self: &Arc<Self>,
+        buffer: Buffer,
+        range: std::ops::Range<u64>,
+        len: usize,
+        allow_overlap: bool,
+    ) -> Result<SharedBuffer<T>> {
+        // SAFETY: `range` passed validate_mapping for this import (validate_buffer).
+        let mapping = unsafe { self.imported.map_prevalidated(range.clone(), allow_overlap) }?;
+        // SAFETY: validate_buffer checked every bind rule for this memory and offset.
+        let bound = unsafe { buffer.bind_unchecked(self.memory.clone(), range.start) }?;
+        let cuda = CudaSide::Imported {
+            mapping,
+            allocation: self.clone(),
+        };
+        SharedBuffer::assemble(bound, cuda, self.stream.clone(), len)
+    }
+
+    /// Allocation size in bytes.
+    pub fn size(&self) -> u64 {
+        self.memory.size()
+    }
+    /// Whether it is a dedicated allocation (one buffer, at offset 0).
+    pub fn is_dedicated(&self) -> bool {
+        self.memory.is_dedicated()
+    }
+    /// The usage every buffer in it is created with.
+    pub fn usage(&self) -> vk::BufferUsageFlags {
+        self.usage
+    }
+    /// The Vulkan memory.
+    pub fn vk_memory(&self) -> &Arc<DeviceMemory> {
+        &self.memory
+    }
+    /// The CUDA import.
+    pub fn cuda_memory(&self) -> &Arc<ImportedMemory> {
+        &self.imported
+    }
+}
+
+/// How a shared buffer's memory is seen by CUDA.
+pub(crate) enum CudaSide {
+    /// Vulkan allocated it; CUDA imported it and maps a range (the usual direction).
+    Imported {
+        mapping: MappedRange,
+        allocation: Arc<SharedAllocation>,
+    },
+    /// CUDA allocated it (`cuMemCreate`) and maps it; Vulkan imported it (the reverse).
+    Vmm(VmmMapping),
+}
+
+impl CudaSide {
+    fn device_ptr(&self) -> sys::CUdeviceptr {
+        match self {
+            CudaSide::Imported { mapping, .. } => mapping.device_ptr(),
+            CudaSide::Vmm(m) => m.device_ptr(),
+        }
+    }
+}
+
+/// `len` elements of `T` in shared memory, seen as a `vk::Buffer` (descriptors, copies) and as
+/// a CUDA device pointer (kernels, cudarc copies). Drop in any order is safe: the buffer
+/// keeps its allocation alive, and the allocation's CUDA import keeps the Vulkan memory alive.
+///
+/// On the CUDA side it keeps cudarc's stream contract the way `CudaSlice` does: a read or
+/// write on any stream waits for the last write (and a write for the last reads) through
+/// events, so cudarc copies on different streams are ordered; drop waits for both events.
+/// The two APIs do not order their accesses by themselves: finish CUDA work (stream sync or
+/// an exported semaphore) before Vulkan reads, and the reverse.
+pub struct SharedBuffer<T> {
+    // Declared before `cuda`: the events are waited for in Drop, then the Vulkan view goes,
+    // then the CUDA mapping (and through it the allocation).
+    read: Option<CudaEvent>,
+    write: Option<CudaEvent>,
+    bound: BoundBuffer,
+    cuda: CudaSide,
+    device_ptr: sys::CUdeviceptr,
+    stream: Arc<CudaStream>,
+    len: usize,
+    _element: PhantomData<T>,
+}
+
+impl<T> SharedBuffer<T> {
+    pub(crate) fn assemble(
+        bound: BoundBuffer,
+        cuda: CudaSide,
+        stream: Arc<CudaStream>,
+        len: usize,
+    ) -> Result<Self> {
+        let ctx = stream.context();
+        let (read, write) = if ctx.is_event_tracking() {
+            (
+                Some(ctx.new_event(None).cuda("cuEventCreate")?),
+                Some(ctx.new_event(None).cuda("cuEventCreate")?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            read,
+            write,
+            device_ptr: cuda.device_ptr(),
+            bound,
+            cuda,
+            stream,
+            len,
+            _element: PhantomData,
+        })
+    }
+}
+
+impl<T: bytemuck::Pod> SharedBuffer<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether it holds no elements (never true: zero-size buffers are rejected).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Size in bytes.
+    pub fn byte_size(&self) -> u64 {
+        self.bound.buffer().size()
+    }
+    /// Byte offset inside its allocation (0 for CUDA-allocated buffers).
+    pub fn offset(&self) -> u64 {
+        match &self.cuda {
+            CudaSide::Imported { mapping, .. } => mapping.range().start,
+            CudaSide::Vmm(_) => 0,
+        }
+    }
+    /// The Vulkan buffer handle (valid while `self` lives).
+    pub fn vk_buffer(&self) -> vk::Buffer {
+        self.bound.buffer().handle()
+    }
+    /// The CUDA device pointer. For kernels on other streams than [`Bridge::stream`], prefer
+    /// [`DevicePtr::device_ptr`] / [`DevicePtrMut::device_ptr_mut`], which order the access.
+    pub fn cuda_ptr(&self) -> sys::CUdeviceptr {
+        self.device_ptr
+    }
+    /// The CUDA device pointer by reference, for `launch_builder(..).arg(buf.kernel_arg())`.
+    pub fn kernel_arg(&self) -> &sys::CUdeviceptr {
+        &self.device_ptr
+    }
+    /// The Vulkan-allocated memory it lives in; `None` for buffers CUDA allocated
+    /// ([`Bridge::create_buffer_from_cuda`]).
+    pub fn allocation(&self) -> Option<&Arc<SharedAllocation>> {
+        match &self.cuda {
+            CudaSide::Imported { allocation, .. } => Some(allocation),
+            CudaSide::Vmm(_) => None,
+        }
+    }
+
+    /// Copies the buffer to the host through CUDA (ordered after the last write on any
+    /// stream), and synchronises.
+    pub fn cuda_read(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); self.len];
+        let stream = self.stream.clone();
+        stream.context().bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let (src, _record) = self.device_ptr(&stream);
+        // SAFETY: `out` has exactly byte_size bytes; the device range is our live mapping.
+        unsafe { result::memcpy_dtoh_async(&mut out, src, stream.cu_stream()) }
+            .cuda("cuMemcpyDtoHAsync")?;
+        stream.synchronize().cuda("cuStreamSynchronize")?;
+        Ok(out)
+    }
+
+    /// Copies `data` (exactly `len` elements) into the buffer through CUDA (ordered after the
+    /// last reads and writes on any stream), and synchronises.
+    pub fn cuda_write(&mut self, data: &[T]) -> Result<()> {
+        if data.len() != self.len {
+            return Err(Error::InvalidArgument(format!(
+                "cuda_write of {} elements into a buffer of {}",
+                data.len(),
+                self.len
+            )));
+        }
+        let stream = self.stream.clone();
+        stream.context().bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let (dst, _record) = self.device_ptr_mut(&stream);
+        // SAFETY: the device range is our live mapping of exactly data's byte size.
+        unsafe { result::memcpy_htod_async(dst, data, stream.cu_stream()) }
+            .cuda("cuMemcpyHtoDAsync")?;
+        stream.synchronize().cuda("cuStreamSynchronize")
+    }
+}
+
+impl<T> Drop for SharedBuffer<T> {
+    fn drop(&mut self) {
+        // Wait for this buffer's own CUDA work (never the whole device) before the mapping
+        // is freed.
+        for event in [&self.read, &self.write].into_iter().flatten() {
+            self.stream.context().record_err(event.synchronize());
+        }
+    }
+}
+
+impl<T> AsVkBuffer for SharedBuffer<T> {
+    fn vk_buffer(&self) -> vk::Buffer {
+        self.bound.vk_buffer()
+    }
+    fn vk_size(&self) -> u64 {
+        self.bound.vk_size()
+    }
+    fn vk_context(&self) -> &Arc<VulkanContext> {
+        self.bound.vk_context()
+    }
+}
+
+impl<T> DeviceSlice<T> for SharedBuffer<T> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+}
+
+// The stream contract of cudarc's own CudaSlice: a read waits for the last write and records
+// the read event; a write waits for the last reads and writes and records the write event.
+impl<T> DevicePtr<T> for SharedBuffer<T> {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
+        if stream.context().is_managing_stream_synchronization() {
+            if let Some(write) = self.write.as_ref() {
+                stream.context().record_err(stream.wait(write));
+            }
+        }
+        (
+            self.device_ptr,
+            SyncOnDrop::record_event(&self.read, stream),
+        )
+    }
+}
+
+impl<T> DevicePtrMut<T> for SharedBuffer<T> {
+    fn device_ptr_mut<'a>(
+        &'a mut self,
+        stream: &'a CudaStream,
+    ) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
+        if stream.context().is_managing_stream_synchronization() {
+            for event in [&self.read, &self.write].into_iter().flatten() {
+                stream.context().record_err(stream.wait(event));
+            }
+        }
+        (
+            self.device_ptr,
+            SyncOnDrop::record_event(&self.write, stream),
+        )
+    }
+}
