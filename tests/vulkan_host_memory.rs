@@ -37,24 +37,25 @@ fn host_written_bytes_round_trip_through_vulkan_copies() {
         let src_vk =
             HostImportedBuffer::new(&ctx, src.as_mut_bytes(), vk::BufferUsageFlags::empty())
                 .unwrap();
-        let dst_vk =
+        let mut dst_vk =
             HostImportedBuffer::new(&ctx, dst.as_mut_bytes(), vk::BufferUsageFlags::empty())
                 .unwrap();
         // host -> device-local -> host, all by Vulkan copies.
         let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
-        let device =
+        let mut device =
             BoundBuffer::new_exportable(&ctx, size as u64, usage, vk::MemoryPropertyFlags::empty())
                 .unwrap();
-        ctx.copy_buffer(&src_vk, 0, &device, 0, size as u64)
+        ctx.copy_buffer(&src_vk, 0, &mut device, 0, size as u64)
             .unwrap();
-        ctx.copy_buffer(&device, 0, &dst_vk, 0, size as u64)
+        ctx.copy_buffer(&device, 0, &mut dst_vk, 0, size as u64)
             .unwrap();
         assert!(
             dst_vk.as_bytes() == &expected[..],
             "bytes differ after the Vulkan round trip"
         );
         // And a Vulkan fill is seen by the host through the import.
-        ctx.fill_buffer(&dst_vk, 4096, 4096, 0x0101_0101).unwrap();
+        ctx.fill_buffer(&mut dst_vk, 4096, 4096, 0x0101_0101)
+            .unwrap();
     }
     assert!(dst.as_bytes()[4096..8192].iter().all(|&b| b == 1));
     assert_eq!(&dst.as_bytes()[..4096], &expected[..4096]);
@@ -88,8 +89,9 @@ fn host_import_alignment_is_checked_first() {
         Error::Layout(LayoutError::ZeroSize { .. })
     );
     // The next valid call works.
-    let ok = HostImportedBuffer::new(&ctx, &mut bytes[a..3 * a], usage).unwrap();
-    ctx.fill_buffer(&ok, 0, 2 * a as u64, 0x0202_0202).unwrap();
+    let mut ok = HostImportedBuffer::new(&ctx, &mut bytes[a..3 * a], usage).unwrap();
+    ctx.fill_buffer(&mut ok, 0, 2 * a as u64, 0x0202_0202)
+        .unwrap();
     drop(ok);
     assert!(mem.as_bytes()[a..3 * a].iter().all(|&b| b == 2));
     assert!(mem.as_bytes()[..a].iter().all(|&b| b == 0));

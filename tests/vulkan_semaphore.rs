@@ -8,10 +8,17 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
-use cuvk::vulkan::{Semaphore, SemaphoreKind, SemaphoreOp};
-use cuvk::Error;
+use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
+use cuvk::{Error, ErrorKind};
 
 const TIMELINE: SemaphoreKind = SemaphoreKind::Timeline { initial: 0 };
+
+fn local(kind: SemaphoreKind) -> SemaphoreDesc {
+    SemaphoreDesc {
+        kind,
+        exportable: false,
+    }
+}
 
 #[test]
 fn export_without_the_extension_says_so() {
@@ -26,17 +33,18 @@ fn export_without_the_extension_says_so() {
         return;
     }
     let e = assert_err!(
-        Semaphore::new(&ctx, TIMELINE, true),
+        Semaphore::new(&ctx, SemaphoreDesc::SHARED_TIMELINE),
         Error::MissingExtension { .. }
     );
     assert!(e.is_unavailable());
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert!(
         e.to_string()
-            .contains(cuvk::vulkan::SEMAPHORE_EXTENSION.to_str().unwrap()),
+            .contains(cuvk::platform::SEMAPHORE_EXTENSION.to_str().unwrap()),
         "{e}"
     );
     // The next valid call works: a non-exportable timeline.
-    let s = Semaphore::new(&ctx, TIMELINE, false).unwrap();
+    let s = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
     s.signal_host(1).unwrap();
     assert_eq!(s.value().unwrap(), 1);
     common::assert_clean(&ctx);
@@ -47,7 +55,7 @@ fn timeline_values_signal_wait_and_timeout() {
     let Some(ctx) = common::vulkan("timeline_values_signal_wait_and_timeout") else {
         return;
     };
-    let s = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 5 }, false).unwrap();
+    let s = Semaphore::new(&ctx, local(SemaphoreKind::Timeline { initial: 5 })).unwrap();
     assert_eq!(s.value().unwrap(), 5);
     s.wait_host(5, Duration::ZERO).unwrap();
     s.signal_host(9).unwrap();
@@ -88,8 +96,8 @@ fn queue_submission_signals_and_waits_timelines() {
     let Some(ctx) = common::vulkan("queue_submission_signals_and_waits_timelines") else {
         return;
     };
-    let a = Semaphore::new(&ctx, TIMELINE, false).unwrap();
-    let b = Semaphore::new(&ctx, TIMELINE, false).unwrap();
+    let a = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    let b = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
     // Submission waits for a=1 (signalled from the host later) and signals b=1.
     let wait = [SemaphoreOp {
         semaphore: &a,
@@ -121,10 +129,85 @@ fn binary_semaphores_refuse_timeline_operations() {
     let Some(ctx) = common::vulkan("binary_semaphores_refuse_timeline_operations") else {
         return;
     };
-    let s = Semaphore::new(&ctx, SemaphoreKind::Binary, false).unwrap();
+    let s = Semaphore::new(&ctx, local(SemaphoreKind::Binary)).unwrap();
     assert_err!(s.value(), Error::InvalidArgument(_));
     assert_err!(s.signal_host(1), Error::InvalidArgument(_));
     assert_err!(s.wait_host(1, Duration::ZERO), Error::InvalidArgument(_));
     assert_err!(s.export(), Error::InvalidArgument(_));
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn refused_submission_leaves_every_timeline_as_it_was() {
+    let Some(ctx) = common::vulkan("refused_submission_leaves_every_timeline_as_it_was") else {
+        return;
+    };
+    let a = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    let b = Semaphore::new(&ctx, local(SemaphoreKind::Timeline { initial: 4 })).unwrap();
+    let op = |semaphore, value| SemaphoreOp {
+        semaphore,
+        value,
+        stage: vk::PipelineStageFlags::empty(),
+    };
+    // One good value (a = 1) beside one that does not increase (b = 4): the whole submission
+    // is refused, and a's value 1 is not left reserved.
+    // SAFETY: no command buffers; refused before the driver.
+    let res =
+        unsafe { ctx.submit_with_semaphores(&[], &[], &[op(&a, 1), op(&b, 4)], vk::Fence::null()) };
+    assert_err!(res, Error::TimelineNotIncreasing { value: 4, last: 4 });
+    assert_eq!((a.highest_signal(), b.highest_signal()), (0, 4));
+    // The same signal of one semaphore twice in one submission is refused too.
+    // SAFETY: as above.
+    let res =
+        unsafe { ctx.submit_with_semaphores(&[], &[], &[op(&a, 1), op(&a, 2)], vk::Fence::null()) };
+    assert_err!(res, Error::InvalidArgument(_));
+    assert_eq!(a.highest_signal(), 0);
+    // The same frame, corrected, then submits, and the GPU signals both.
+    // SAFETY: no command buffers; the semaphores outlive the submission (waited below).
+    unsafe { ctx.submit_with_semaphores(&[], &[], &[op(&a, 1), op(&b, 5)], vk::Fence::null()) }
+        .unwrap();
+    a.wait_host(1, Duration::from_secs(5)).unwrap();
+    b.wait_host(5, Duration::from_secs(5)).unwrap();
+    assert_eq!((a.highest_signal(), b.highest_signal()), (1, 5));
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn dropping_a_semaphore_waits_for_its_own_submissions_only() {
+    let Some(ctx) = common::vulkan("dropping_a_semaphore_waits_for_its_own_submissions_only")
+    else {
+        return;
+    };
+    // `gate` is never signalled while `a` is dropped: a submission waiting on it stays
+    // pending. Dropping the unrelated `b` (used by an earlier, finished submission) must not
+    // wait for the device to go idle, which it never would.
+    let gate = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    let b = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    let sig = |semaphore, value| SemaphoreOp {
+        semaphore,
+        value,
+        stage: vk::PipelineStageFlags::empty(),
+    };
+    // SAFETY: no command buffers; b outlives its submission (waited below).
+    unsafe { ctx.submit_with_semaphores(&[], &[], &[sig(&b, 1)], vk::Fence::null()) }.unwrap();
+    b.wait_host(1, Duration::from_secs(5)).unwrap();
+    let c = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    let wait = [SemaphoreOp {
+        semaphore: &gate,
+        value: 1,
+        stage: vk::PipelineStageFlags::ALL_COMMANDS,
+    }];
+    // SAFETY: no command buffers; gate and c outlive the submission (signalled below).
+    unsafe { ctx.submit_with_semaphores(&[], &wait, &[sig(&c, 1)], vk::Fence::null()) }.unwrap();
+    let t = Instant::now();
+    drop(b);
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "dropping an idle semaphore waited {:?} (for the whole device?)",
+        t.elapsed()
+    );
+    gate.signal_host(1).unwrap();
+    c.wait_host(1, Duration::from_secs(5)).unwrap();
+    drop((gate, c));
     common::assert_clean(&ctx);
 }

@@ -47,9 +47,10 @@ pub fn bridge(test: &str) -> Option<Bridge> {
 /// Copies a whole buffer to the host with a Vulkan copy and returns its u32 words.
 pub fn read_via_vulkan(ctx: &Arc<VulkanContext>, buf: &dyn cuvk::vulkan::AsVkBuffer) -> Vec<u32> {
     let size = buf.vk_size();
-    let host = cuvk::vulkan::HostBuffer::new(ctx, size, cuvk::ash::vk::BufferUsageFlags::empty())
-        .expect("host buffer");
-    ctx.copy_buffer(buf, 0, &host, 0, size)
+    let mut host =
+        cuvk::vulkan::HostBuffer::new(ctx, size, cuvk::ash::vk::BufferUsageFlags::empty())
+            .expect("host buffer");
+    ctx.copy_buffer(buf, 0, &mut host, 0, size)
         .expect("Vulkan copy");
     host.read().expect("read back")
 }
@@ -79,8 +80,8 @@ pub fn warm_up(ctx: &Arc<VulkanContext>) -> WarmUp {
     let bound = BoundBuffer::new_exportable(ctx, 4096, usage, vk::MemoryPropertyFlags::empty())
         .expect("warm-up buffer");
     drop(bound.memory().export().expect("warm-up export"));
-    let host = HostBuffer::new(ctx, 4096, vk::BufferUsageFlags::empty()).expect("warm-up host");
-    ctx.copy_buffer(&bound, 0, &host, 0, 4096)
+    let mut host = HostBuffer::new(ctx, 4096, vk::BufferUsageFlags::empty()).expect("warm-up host");
+    ctx.copy_buffer(&bound, 0, &mut host, 0, 4096)
         .expect("warm-up copy");
     WarmUp(bound, host)
 }
@@ -122,7 +123,7 @@ pub fn fds() -> usize {
 /// use this: NVIDIA's Vulkan driver opens and closes `/dev/nvidia*` files as its internal pools
 /// grow and shrink (seen: 35 -> 36 and 44 -> 35 across tests that freed everything they
 /// made). Its exported memory descriptors also point to `/dev/nvidiactl`, so on NVIDIA the
-/// export test checks exported descriptors by number (`cuvk::handle::is_open`); on lavapipe
+/// export test checks exported descriptors by number (`cuvk::platform::is_open`); on lavapipe
 /// (CI) exports are memfds and this count sees them. Pipes are not counted either: the crate
 /// never makes one, and a full `cargo test` run once saw one of the harness's pipes close
 /// mid-test (9 -> 8, the missing entry a `pipe:`).
