@@ -12,7 +12,7 @@
 /**
  * ABI version: bumped on any incompatible change of a function or struct.
  */
-#define CUVK_ABI_VERSION 1
+#define CUVK_ABI_VERSION 2
 
 /**
  * Bridge creation flag: Vulkan only, no CUDA (buffers have no CUDA pointer).
@@ -75,6 +75,18 @@ typedef enum CuvkResult {
    * A bug inside the library (a caught panic).
    */
   CUVK_ERROR_INTERNAL = 12,
+  /**
+   * The device could, but the engine did not enable the extension or feature needed.
+   */
+  CUVK_ERROR_NOT_ENABLED = 13,
+  /**
+   * Out of device or host memory, or larger than the memory heap.
+   */
+  CUVK_ERROR_OUT_OF_MEMORY = 14,
+  /**
+   * Objects of different devices were mixed.
+   */
+  CUVK_ERROR_WRONG_DEVICE = 15,
 } CuvkResult;
 
 /**
@@ -119,9 +131,14 @@ typedef struct CuvkVulkanDevice {
    */
   uint32_t enabled_extension_count;
   /**
-   * Non-zero if the engine enabled the `timelineSemaphore` feature.
+   * Non-zero if the engine enabled the `timelineSemaphore` feature (required).
    */
   uint32_t timeline_semaphore_enabled;
+  /**
+   * The `apiVersion` the engine created its instance with (`VK_API_VERSION_1_2` or later
+   * is required).
+   */
+  uint32_t api_version;
 } CuvkVulkanDevice;
 
 /**

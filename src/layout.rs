@@ -795,4 +795,48 @@ mod tests {
             }
         }
     }
+
+    #[repr(C, align(32))]
+    #[derive(Clone, Copy)]
+    struct Wide([u32; 8]);
+
+    #[test]
+    fn element_rules_name_their_numbers() {
+        assert!(check_element_offset::<Wide>(64).is_ok());
+        let e = check_element_offset::<Wide>(16).unwrap_err();
+        assert!(matches!(
+            e,
+            LayoutError::Misaligned {
+                value: 16,
+                alignment: 32,
+                rule: AlignmentRule::Element,
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("element type"), "{e}");
+        let e = bytes_for::<u64>(usize::MAX).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} elements × 8 bytes per element overflows u64",
+                usize::MAX
+            )
+        );
+        assert_eq!(elements_in::<u32>(12), Ok(3));
+        assert!(matches!(
+            elements_in::<u32>(10),
+            Err(LayoutError::PartialElement {
+                bytes: 10,
+                element_size: 4
+            })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn element_offsets_accepted_iff_aligned(offset in 0u64..1 << 20) {
+            prop_assert_eq!(check_element_offset::<Wide>(offset).is_ok(), offset % 32 == 0);
+            prop_assert_eq!(check_element_offset::<u8>(offset).is_ok(), true);
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! On Windows the handle is an NT handle (`OPAQUE_WIN32`). Neither CUDA nor Vulkan takes
 //! ownership of it: the application closes it after the import.
 //!
-//! [`import_with`] encodes both rules: the handle is moved in, so the type system prevents
+//! The crate's imports go through one function that encodes both rules: the handle is moved in, so the type system prevents
 //! importing one handle twice, and it is closed or handed over exactly once.
 
 use ash::vk;

@@ -11,10 +11,16 @@ use std::sync::Arc;
 
 use cuvk::ash::vk;
 use cuvk::cuda::{ImportedMemory, MapOptions};
-use cuvk::layout::LayoutError;
-use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory};
-use cuvk::{Bridge, BufferUsage, Error, SharedBuffer};
+use cuvk::cudarc::driver::DevicePtrMut;
+use cuvk::layout::{AlignmentRule, LayoutError};
+use cuvk::vulkan::{AllocateInfo, Buffer, BufferDesc, DeviceMemory, ExternalUse};
+use cuvk::{Bridge, BufferPlacement, BufferUsage, Error, SharedBuffer};
 use kernels::{pattern, Kernels};
+
+/// An element type aligned to 32 bytes (like a float4x2 or an aligned struct in a kernel).
+#[repr(C, align(32))]
+#[derive(Clone, Copy, bytemuck::Zeroable, bytemuck::Pod)]
+struct Wide([u32; 8]);
 
 fn read_via_vulkan(bridge: &Bridge, buf: &SharedBuffer<u32>) -> Vec<u32> {
     common::read_via_vulkan(bridge.vulkan(), buf)
@@ -43,7 +49,7 @@ fn round_trip_both_ways() {
     };
     let k = Kernels::load(bridge.cuda()).unwrap();
     let n = 3_000_017usize; // not a power of two: the tail counts
-    let buf: SharedBuffer<u32> = bridge
+    let mut buf: SharedBuffer<u32> = bridge
         .create_buffer(n, BufferUsage::STORAGE_BUFFER)
         .unwrap();
     eprintln!(
@@ -61,9 +67,10 @@ fn round_trip_both_ways() {
         "Vulkan read of CUDA's write",
     );
 
+    let bytes = buf.byte_size();
     bridge
         .vulkan()
-        .fill_buffer(&buf, 0, buf.byte_size(), 0x5eed)
+        .fill_buffer(&mut buf, 0, bytes, 0x5eed)
         .unwrap();
     assert_eq!(
         k.count_not_equal(bridge.stream(), buf.kernel_arg(), n as u64, 0x5eed)
@@ -91,7 +98,7 @@ fn sub_allocated_buffers_keep_their_own_data() {
         (2 << 20, 1 << 20),
         (12 << 20, 777_777),
     ];
-    let bufs: Vec<SharedBuffer<u32>> = layout
+    let mut bufs: Vec<SharedBuffer<u32>> = layout
         .iter()
         .map(|&(o, n)| alloc.buffer(o, n).unwrap())
         .collect();
@@ -113,10 +120,11 @@ fn sub_allocated_buffers_keep_their_own_data() {
         );
     }
     // Vulkan writes each, CUDA checks each and that its neighbours kept their values.
-    for (i, b) in bufs.iter().enumerate() {
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let bytes = b.byte_size();
         bridge
             .vulkan()
-            .fill_buffer(b, 0, b.byte_size(), 1000 + i as u32)
+            .fill_buffer(b, 0, bytes, 1000 + i as u32)
             .unwrap();
     }
     for (i, b) in bufs.iter().enumerate() {
@@ -174,7 +182,11 @@ fn mapped_offsets_carry_correct_data() {
     bridge.stream().synchronize().unwrap();
     // The whole allocation as one Vulkan buffer (its CUDA view overlaps every range above,
     // so this one is allowed to), copied to the host by Vulkan.
-    let whole: SharedBuffer<u32> = alloc.buffer_with(0, (size / 4) as usize, true).unwrap();
+    let overlapping = BufferPlacement {
+        offset: 0,
+        allow_overlap: true,
+    };
+    let whole: SharedBuffer<u32> = alloc.buffer_with((size / 4) as usize, overlapping).unwrap();
     let all = read_via_vulkan(&bridge, &whole);
     for (i, (&o, &w)) in offsets.iter().zip(&words).enumerate() {
         let at = (o / 4) as usize;
@@ -232,15 +244,38 @@ fn bad_inputs_each_refused_then_next_call_works() {
     );
     assert!(e.to_string().contains("0..4096"), "{e}");
     // Explicitly allowed overlap maps.
-    drop(alloc.buffer_with::<u32>(2048, 1024, true).unwrap());
+    let overlapping = BufferPlacement {
+        offset: 2048,
+        allow_overlap: true,
+    };
+    drop(alloc.buffer_with::<u32>(1024, overlapping).unwrap());
+
+    // The element's alignment: a 32-byte-aligned type at a 16-byte offset (which Vulkan and
+    // CUDA would accept) is refused, naming the rule; lengths whose byte size overflows say so.
+    let e = assert_err!(
+        alloc.buffer::<Wide>(16 << 10 | 16, 4),
+        Error::Layout(LayoutError::Misaligned {
+            rule: AlignmentRule::Element,
+            alignment: 32,
+            ..
+        })
+    );
+    assert!(e.to_string().contains("element"), "{e}");
+    let e = assert_err!(
+        alloc.buffer::<u64>(0, usize::MAX),
+        Error::Layout(LayoutError::ElementCountOverflow {
+            element_size: 8,
+            ..
+        })
+    );
+    assert!(e.to_string().contains("elements"), "{e}");
+    let wide = alloc.buffer::<Wide>(16 << 10, 4).unwrap();
+    assert_eq!(wide.cuda_ptr() % 32, 0);
+    drop(wide);
 
     // A dedicated import maps only at offset 0.
     let ded: SharedBuffer<u32> = bridge
-        .create_buffer_with(
-            4096,
-            BufferUsage::STORAGE_BUFFER,
-            cuvk::bridge::Dedicated::Always,
-        )
+        .create_buffer_with(4096, BufferUsage::STORAGE_BUFFER, cuvk::Dedicated::Always)
         .unwrap();
     let e = assert_err!(
         ded.allocation()
@@ -259,7 +294,15 @@ fn bad_inputs_each_refused_then_next_call_works() {
     drop(ded);
 
     // A buffer not created exportable cannot share exportable memory.
-    let plain = Buffer::new(bridge.vulkan(), 4096, BufferUsage::STORAGE_BUFFER, false).unwrap();
+    let plain = Buffer::new(
+        bridge.vulkan(),
+        BufferDesc {
+            size: 4096,
+            usage: BufferUsage::STORAGE_BUFFER,
+            external: ExternalUse::None,
+        },
+    )
+    .unwrap();
     assert_err!(
         plain.bind(alloc.vk_memory().clone(), 0),
         Error::NotExportable { .. }
@@ -269,7 +312,7 @@ fn bad_inputs_each_refused_then_next_call_works() {
     let bogus = cuvk::Uuid([0xab; 16]);
     let e = assert_err!(
         Bridge::new(cuvk::BridgeConfig {
-            cuda_device: cuvk::bridge::CudaDeviceChoice::Uuid(bogus),
+            cuda_device: cuvk::interop::CudaDeviceChoice::Uuid(bogus),
             ..Default::default()
         }),
         Error::NoCudaDevice { .. }
@@ -281,8 +324,8 @@ fn bad_inputs_each_refused_then_next_call_works() {
 
     // Nothing leaked, and the next valid call works.
     assert_eq!(alloc.cuda_memory().live_mappings(), live + 1); // `_a`
-    let b = alloc.buffer::<u32>(64 << 10, 1024).unwrap();
-    bridge.vulkan().fill_buffer(&b, 0, 4096, 9).unwrap();
+    let mut b = alloc.buffer::<u32>(64 << 10, 1024).unwrap();
+    bridge.vulkan().fill_buffer(&mut b, 0, 4096, 9).unwrap();
     assert!(b.cuda_read().unwrap().iter().all(|&w| w == 9));
     drop(b);
     common::assert_fds(fds, "descriptors leaked");
@@ -304,7 +347,15 @@ fn same_descriptor_imported_twice_is_refused() {
     let Some(bridge) = common::bridge("same_descriptor_imported_twice_is_refused") else {
         return;
     };
-    let buffer = Buffer::new(bridge.vulkan(), 1 << 20, BufferUsage::STORAGE_BUFFER, true).unwrap();
+    let buffer = Buffer::new(
+        bridge.vulkan(),
+        BufferDesc {
+            size: 1 << 20,
+            usage: BufferUsage::STORAGE_BUFFER,
+            external: ExternalUse::Export,
+        },
+    )
+    .unwrap();
     let r = buffer.requirements();
     let memory = Arc::new(
         DeviceMemory::allocate(
@@ -334,7 +385,7 @@ fn same_descriptor_imported_twice_is_refused() {
         )
     }
     .unwrap();
-    let still_open = cuvk::handle::is_open(raw);
+    let still_open = cuvk::platform::is_open(raw);
     eprintln!(
         "after a successful import, CUDA {} descriptor {raw}",
         if still_open { "kept open" } else { "closed" }
@@ -414,5 +465,37 @@ fn ten_thousand_cycles_leak_nothing() {
         free_after >= free,
         "CUDA free memory fell from {free} to {free_after}"
     );
+    common::assert_clean(bridge.vulkan());
+}
+
+/// cudarc's stream contract: a write on one stream (through `device_ptr_mut`) orders a cudarc
+/// copy on another stream after it. Without the events (0.1 ignored the stream), the copy on
+/// the second stream races the kernel still writing on the first.
+#[test]
+fn cudarc_copies_on_another_stream_wait_for_the_last_write() {
+    let _serial = common::serial();
+    let Some(bridge) = common::bridge("cudarc_copies_on_another_stream_wait_for_the_last_write")
+    else {
+        return;
+    };
+    let k = Kernels::load(bridge.cuda()).unwrap();
+    let n = 64usize << 20; // 256 MiB: the kernel runs long enough for a race to show
+    let mut buf: SharedBuffer<u32> = bridge
+        .create_buffer(n, BufferUsage::STORAGE_BUFFER)
+        .unwrap();
+    let (writer, reader) = (bridge.stream(), bridge.cuda().new_stream().unwrap());
+    for round in 0..5u32 {
+        {
+            let (ptr, _record_write) = buf.device_ptr_mut(writer);
+            k.write_pattern(writer, &ptr, n as u64, round).unwrap();
+        }
+        // No host synchronisation: the reader stream must wait on the write event.
+        let got = reader.memcpy_dtov(&buf).unwrap();
+        let bad = (0..n).filter(|&i| got[i] != pattern(i, round)).count();
+        assert_eq!(
+            bad, 0,
+            "round {round}: {bad} of {n} words read before the write finished"
+        );
+    }
     common::assert_clean(bridge.vulkan());
 }

@@ -16,8 +16,28 @@ use std::time::{Duration, Instant};
 use checker::Checker;
 use cuvk::ash::vk;
 use cuvk::cuda::{CudaSemaphoreType, ExternalSemaphore};
-use cuvk::vulkan::{HostBuffer, Semaphore, SemaphoreKind, SemaphoreOp};
+use cuvk::interop::import_semaphore;
+use cuvk::vulkan::{HostBuffer, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
 use cuvk::{Bridge, BufferUsage, Error, FramePacer, SharedBuffer};
+
+/// Imports `s` into CUDA as `ty`, which may not match its kind (the check under test).
+fn import_as(
+    bridge: &Bridge,
+    s: &Arc<Semaphore>,
+    ty: CudaSemaphoreType,
+) -> cuvk::Result<ExternalSemaphore> {
+    // SAFETY: a fresh export of `s`; the ledger is its own; the Arc keeps it alive. A type
+    // that does not match its kind is refused before the driver sees the handle.
+    unsafe {
+        ExternalSemaphore::import(
+            bridge.cuda(),
+            s.export()?,
+            ty,
+            s.ledger().clone(),
+            Some(s.clone()),
+        )
+    }
+}
 use kernels::Kernels;
 
 const ELEMENTS: usize = 4 << 20; // 16 MiB per slot
@@ -173,19 +193,26 @@ fn semaphore_bad_inputs() {
     let ctx = bridge.vulkan();
     let stream = bridge.cuda().new_stream().unwrap();
     // A binary semaphore imported as a timeline is refused before the driver.
-    let binary = Semaphore::new(ctx, SemaphoreKind::Binary, true).unwrap();
+    let binary = Semaphore::new(
+        ctx,
+        SemaphoreDesc {
+            kind: SemaphoreKind::Binary,
+            exportable: true,
+        },
+    )
+    .unwrap();
     assert_err!(
-        ExternalSemaphore::import_as(bridge.cuda(), &binary, CudaSemaphoreType::Timeline),
+        import_as(&bridge, &binary, CudaSemaphoreType::Timeline),
         Error::InvalidArgument(_)
     );
-    let timeline = Semaphore::new(ctx, SemaphoreKind::Timeline { initial: 0 }, true).unwrap();
+    let timeline = Semaphore::new(ctx, SemaphoreDesc::SHARED_TIMELINE).unwrap();
     assert_err!(
-        ExternalSemaphore::import_as(bridge.cuda(), &timeline, CudaSemaphoreType::Binary),
+        import_as(&bridge, &timeline, CudaSemaphoreType::Binary),
         Error::InvalidArgument(_)
     );
     // Timeline values must increase across APIs: CUDA's signal is refused once Vulkan
     // scheduled the same value.
-    let imported = ExternalSemaphore::import(bridge.cuda(), &timeline).unwrap();
+    let imported = import_semaphore(bridge.cuda(), &timeline).unwrap();
     timeline.signal_host(4).unwrap();
     assert_err!(
         imported.signal(&stream, 4),
@@ -218,8 +245,8 @@ fn dropping_a_semaphore_with_a_pending_cuda_wait_is_safe() {
     };
     let ctx = bridge.vulkan();
     let stream = bridge.cuda().new_stream().unwrap();
-    let timeline = Semaphore::new(ctx, SemaphoreKind::Timeline { initial: 0 }, true).unwrap();
-    let imported = ExternalSemaphore::import(bridge.cuda(), &timeline).unwrap();
+    let timeline = Semaphore::new(ctx, SemaphoreDesc::SHARED_TIMELINE).unwrap();
+    let imported = import_semaphore(bridge.cuda(), &timeline).unwrap();
     imported.wait(&stream, 1).unwrap();
     let signaller = {
         let t = Arc::clone(&timeline);
@@ -241,7 +268,7 @@ fn dropping_a_semaphore_with_a_pending_cuda_wait_is_safe() {
 
     // Never signalled within the drop timeout: leaked, not destroyed; the stream then
     // completes once the value arrives, with the semaphore still alive.
-    let mut imported = ExternalSemaphore::import(bridge.cuda(), &timeline).unwrap();
+    let mut imported = import_semaphore(bridge.cuda(), &timeline).unwrap();
     imported.set_drop_timeout(Duration::from_millis(100));
     imported.wait(&stream, 2).unwrap();
     drop(imported);
@@ -264,7 +291,7 @@ fn a_semaphore_imported_into_a_second_vkdevice_shares_its_payload() {
     })
     .unwrap();
     let kind = SemaphoreKind::Timeline { initial: 0 };
-    let sem_a = Semaphore::new(a, kind, true).unwrap();
+    let sem_a = Semaphore::new(a, SemaphoreDesc::SHARED_TIMELINE).unwrap();
     // SAFETY: a fresh export of a timeline semaphore on the same GPU and driver.
     let sem_b = unsafe { Semaphore::import(&b, sem_a.export().unwrap(), kind) }.unwrap();
     sem_a.signal_host(5).unwrap();
@@ -279,4 +306,49 @@ fn a_semaphore_imported_into_a_second_vkdevice_shares_its_payload() {
     sem_a.wait_host(7, Duration::from_secs(5)).unwrap();
     common::assert_clean(&b);
     common::assert_clean(a);
+}
+
+/// A refused frame submission leaves every timeline as it was, and the same frame then
+/// submits; CUDA waiting on the next frames is released (in 0.1 the refused call kept
+/// `vulkan_done = N` reserved, so frame N could never be submitted and CUDA waited forever).
+#[test]
+fn refused_frame_submission_changes_nothing_and_the_frame_then_submits() {
+    let _serial = common::serial();
+    let Some(bridge) = common::bridge("refused_frame_submission_changes_nothing") else {
+        return;
+    };
+    let ctx = bridge.vulkan();
+    let stream = bridge.cuda().new_stream().unwrap();
+    let mut pacer = FramePacer::new(&bridge, 1).unwrap();
+    let extra = Semaphore::new(ctx, SemaphoreDesc::LOCAL_TIMELINE).unwrap();
+    extra.signal_host(3).unwrap();
+    for expected in 1..=3u64 {
+        let frame = pacer.begin_frame().unwrap();
+        assert_eq!(frame.number, expected);
+        pacer.cuda_acquire(&frame, &stream).unwrap();
+        pacer.cuda_release(&frame, &stream).unwrap();
+        let stale = [SemaphoreOp {
+            semaphore: &extra,
+            value: 3, // already scheduled: refused
+            stage: vk::PipelineStageFlags::empty(),
+        }];
+        let stage = vk::PipelineStageFlags::ALL_COMMANDS;
+        // SAFETY: no command buffers; refused before the driver.
+        let res =
+            unsafe { pacer.vulkan_submit(&frame, &[], stage, &[], &stale, vk::Fence::null()) };
+        assert_err!(res, Error::TimelineNotIncreasing { value: 3, last: 3 });
+        assert_eq!(pacer.vulkan_done().highest_signal(), expected - 1);
+        assert_eq!(pacer.frames_complete().highest_signal(), expected - 1);
+        // The engine's own submission path is checked the same way, before it submits.
+        let infos = pacer
+            .frame_semaphores(&frame, vk::PipelineStageFlags2::ALL_COMMANDS)
+            .unwrap();
+        assert_eq!(infos.waits[0].value, expected);
+        assert!(infos.signals.iter().all(|s| s.value == expected));
+        // SAFETY: no command buffers; the pacer outlives the submission (waited below).
+        unsafe { pacer.vulkan_submit(&frame, &[], stage, &[], &[], vk::Fence::null()) }.unwrap();
+    }
+    pacer.wait_idle(Duration::from_secs(5)).unwrap();
+    stream.synchronize().unwrap();
+    common::assert_clean(ctx);
 }

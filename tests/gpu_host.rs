@@ -13,7 +13,7 @@ use cuvk::cuda::host::{
     PageAlignedBuffer, PinnedBuffer,
 };
 use cuvk::layout::LayoutError;
-use cuvk::staging::StagingBuffer;
+use cuvk::StagingBuffer;
 use cuvk::{BufferUsage, Error, SharedBuffer};
 use kernels::{pattern, Kernels};
 
@@ -29,25 +29,25 @@ fn every_alloc_flag_combination_round_trips_between_cuda_and_vulkan() {
     eprintln!("{}", support.summary());
     let k = Kernels::load(bridge.cuda()).unwrap();
     let stream = bridge.stream();
-    let a: SharedBuffer<u32> = bridge
+    let mut a: SharedBuffer<u32> = bridge
         .create_buffer(N, BufferUsage::STORAGE_BUFFER)
         .unwrap();
-    let b: SharedBuffer<u32> = bridge
+    let mut b: SharedBuffer<u32> = bridge
         .create_buffer(N, BufferUsage::STORAGE_BUFFER)
         .unwrap();
     let before = pinned_bytes();
     for (i, flags) in HostAllocFlags::all().into_iter().enumerate() {
         let seed = 0x1000 + i as u32;
-        let staging =
+        let mut staging =
             StagingBuffer::new(&bridge, N * 4, flags, vk::BufferUsageFlags::empty()).unwrap();
         // CUDA -> pinned (DMA) -> Vulkan copy -> b, checked through CUDA.
         k.write_pattern(stream, a.kernel_arg(), N as u64, seed)
             .unwrap();
-        staging.cuda_download(stream, a.cuda_ptr(), N * 4).unwrap();
+        staging.cuda_download(stream, &a).unwrap();
         stream.synchronize().unwrap();
         bridge
             .vulkan()
-            .copy_buffer(&staging, 0, &b, 0, (N * 4) as u64)
+            .copy_buffer(&staging, 0, &mut b, 0, (N * 4) as u64)
             .unwrap();
         let got = b.cuda_read().unwrap();
         assert!(
@@ -57,18 +57,18 @@ fn every_alloc_flag_combination_round_trips_between_cuda_and_vulkan() {
         // Vulkan fill -> copy into pinned -> CUDA upload -> a, checked; host sees it too.
         bridge
             .vulkan()
-            .fill_buffer(&b, 0, (N * 4) as u64, seed)
+            .fill_buffer(&mut b, 0, (N * 4) as u64, seed)
             .unwrap();
         bridge
             .vulkan()
-            .copy_buffer(&b, 0, &staging, 0, (N * 4) as u64)
+            .copy_buffer(&b, 0, &mut staging, 0, (N * 4) as u64)
             .unwrap();
-        let words: &[u32] = bytemuck::cast_slice(&staging.bytes()[..N * 4]);
+        let words: &[u32] = bytemuck::cast_slice(&staging.bytes().unwrap()[..N * 4]);
         assert!(
             words.iter().all(|&w| w == seed),
             "{flags:?}: host view of Vulkan's write"
         );
-        staging.cuda_upload(stream, a.cuda_ptr(), N * 4).unwrap();
+        staging.cuda_upload(stream, &mut a).unwrap();
         stream.synchronize().unwrap();
         assert_eq!(
             k.count_not_equal(stream, a.kernel_arg(), N as u64, seed)

@@ -22,7 +22,7 @@ fn cuda_allocated_memory_round_trips_through_vulkan() {
     };
     let k = Kernels::load(bridge.cuda()).unwrap();
     let n = 3_000_001usize;
-    let buf: SharedBuffer<u32> = bridge
+    let mut buf: SharedBuffer<u32> = bridge
         .create_buffer_from_cuda(n, BufferUsage::STORAGE_BUFFER)
         .unwrap();
     assert!(buf.allocation().is_none());
@@ -34,9 +34,10 @@ fn cuda_allocated_memory_round_trips_through_vulkan() {
         (0..n).all(|i| got[i] == pattern(i, 91)),
         "Vulkan read of CUDA's write through cuMemCreate memory"
     );
+    let bytes = buf.byte_size() & !3;
     bridge
         .vulkan()
-        .fill_buffer(&buf, 0, buf.byte_size() & !3, 0x77)
+        .fill_buffer(&mut buf, 0, bytes, 0x77)
         .unwrap();
     assert_eq!(
         k.count_not_equal(bridge.stream(), buf.kernel_arg(), n as u64, 0x77)
@@ -239,7 +240,7 @@ fn sparse_view_grows_as_one_vulkan_buffer() {
     bridge.stream().synchronize().unwrap();
     // One Vulkan copy out of the single sparse buffer sees every chunk CUDA wrote.
     let view = buf.vk_buffer().expect("sparse view");
-    let host = cuvk::vulkan::HostBuffer::new(
+    let mut host = cuvk::vulkan::HostBuffer::new(
         bridge.vulkan(),
         total,
         cuvk::ash::vk::BufferUsageFlags::empty(),
@@ -247,7 +248,7 @@ fn sparse_view_grows_as_one_vulkan_buffer() {
     .unwrap();
     bridge
         .vulkan()
-        .copy_buffer(view, 0, &host, 0, total)
+        .copy_buffer(view, 0, &mut host, 0, total)
         .unwrap();
     let all: Vec<u32> = host.read().unwrap();
     for c in 0..chunks as usize {
