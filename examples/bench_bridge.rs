@@ -10,6 +10,8 @@
 
 #[path = "common/kernels.rs"]
 mod kernels;
+#[path = "common/logger.rs"]
+mod logger;
 #[path = "common/stats.rs"]
 mod stats;
 
@@ -20,7 +22,7 @@ use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::cuda::{ImportedMemory, MapOptions};
 use cuvk::cudarc::driver::result;
-use cuvk::vulkan::{AllocateInfo, Buffer, DeviceMemory};
+use cuvk::vulkan::{AllocateInfo, Buffer, BufferDesc, DeviceMemory, ExternalUse};
 use cuvk::{Bridge, BridgeConfig, BufferUsage};
 use kernels::Kernels;
 use stats::median;
@@ -35,7 +37,14 @@ struct Setup {
 fn setup_once(bridge: &Bridge, size: u64) -> anyhow::Result<Setup> {
     let usage = BufferUsage::STORAGE_BUFFER | BufferUsage::TRANSFER_SRC | BufferUsage::TRANSFER_DST;
     let t0 = Instant::now();
-    let buffer = Buffer::new(bridge.vulkan(), size, usage, true)?;
+    let buffer = Buffer::new(
+        bridge.vulkan(),
+        BufferDesc {
+            size,
+            usage,
+            external: ExternalUse::Export,
+        },
+    )?;
     let r = buffer.requirements();
     let dedicated = r.requires_dedicated || r.prefers_dedicated;
     let memory = Arc::new(DeviceMemory::allocate(
@@ -88,6 +97,7 @@ fn setup_once(bridge: &Bridge, size: u64) -> anyhow::Result<Setup> {
 }
 
 fn main() -> anyhow::Result<()> {
+    logger::init();
     let mut json_path: Option<String> = None;
     let mut copy_mib: u64 = 1024;
     let mut args = std::env::args().skip(1);

@@ -5,6 +5,8 @@
 //!
 //!     cargo run --release --example bench_draw [-- --json out.json]
 
+#[path = "common/logger.rs"]
+mod logger;
 #[path = "particles/sim.rs"]
 mod sim;
 #[path = "common/stats.rs"]
@@ -14,9 +16,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use cuvk::ash::vk;
-use cuvk::vulkan::{
-    AsVkBuffer, BoundBuffer, ComputePipeline, HostBuffer, Validation, VulkanConfig, VulkanContext,
-};
+use cuvk::vulkan::{AsVkBuffer, BoundBuffer, HostBuffer, Validation, VulkanConfig, VulkanContext};
+use cuvk_dev::ComputePipeline;
 use stats::median;
 
 const W: u32 = 1920;
@@ -371,6 +372,7 @@ fn time_ms(
 }
 
 fn main() -> anyhow::Result<()> {
+    logger::init();
     let mut json_path = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -393,13 +395,13 @@ fn main() -> anyhow::Result<()> {
     let usage = vk::BufferUsageFlags::STORAGE_BUFFER
         | vk::BufferUsageFlags::TRANSFER_SRC
         | vk::BufferUsageFlags::TRANSFER_DST;
-    let counts = BoundBuffer::new_exportable(
+    let mut counts = BoundBuffer::new_exportable(
         &vk,
         u64::from(W * H) * 4,
         usage,
         vk::MemoryPropertyFlags::DEVICE_LOCAL,
     )?;
-    vk.fill_buffer(&counts, 0, u64::from(W * H) * 4, 0)?;
+    vk.fill_buffer(&mut counts, 0, u64::from(W * H) * 4, 0)?;
     let pixels = BoundBuffer::new_exportable(
         &vk,
         u64::from(W * H) * 4,
@@ -418,7 +420,7 @@ fn main() -> anyhow::Result<()> {
             continue;
         }
         let (pos, _) = sim::initial_state(n as usize, 1);
-        let buf = BoundBuffer::new_exportable(
+        let mut buf = BoundBuffer::new_exportable(
             &vk,
             u64::from(n) * 16,
             usage,
@@ -426,7 +428,7 @@ fn main() -> anyhow::Result<()> {
         )?;
         let mut up = HostBuffer::new(&vk, u64::from(n) * 16, vk::BufferUsageFlags::empty())?;
         up.write(&pos)?;
-        vk.copy_buffer(&up, 0, &buf, 0, u64::from(n) * 16)?;
+        vk.copy_buffer(&up, 0, &mut buf, 0, u64::from(n) * 16)?;
         drop(up);
         let raster = Raster::new(&vk, &buf)?;
         let splat = ComputePipeline::new(&vk, &spv_bytes("splat.spv")?, 2, 76, 1)?;

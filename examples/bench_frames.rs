@@ -19,21 +19,24 @@
 mod checker;
 #[path = "common/kernels.rs"]
 mod kernels;
+#[path = "common/logger.rs"]
+mod logger;
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use checker::Checker;
 use cuvk::ash::vk;
-use cuvk::cuda::ExternalSemaphore;
 use cuvk::cudarc::driver::sys;
+use cuvk::interop::import_semaphore;
 use std::sync::Arc;
 
 use cuvk::vulkan::{
-    AsVkBuffer, BoundBuffer, CommandSlots, DeviceChoice, HostBuffer, Semaphore, SemaphoreKind,
+    AsVkBuffer, BoundBuffer, DeviceChoice, HostBuffer, Semaphore, SemaphoreDesc, SemaphoreKind,
     SemaphoreOp, VulkanConfig, VulkanContext,
 };
 use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, SharedBuffer};
+use cuvk_dev::CommandSlots;
 use kernels::Kernels;
 
 const ELEMENTS: usize = 1024;
@@ -103,7 +106,7 @@ fn no_sync(s: &mut Setup, frames: u64) -> anyhow::Result<f64> {
     s.reset_result()?;
     let stream = s.bridge.cuda().new_stream()?;
     let ctx = s.bridge.vulkan().clone();
-    let timeline = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, false)?;
+    let timeline = Semaphore::new(&ctx, SemaphoreDesc::LOCAL_TIMELINE)?;
     let checker = s.checker(4)?;
     let t = Instant::now();
     for n in 1..=frames {
@@ -135,9 +138,9 @@ fn one_way(s: &mut Setup, frames: u64, vulkan_work: bool) -> anyhow::Result<f64>
     let cuda = s.bridge.cuda().clone();
     let stream = cuda.new_stream()?;
     let ctx = s.bridge.vulkan().clone();
-    let to_vk = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, true)?;
-    let to_vk_cu = ExternalSemaphore::import(&cuda, &to_vk)?;
-    let done = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, false)?;
+    let to_vk = Semaphore::new(&ctx, SemaphoreDesc::SHARED_TIMELINE)?;
+    let to_vk_cu = import_semaphore(&cuda, &to_vk)?;
+    let done = Semaphore::new(&ctx, SemaphoreDesc::LOCAL_TIMELINE)?;
     let checker = s.checker(8)?;
     let t = Instant::now();
     for n in 1..=frames {
@@ -209,14 +212,13 @@ fn ping_pong(s: &mut Setup, frames: u64, priority: Option<i32>) -> anyhow::Resul
         None => cuda.new_stream()?,
     };
     let ctx = s.bridge.vulkan().clone();
-    let timeline = SemaphoreKind::Timeline { initial: 0 };
     let (to_vk, to_cuda) = (
-        Semaphore::new(&ctx, timeline, true)?,
-        Semaphore::new(&ctx, timeline, true)?,
+        Semaphore::new(&ctx, SemaphoreDesc::SHARED_TIMELINE)?,
+        Semaphore::new(&ctx, SemaphoreDesc::SHARED_TIMELINE)?,
     );
     let (to_vk_cu, to_cuda_cu) = (
-        ExternalSemaphore::import(&cuda, &to_vk)?,
-        ExternalSemaphore::import(&cuda, &to_cuda)?,
+        import_semaphore(&cuda, &to_vk)?,
+        import_semaphore(&cuda, &to_cuda)?,
     );
     let checker = s.checker(4)?;
     let t = Instant::now();
@@ -272,7 +274,7 @@ fn cuda_ping_pong(s: &Setup, frames: u64) -> anyhow::Result<f64> {
 fn vulkan_ping_pong(s: &mut Setup, frames: u64) -> anyhow::Result<f64> {
     s.reset_result()?;
     let ctx = s.bridge.vulkan().clone();
-    let sem = Semaphore::new(&ctx, SemaphoreKind::Timeline { initial: 0 }, false)?;
+    let sem = Semaphore::new(&ctx, SemaphoreDesc::LOCAL_TIMELINE)?;
     let checker = s.checker(8)?;
     let t = Instant::now();
     for n in 1..=frames {
@@ -321,7 +323,13 @@ fn vulkan_fill_ping_pong(s: &Setup, frames: u64, two_devices: bool) -> anyhow::R
         a.clone()
     };
     let timeline = SemaphoreKind::Timeline { initial: 0 };
-    let sem_a = Semaphore::new(&a, timeline, two_devices)?;
+    let sem_a = Semaphore::new(
+        &a,
+        SemaphoreDesc {
+            kind: timeline,
+            exportable: two_devices,
+        },
+    )?;
     let sem_b = if two_devices {
         // SAFETY: a fresh export of a timeline semaphore of the same GPU and driver.
         unsafe { Semaphore::import(&b, sem_a.export()?, timeline) }?
@@ -382,6 +390,7 @@ fn vulkan_fill_ping_pong(s: &Setup, frames: u64, two_devices: bool) -> anyhow::R
 }
 
 fn main() -> anyhow::Result<()> {
+    logger::init();
     let mut frames: u64 = 5000;
     let mut json_path: Option<String> = None;
     let mut args = std::env::args().skip(1);

@@ -5,6 +5,8 @@
 //!
 //!     cargo run --release --example bench_host [-- --json out.json]
 
+#[path = "common/logger.rs"]
+mod logger;
 #[path = "common/stats.rs"]
 mod stats;
 
@@ -130,6 +132,7 @@ fn vulkan_gbps(
 }
 
 fn main() -> anyhow::Result<()> {
+    logger::init();
     let mut json_path: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {

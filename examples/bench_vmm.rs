@@ -10,6 +10,8 @@
 
 #[path = "common/kernels.rs"]
 mod kernels;
+#[path = "common/logger.rs"]
+mod logger;
 #[path = "common/stats.rs"]
 mod stats;
 
@@ -46,6 +48,7 @@ fn realloc_copy_ms(bridge: &Bridge, size: u64, reps: usize) -> anyhow::Result<f6
 }
 
 fn main() -> anyhow::Result<()> {
+    logger::init();
     let mut json_path = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {

@@ -7,6 +7,8 @@
 
 #[path = "common/kernels.rs"]
 mod kernels;
+#[path = "common/logger.rs"]
+mod logger;
 
 use anyhow::{bail, Context};
 use cuvk::ash::vk;
@@ -15,6 +17,7 @@ use cuvk::{Bridge, BridgeConfig, BufferUsage, SharedBuffer};
 use kernels::{pattern, Kernels};
 
 fn main() -> anyhow::Result<()> {
+    logger::init();
     let mut elements: usize = 1 << 22;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -50,7 +53,7 @@ fn main() -> anyhow::Result<()> {
     let k = Kernels::load(bridge.cuda())?;
 
     // 1. One buffer in its own allocation (dedicated when the driver asks for it).
-    let buf: SharedBuffer<u32> = bridge.create_buffer(elements, BufferUsage::STORAGE_BUFFER)?;
+    let mut buf: SharedBuffer<u32> = bridge.create_buffer(elements, BufferUsage::STORAGE_BUFFER)?;
     println!(
         "buffer: {} elements, allocation {} bytes, dedicated {}",
         buf.len(),
@@ -58,14 +61,14 @@ fn main() -> anyhow::Result<()> {
         buf.allocation().is_some_and(|a| a.is_dedicated())
     );
     cuda_writes_vulkan_reads(&bridge, &k, &buf, 0x1234_5678)?;
-    vulkan_fills_cuda_reads(&bridge, &k, &buf, 0xcafe_f00d)?;
+    vulkan_fills_cuda_reads(&bridge, &k, &mut buf, 0xcafe_f00d)?;
     println!("round trip (own allocation): CUDA->Vulkan and Vulkan->CUDA correct, {elements} elements each");
 
     // 2. Several buffers inside one non-dedicated allocation, at non-zero offsets.
     let alloc = bridge.create_allocation(8 << 20, BufferUsage::STORAGE_BUFFER)?;
     let offsets = [0u64, 256 << 10, (1 << 20) + 4096, 5 << 20];
     let lens = [1000usize, 65_536, 300_001, 700_000];
-    let bufs = offsets
+    let mut bufs = offsets
         .iter()
         .zip(lens)
         .map(|(&o, n)| alloc.buffer::<u32>(o, n))
@@ -82,10 +85,9 @@ fn main() -> anyhow::Result<()> {
     for (i, b) in bufs.iter().enumerate() {
         check_vulkan_sees_pattern(&bridge, b, 100 + i as u32)?;
     }
-    for (i, b) in bufs.iter().enumerate() {
-        bridge
-            .vulkan()
-            .fill_buffer(b, 0, b.byte_size() & !3, 0xa0 + i as u32)?;
+    for (i, b) in bufs.iter_mut().enumerate() {
+        let size = b.byte_size() & !3;
+        bridge.vulkan().fill_buffer(b, 0, size, 0xa0 + i as u32)?;
     }
     for (i, b) in bufs.iter().enumerate() {
         let bad = k.count_not_equal(
@@ -131,14 +133,14 @@ fn check_vulkan_sees_pattern(
     buf: &SharedBuffer<u32>,
     seed: u32,
 ) -> anyhow::Result<()> {
-    let host = HostBuffer::new(
+    let mut host = HostBuffer::new(
         bridge.vulkan(),
         buf.byte_size(),
         vk::BufferUsageFlags::empty(),
     )?;
     bridge
         .vulkan()
-        .copy_buffer(buf, 0, &host, 0, buf.byte_size())?;
+        .copy_buffer(buf, 0, &mut host, 0, buf.byte_size())?;
     let got: Vec<u32> = host.read()?;
     if let Some(i) = (0..buf.len()).find(|&i| got[i] != pattern(i, seed)) {
         bail!(
@@ -154,12 +156,11 @@ fn check_vulkan_sees_pattern(
 fn vulkan_fills_cuda_reads(
     bridge: &Bridge,
     k: &Kernels,
-    buf: &SharedBuffer<u32>,
+    buf: &mut SharedBuffer<u32>,
     value: u32,
 ) -> anyhow::Result<()> {
-    bridge
-        .vulkan()
-        .fill_buffer(buf, 0, buf.byte_size(), value)?;
+    let size = buf.byte_size();
+    bridge.vulkan().fill_buffer(buf, 0, size, value)?;
     let bad = k.count_not_equal(bridge.stream(), buf.kernel_arg(), buf.len() as u64, value)?;
     if bad != 0 {
         bail!(
@@ -188,14 +189,15 @@ fn vulkan_only(validation: Validation, elements: usize) -> anyhow::Result<()> {
     println!("device: {}", a_ctx.info().describe());
     let bytes = elements as u64 * 4;
     let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
-    let a = BoundBuffer::new_exportable(&a_ctx, bytes, usage, vk::MemoryPropertyFlags::empty())?;
+    let mut a =
+        BoundBuffer::new_exportable(&a_ctx, bytes, usage, vk::MemoryPropertyFlags::empty())?;
     let b = BoundBuffer::import_from(&b_ctx, &a)?;
     let data: Vec<u32> = (0..elements).map(|i| pattern(i, 7)).collect();
     let mut up = HostBuffer::new(&a_ctx, bytes, vk::BufferUsageFlags::empty())?;
     up.write(&data)?;
-    a_ctx.copy_buffer(&up, 0, &a, 0, bytes)?;
-    let down = HostBuffer::new(&b_ctx, bytes, vk::BufferUsageFlags::empty())?;
-    b_ctx.copy_buffer(&b, 0, &down, 0, bytes)?;
+    a_ctx.copy_buffer(&up, 0, &mut a, 0, bytes)?;
+    let mut down = HostBuffer::new(&b_ctx, bytes, vk::BufferUsageFlags::empty())?;
+    b_ctx.copy_buffer(&b, 0, &mut down, 0, bytes)?;
     if down.read::<u32>()? != data {
         bail!("the second device read different data through the imported memory");
     }

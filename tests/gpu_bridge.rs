@@ -490,7 +490,7 @@ fn cudarc_copies_on_another_stream_wait_for_the_last_write() {
             k.write_pattern(writer, &ptr, n as u64, round).unwrap();
         }
         // No host synchronisation: the reader stream must wait on the write event.
-        let got = reader.memcpy_dtov(&buf).unwrap();
+        let got = reader.clone_dtoh(&buf).unwrap();
         let bad = (0..n).filter(|&i| got[i] != pattern(i, round)).count();
         assert_eq!(
             bad, 0,

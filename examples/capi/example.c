@@ -63,6 +63,7 @@ struct Engine {
     uint32_t extension_count;
     int timeline;
     int validation;
+    uint32_t api_version; /* the instance's apiVersion, handed to cuvk (>= 1.2 required) */
 };
 
 static int has_device_extension(VkPhysicalDevice pd, const char *name) {
@@ -91,7 +92,8 @@ static int engine_create(struct Engine *e) {
     }
     const char *layer = "VK_LAYER_KHRONOS_validation";
     const char *inst_ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "engine", .apiVersion = VK_API_VERSION_1_2};
+    e->api_version = VK_API_VERSION_1_2;
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "engine", .apiVersion = e->api_version};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
                                 .enabledLayerCount = e->validation ? 1 : 0, .ppEnabledLayerNames = &layer,
                                 .enabledExtensionCount = e->validation ? 1 : 0, .ppEnabledExtensionNames = &inst_ext};
@@ -321,7 +323,8 @@ int main(void) {
     CuvkVulkanDevice d = {
         .struct_size = sizeof d, .instance = e.instance, .physical_device = e.physical_device, .device = e.device,
         .queue_family_index = e.queue_family, .queue = e.queue, .get_instance_proc_addr = (const void *)vkGetInstanceProcAddr,
-        .enabled_extensions = e.extensions, .enabled_extension_count = e.extension_count, .timeline_semaphore_enabled = e.timeline};
+        .enabled_extensions = e.extensions, .enabled_extension_count = e.extension_count, .timeline_semaphore_enabled = e.timeline,
+        .api_version = e.api_version};
 
     /* Null pointers and a struct too small for this library. */
     CuvkBridge vb = 0;
@@ -330,9 +333,17 @@ int main(void) {
     CuvkVulkanDevice small = d;
     small.struct_size = 8;
     EXPECT(cuvk_bridge_create(&small, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_STRUCT_SIZE);
+    /* What the engine did not enable (the device offers it): the extension, the timeline
+     * feature; and an instance older than Vulkan 1.2. */
     CuvkVulkanDevice no_ext = d;
     no_ext.enabled_extension_count = 0;
-    EXPECT(cuvk_bridge_create(&no_ext, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_UNSUPPORTED);
+    EXPECT(cuvk_bridge_create(&no_ext, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_NOT_ENABLED);
+    CuvkVulkanDevice no_timeline = d;
+    no_timeline.timeline_semaphore_enabled = 0;
+    EXPECT(cuvk_bridge_create(&no_timeline, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_NOT_ENABLED);
+    CuvkVulkanDevice old_api = d;
+    old_api.api_version = VK_API_VERSION_1_1;
+    EXPECT(cuvk_bridge_create(&old_api, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_ERROR_UNSUPPORTED);
 
     /* The Vulkan-only bridge over the engine's device. */
     EXPECT(cuvk_bridge_create(&d, NULL, CUVK_BRIDGE_VULKAN_ONLY, &vb), CUVK_SUCCESS);
@@ -349,15 +360,14 @@ int main(void) {
     EXPECT(cuvk_buffer_info(buf, &tiny), CUVK_ERROR_STRUCT_SIZE);
     EXPECT(cuvk_buffer_info(buf, NULL), CUVK_ERROR_NULL_POINTER);
 
+    /* Timeline semaphores are required, so the bridge above exists only with them enabled. */
     CuvkSemaphore sem = 0;
-    if (e.timeline) {
-        EXPECT(cuvk_semaphore_create(vb, 3, &sem), CUVK_SUCCESS);
-        EXPECT(cuvk_semaphore_signal_host(sem, 5), CUVK_SUCCESS);
-        EXPECT(cuvk_semaphore_wait_host(sem, 5, 0), CUVK_SUCCESS);
-        EXPECT(cuvk_semaphore_wait_host(sem, 6, 1000000), CUVK_ERROR_TIMEOUT);
-        EXPECT(cuvk_semaphore_signal_host(sem, 5), CUVK_ERROR_INVALID_ARGUMENT);
-        EXPECT(cuvk_semaphore_cuda_signal(sem, NULL, 6), CUVK_ERROR_UNSUPPORTED);
-    }
+    EXPECT(cuvk_semaphore_create(vb, 3, &sem), CUVK_SUCCESS);
+    EXPECT(cuvk_semaphore_signal_host(sem, 5), CUVK_SUCCESS);
+    EXPECT(cuvk_semaphore_wait_host(sem, 5, 0), CUVK_SUCCESS);
+    EXPECT(cuvk_semaphore_wait_host(sem, 6, 1000000), CUVK_ERROR_TIMEOUT);
+    EXPECT(cuvk_semaphore_signal_host(sem, 5), CUVK_ERROR_INVALID_ARGUMENT);
+    EXPECT(cuvk_semaphore_cuda_signal(sem, NULL, 6), CUVK_ERROR_UNSUPPORTED);
     CuvkStaging st = 0;
     EXPECT(cuvk_staging_create(vb, 4096, &st), CUVK_ERROR_UNSUPPORTED);
 

@@ -4,8 +4,9 @@
 #![allow(dead_code)]
 
 use cuvk::ash::vk;
-use cuvk::vulkan::{AsVkBuffer, CommandSlots, ComputePipeline, HostBuffer};
+use cuvk::vulkan::{AsVkBuffer, HostBuffer};
 use cuvk::{Bridge, FramePacer, SharedBuffer};
+use cuvk_dev::{CommandSlots, ComputePipeline};
 
 pub const CHECK_SPV: &[u8] = include_bytes!("../../shaders/check_value.spv");
 

@@ -12,12 +12,11 @@ use cuvk::cuda::host::HostAllocFlags;
 use cuvk::cudarc::driver::{
     sys, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use cuvk::staging::StagingBuffer;
 use cuvk::vulkan::{
-    AsVkBuffer, BoundBuffer, CommandSlots, ComputePipeline, HostBuffer, Semaphore, SemaphoreKind,
-    SemaphoreOp, VulkanContext,
+    AsVkBuffer, BoundBuffer, HostBuffer, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
 };
-use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer};
+use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer, StagingBuffer};
+use cuvk_dev::{unpaced_frame, CommandSlots, ComputePipeline, UnpacedFrame};
 
 use crate::sim::{initial_state, Camera, Params};
 
@@ -129,8 +128,8 @@ impl Canvas {
         height: u32,
     ) -> anyhow::Result<Self> {
         let pixels_n = u64::from(width * height);
-        let counts = device_local(vk, pixels_n * 4, STORAGE)?;
-        vk.fill_buffer(&counts, 0, pixels_n * 4, 0)?;
+        let mut counts = device_local(vk, pixels_n * 4, STORAGE)?;
+        vk.fill_buffer(&mut counts, 0, pixels_n * 4, 0)?;
         let pixels = device_local(vk, pixels_n * 4, STORAGE)?;
         let readback = HostBuffer::new(vk, pixels_n * 4, vk::BufferUsageFlags::empty())?;
         let splat = ComputePipeline::new(vk, splat_spv, 2, 76, k as u32)?;
@@ -183,6 +182,7 @@ impl Store {
 }
 
 /// Frame ordering: the pacer where CUDA is involved, a local timeline otherwise.
+#[allow(clippy::large_enum_variant)] // one per engine
 enum Sync {
     Pacer(FramePacer),
     Local {
@@ -192,11 +192,68 @@ enum Sync {
     },
 }
 
+/// One frame of the loop: handed out by the pacer (CUDA modes), or numbered the same way
+/// without one (Vulkan mode, ordered by the local timeline).
+#[derive(Clone, Copy)]
+enum LoopFrame {
+    Paced(Frame),
+    Local(UnpacedFrame),
+}
+
+impl LoopFrame {
+    fn number(&self) -> u64 {
+        match self {
+            LoopFrame::Paced(f) => f.number,
+            LoopFrame::Local(f) => f.number,
+        }
+    }
+    /// The data slot: `number % K`.
+    fn slot(&self) -> usize {
+        match self {
+            LoopFrame::Paced(f) => f.slot,
+            LoopFrame::Local(f) => f.slot,
+        }
+    }
+    /// The command slot: `number % 2K`.
+    fn command_slot(&self) -> usize {
+        match self {
+            LoopFrame::Paced(f) => f.command_slot,
+            LoopFrame::Local(f) => f.command_slot,
+        }
+    }
+}
+
 struct CudaSide {
     stream: Arc<CudaStream>,
     step: CudaFunction,
     events: Vec<(CudaEvent, CudaEvent)>,
     grid: u32,
+}
+
+impl CudaSide {
+    /// Compiles the simulation kernel for `n` particles, with its own stream and a pair of
+    /// timing events per command slot (`2k`).
+    fn new(bridge: &Bridge, particles_cu: &str, k: usize, n: usize) -> anyhow::Result<Self> {
+        let module = cuvk::cuda::compile_module(bridge.cuda(), "particles.cu", particles_cu)?;
+        let stream = bridge.cuda().new_stream()?;
+        let events = (0..2 * k)
+            .map(|_| {
+                let e = |_| {
+                    bridge
+                        .cuda()
+                        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                };
+                Ok((e(0)?, e(1)?))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Self {
+            stream,
+            step: module.load_function("step")?,
+            events,
+            // One thread per particle, as the Vulkan dispatch does.
+            grid: (n as u32).div_ceil(256).max(1),
+        })
+    }
 }
 
 pub struct Engine {
@@ -236,7 +293,11 @@ fn device_local(
     )?)
 }
 
-fn upload(vk: &Arc<VulkanContext>, dst: &dyn AsVkBuffer, data: &[[f32; 4]]) -> anyhow::Result<()> {
+fn upload(
+    vk: &Arc<VulkanContext>,
+    dst: &mut dyn AsVkBuffer,
+    data: &[[f32; 4]],
+) -> anyhow::Result<()> {
     let bytes = std::mem::size_of_val(data) as u64;
     let mut host = HostBuffer::new(vk, bytes, vk::BufferUsageFlags::empty())?;
     host.write(data)?;
@@ -254,114 +315,164 @@ pub fn bytes_needed(opts: &Options) -> u64 {
     }
 }
 
+/// Initial particle positions and velocities ([`initial_state`]).
+type InitialState = (Vec<[f32; 4]>, Vec<[f32; 4]>);
+
+/// The Vulkan simulation's particle buffers (K slots of positions and velocities, the initial
+/// state in slot 0) and the local timeline that orders its frames.
+fn vulkan_particles(
+    vk: &Arc<VulkanContext>,
+    opts: &Options,
+    (pos0, vel0): &InitialState,
+) -> anyhow::Result<(Store, Sync)> {
+    let k = opts.frames_in_flight as usize;
+    let bytes = (opts.particles * 16) as u64;
+    let mut pos = Vec::new();
+    let mut vel = Vec::new();
+    for _ in 0..k {
+        pos.push(device_local(vk, bytes, STORAGE)?);
+        vel.push(device_local(vk, bytes, STORAGE)?);
+    }
+    upload(vk, &mut pos[0], pos0)?;
+    upload(vk, &mut vel[0], vel0)?;
+    let timeline = Semaphore::new(vk, SemaphoreDesc::LOCAL_TIMELINE)?;
+    let sync = Sync::Local {
+        timeline,
+        next: 1,
+        k: k as u64,
+    };
+    Ok((Store::Vulkan { pos, vel }, sync))
+}
+
+/// The CUDA simulation: its kernel and stream, the particle storage of `opts.transfer`, and
+/// the frame pacer that orders CUDA's writes and Vulkan's reads.
+fn cuda_particles(
+    bridge: &Bridge,
+    shaders: &Shaders,
+    opts: &Options,
+    initial: &InitialState,
+) -> anyhow::Result<(Store, Sync, CudaSide)> {
+    let k = opts.frames_in_flight as usize;
+    let side = CudaSide::new(bridge, &shaders.particles_cu, k, opts.particles)?;
+    let store = match opts.transfer {
+        Transfer::ZeroCopy => zero_copy_store(bridge, k, opts.particles, initial)?,
+        Transfer::Staging => staging_store(bridge, &side.stream, k, opts.particles, initial)?,
+    };
+    let sync = Sync::Pacer(FramePacer::new(bridge, k as u32)?);
+    Ok((store, sync, side))
+}
+
+/// K slots of shared buffers: CUDA writes them, Vulkan draws from them.
+fn zero_copy_store(
+    bridge: &Bridge,
+    k: usize,
+    n: usize,
+    (pos0, vel0): &InitialState,
+) -> anyhow::Result<Store> {
+    let mut pos = Vec::new();
+    let mut vel = Vec::new();
+    for _ in 0..k {
+        pos.push(bridge.create_buffer::<[f32; 4]>(n, BufferUsage::STORAGE_BUFFER)?);
+        vel.push(bridge.create_buffer::<[f32; 4]>(n, BufferUsage::STORAGE_BUFFER)?);
+    }
+    pos[0].cuda_write(pos0)?;
+    vel[0].cuda_write(vel0)?;
+    Ok(Store::ZeroCopy { pos, vel })
+}
+
+/// CUDA's own double-buffered state, and per slot a pinned staging buffer and the Vulkan
+/// buffer it is copied into for drawing.
+fn staging_store(
+    bridge: &Bridge,
+    s: &Arc<CudaStream>,
+    k: usize,
+    n: usize,
+    (pos0, vel0): &InitialState,
+) -> anyhow::Result<Store> {
+    let flat = |v: &[[f32; 4]]| v.iter().flatten().copied().collect::<Vec<f32>>();
+    let pos = [s.clone_htod(&flat(pos0))?, s.alloc_zeros::<f32>(n * 4)?];
+    let vel = [s.clone_htod(&flat(vel0))?, s.alloc_zeros::<f32>(n * 4)?];
+    let mut staging = Vec::new();
+    let mut draw = Vec::new();
+    for _ in 0..k {
+        staging.push(StagingBuffer::new(
+            bridge,
+            n * 16,
+            HostAllocFlags::default(),
+            vk::BufferUsageFlags::empty(),
+        )?);
+        draw.push(device_local(bridge.vulkan(), (n * 16) as u64, STORAGE)?);
+    }
+    s.synchronize()?;
+    Ok(Store::Staging {
+        pos,
+        vel,
+        staging,
+        draw,
+    })
+}
+
+/// The Vulkan simulation's compute pipeline, with one descriptor set per slot (reading the
+/// previous slot, writing this one); `None` when CUDA simulates.
+fn vulkan_sim_pipeline(
+    vk: &Arc<VulkanContext>,
+    sim_spv: &[u8],
+    store: &Store,
+    k: usize,
+) -> anyhow::Result<Option<(ComputePipeline, Vec<vk::DescriptorSet>)>> {
+    let Store::Vulkan { pos, vel } = store else {
+        return Ok(None);
+    };
+    let p = ComputePipeline::new(vk, sim_spv, 4, 24, k as u32)?;
+    let sets = (0..k)
+        .map(|s| {
+            let prev = (s + k - 1) % k;
+            p.descriptor_set(&[&pos[prev], &vel[prev], &pos[s], &vel[s]])
+        })
+        .collect::<cuvk::Result<Vec<_>>>()?;
+    Ok(Some((p, sets)))
+}
+
+/// A pool of `count` timestamp queries, reset once on the GPU, and the nanoseconds per tick.
+fn timestamp_queries(vk: &Arc<VulkanContext>, count: u32) -> anyhow::Result<(vk::QueryPool, f64)> {
+    let qinfo = vk::QueryPoolCreateInfo::default()
+        .query_type(vk::QueryType::TIMESTAMP)
+        .query_count(count);
+    // SAFETY: valid device; the engine destroys it in Drop.
+    let queries = unsafe { vk.device().create_query_pool(&qinfo, None) }?;
+    // SAFETY: valid instance/physical device.
+    let timestamp_ns = unsafe {
+        vk.instance()
+            .get_physical_device_properties(vk.physical_device())
+    }
+    .limits
+    .timestamp_period as f64;
+    // SAFETY: queries are reset before use; resetting on the host needs hostQueryReset, so
+    // reset them all once on the GPU here.
+    unsafe { vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, count))? };
+    Ok((queries, timestamp_ns))
+}
+
 impl Engine {
     pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
         let vk = dev.vk.clone();
         let k = opts.frames_in_flight as usize;
-        let n = opts.particles;
-        let bytes = (n * 16) as u64;
-        let params = Params::new(n as u32);
-        let (pos0, vel0) = initial_state(n, opts.seed);
-
+        let params = Params::new(opts.particles as u32);
+        let initial = initial_state(opts.particles, opts.seed);
         let (store, sync, cuda) = match opts.sim {
             SimKind::Vulkan => {
-                let mut pos = Vec::new();
-                let mut vel = Vec::new();
-                for _ in 0..k {
-                    pos.push(device_local(&vk, bytes, STORAGE)?);
-                    vel.push(device_local(&vk, bytes, STORAGE)?);
-                }
-                upload(&vk, &pos[0], &pos0)?;
-                upload(&vk, &vel[0], &vel0)?;
-                let timeline = Semaphore::new(&vk, SemaphoreKind::Timeline { initial: 0 }, false)?;
-                (
-                    Store::Vulkan { pos, vel },
-                    Sync::Local {
-                        timeline,
-                        next: 1,
-                        k: k as u64,
-                    },
-                    None,
-                )
+                let (store, sync) = vulkan_particles(&vk, &opts, &initial)?;
+                (store, sync, None)
             }
             SimKind::Cuda => {
                 let bridge = dev
                     .bridge
                     .as_ref()
                     .context("the CUDA simulation needs a CUDA device (use --sim vulkan)")?;
-                let module = cuvk::cuda::compile_module(
-                    bridge.cuda(),
-                    "particles.cu",
-                    &shaders.particles_cu,
-                )?;
-                let stream = bridge.cuda().new_stream()?;
-                let events = (0..2 * k)
-                    .map(|_| {
-                        let e = |_| {
-                            bridge
-                                .cuda()
-                                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-                        };
-                        Ok((e(0)?, e(1)?))
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                let side = CudaSide {
-                    stream,
-                    step: module.load_function("step")?,
-                    events,
-                    // One thread per particle, as the Vulkan dispatch does.
-                    grid: (n as u32).div_ceil(256).max(1),
-                };
-                let store = match opts.transfer {
-                    Transfer::ZeroCopy => {
-                        let mut pos = Vec::new();
-                        let mut vel = Vec::new();
-                        for _ in 0..k {
-                            pos.push(
-                                bridge.create_buffer::<[f32; 4]>(n, BufferUsage::STORAGE_BUFFER)?,
-                            );
-                            vel.push(
-                                bridge.create_buffer::<[f32; 4]>(n, BufferUsage::STORAGE_BUFFER)?,
-                            );
-                        }
-                        pos[0].cuda_write(&pos0)?;
-                        vel[0].cuda_write(&vel0)?;
-                        Store::ZeroCopy { pos, vel }
-                    }
-                    Transfer::Staging => {
-                        let s = &side.stream;
-                        let flat =
-                            |v: &[[f32; 4]]| v.iter().flatten().copied().collect::<Vec<f32>>();
-                        let pos = [s.clone_htod(&flat(&pos0))?, s.alloc_zeros::<f32>(n * 4)?];
-                        let vel = [s.clone_htod(&flat(&vel0))?, s.alloc_zeros::<f32>(n * 4)?];
-                        let mut staging = Vec::new();
-                        let mut draw = Vec::new();
-                        for _ in 0..k {
-                            staging.push(StagingBuffer::new(
-                                bridge,
-                                n * 16,
-                                HostAllocFlags::default(),
-                                vk::BufferUsageFlags::empty(),
-                            )?);
-                            draw.push(device_local(&vk, bytes, STORAGE)?);
-                        }
-                        s.synchronize()?;
-                        Store::Staging {
-                            pos,
-                            vel,
-                            staging,
-                            draw,
-                        }
-                    }
-                };
-                (
-                    store,
-                    Sync::Pacer(FramePacer::new(bridge, k as u32)?),
-                    Some(side),
-                )
+                let (store, sync, side) = cuda_particles(bridge, shaders, &opts, &initial)?;
+                (store, sync, Some(side))
             }
         };
-
         let canvas = Canvas::new(
             &vk,
             &shaders.splat,
@@ -371,38 +482,9 @@ impl Engine {
             opts.width,
             opts.height,
         )?;
-        let sim = match &store {
-            Store::Vulkan { pos, vel } => {
-                let p = ComputePipeline::new(&vk, &shaders.sim, 4, 24, k as u32)?;
-                let sets = (0..k)
-                    .map(|s| {
-                        let prev = (s + k - 1) % k;
-                        p.descriptor_set(&[&pos[prev], &vel[prev], &pos[s], &vel[s]])
-                    })
-                    .collect::<cuvk::Result<Vec<_>>>()?;
-                Some((p, sets))
-            }
-            _ => None,
-        };
-        let device = vk.device();
+        let sim = vulkan_sim_pipeline(&vk, &shaders.sim, &store, k)?;
         let cmds = CommandSlots::new(&vk, 2 * k)?;
-        let qinfo = vk::QueryPoolCreateInfo::default()
-            .query_type(vk::QueryType::TIMESTAMP)
-            .query_count(4 * 2 * k as u32);
-        // SAFETY: valid device; destroyed in Drop.
-        let queries = unsafe { device.create_query_pool(&qinfo, None) }?;
-        // SAFETY: valid instance/physical device.
-        let timestamp_ns = unsafe {
-            vk.instance()
-                .get_physical_device_properties(vk.physical_device())
-        }
-        .limits
-        .timestamp_period as f64;
-        // SAFETY: queries are reset before use; resetting on the host needs hostQueryReset, so
-        // reset them all once on the GPU here.
-        unsafe {
-            vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, 4 * 2 * k as u32))?
-        };
+        let (queries, timestamp_ns) = timestamp_queries(&vk, 4 * 2 * k as u32)?;
         Ok(Self {
             vk,
             opts,
@@ -459,8 +541,8 @@ impl Engine {
                 vel[last].cuda_write(&vel0)?;
             }
             Store::Vulkan { pos, vel } => {
-                upload(&self.vk, &pos[last], &pos0)?;
-                upload(&self.vk, &vel[last], &vel0)?;
+                upload(&self.vk, &mut pos[last], &pos0)?;
+                upload(&self.vk, &mut vel[last], &vel0)?;
             }
             Store::Staging { pos, vel, .. } => {
                 let s = &self.cuda.as_ref().context("CUDA side")?.stream;
@@ -486,16 +568,16 @@ impl Engine {
         }
     }
 
-    fn begin(&mut self) -> anyhow::Result<Frame> {
+    fn begin(&mut self) -> anyhow::Result<LoopFrame> {
         match &mut self.sync {
-            Sync::Pacer(p) => Ok(p.begin_frame()?),
+            Sync::Pacer(p) => Ok(LoopFrame::Paced(p.begin_frame()?)),
             Sync::Local { timeline, next, k } => {
                 let number = *next;
                 if let Some(prev) = number.checked_sub(2 * *k).filter(|&n| n > 0) {
                     timeline.wait_host(prev, Duration::from_secs(10))?;
                 }
                 *next += 1;
-                Ok(Frame::new_unpaced(number, *k as u32))
+                Ok(LoopFrame::Local(unpaced_frame(number, *k as u32)))
             }
         }
     }
@@ -505,7 +587,7 @@ impl Engine {
         let t0 = Instant::now();
         let frame = self.begin()?;
         let wait_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let c = frame.command_slot;
+        let c = frame.command_slot();
         self.collect(c)?;
         let simulate = !self.paused;
         self.run_cuda(&frame, simulate)?;
@@ -531,14 +613,15 @@ impl Engine {
         // SAFETY: the command buffer and everything it uses live in `self`, which waits for
         // the GPU before dropping them.
         unsafe {
-            match &self.sync {
-                Sync::Pacer(p) => {
-                    p.vulkan_submit(&frame, &[cmd], stage, &waits, &signals, vk::Fence::null())?
+            match (&self.sync, &frame) {
+                (Sync::Pacer(p), LoopFrame::Paced(f)) => {
+                    p.vulkan_submit(f, &[cmd], stage, &waits, &signals, vk::Fence::null())?
                 }
-                Sync::Local { timeline, .. } => {
+                (Sync::Pacer(_), LoopFrame::Local(_)) => bail!("an unpaced frame under the pacer"),
+                (Sync::Local { timeline, .. }, _) => {
                     signals.push(SemaphoreOp {
                         semaphore: timeline,
-                        value: frame.number,
+                        value: frame.number(),
                         stage: vk::PipelineStageFlags::empty(),
                     });
                     self.vk
@@ -547,12 +630,12 @@ impl Engine {
             }
         }
         self.pending[c] = Some(FrameTimes {
-            number: frame.number,
+            number: frame.number(),
             wait: wait_ms,
             ..Default::default()
         });
         if let Target::Offscreen(Some(path)) = target {
-            self.wait_for(frame.number)?;
+            self.wait_for(frame.number())?;
             write_png(
                 path,
                 self.canvas.width,
@@ -628,11 +711,11 @@ impl Engine {
         t
     }
 
-    fn run_cuda(&mut self, frame: &Frame, simulate: bool) -> anyhow::Result<()> {
+    fn run_cuda(&mut self, frame: &LoopFrame, simulate: bool) -> anyhow::Result<()> {
         let Some(side) = &self.cuda else {
             return Ok(());
         };
-        let Sync::Pacer(pacer) = &self.sync else {
+        let (Sync::Pacer(pacer), LoopFrame::Paced(frame)) = (&self.sync, frame) else {
             bail!("CUDA simulation without a pacer")
         };
         let s = &side.stream;
@@ -690,8 +773,7 @@ impl Engine {
                 }
                 ev1.record(s)?;
                 pacer.cuda_acquire(frame, s)?;
-                let (ptr, _guard) = cuvk::cudarc::driver::DevicePtr::device_ptr(&pos[dst], s);
-                staging[slot].cuda_download(s, ptr, self.opts.particles * 16)?;
+                staging[slot].cuda_download(s, &pos[dst])?;
             }
             Store::Vulkan { .. } => {}
         }
@@ -701,12 +783,12 @@ impl Engine {
 
     fn record(
         &self,
-        frame: &Frame,
+        frame: &LoopFrame,
         target: &Target<'_>,
         simulate: bool,
     ) -> anyhow::Result<vk::CommandBuffer> {
         let d = self.vk.device();
-        let c = frame.command_slot;
+        let (c, slot) = (frame.command_slot(), frame.slot());
         let q0 = 4 * c as u32;
         let all = vk::PipelineStageFlags::ALL_COMMANDS;
         // A full barrier: `src` writes of earlier commands are visible to everything after.
@@ -734,7 +816,7 @@ impl Engine {
                 (Store::ZeroCopy { pos, .. }, Sync::Pacer(p)) => {
                     p.record_acquire_from_cuda(
                         cmd,
-                        &[&pos[frame.slot]],
+                        &[&pos[slot]],
                         vk::PipelineStageFlags::COMPUTE_SHADER,
                         vk::AccessFlags::SHADER_READ,
                     );
@@ -747,8 +829,8 @@ impl Engine {
                     }];
                     d.cmd_copy_buffer(
                         cmd,
-                        staging[frame.slot].vk_buffer(),
-                        draw[frame.slot].vk_buffer(),
+                        staging[slot].vk_buffer(),
+                        draw[slot].vk_buffer(),
                         &region,
                     );
                     barrier(cmd, vk::AccessFlags::TRANSFER_WRITE);
@@ -759,7 +841,7 @@ impl Engine {
                 let p = self.params.for_frame(simulate);
                 sim.record_dispatch(
                     cmd,
-                    sets[frame.slot],
+                    sets[slot],
                     bytemuck::bytes_of(&p)[..24].as_ref(),
                     self.params.count.div_ceil(256).clamp(1, 65535),
                 );
@@ -776,7 +858,7 @@ impl Engine {
             push.extend_from_slice(bytemuck::cast_slice(&[self.params.count, w, h]));
             cv.splat.record_dispatch(
                 cmd,
-                cv.splat_sets[frame.slot],
+                cv.splat_sets[slot],
                 &push,
                 self.params.count.div_ceil(256).clamp(1, 65535),
             );
@@ -801,7 +883,7 @@ impl Engine {
             if let (Store::ZeroCopy { pos, .. }, Sync::Pacer(p)) = (&self.store, &self.sync) {
                 p.record_release_to_cuda(
                     cmd,
-                    &[&pos[frame.slot]],
+                    &[&pos[slot]],
                     vk::PipelineStageFlags::COMPUTE_SHADER,
                     vk::AccessFlags::SHADER_READ,
                 );
@@ -832,11 +914,13 @@ impl Engine {
         let last = self.last_frame();
         let slot = (last % u64::from(self.opts.frames_in_flight)) as usize;
         let bytes = (self.opts.particles * 16) as u64;
-        let host = HostBuffer::new(&self.vk, bytes, vk::BufferUsageFlags::empty())?;
+        let mut host = HostBuffer::new(&self.vk, bytes, vk::BufferUsageFlags::empty())?;
         match &self.store {
             Store::ZeroCopy { pos, .. } => return Ok(pos[slot].cuda_read()?),
-            Store::Vulkan { pos, .. } => self.vk.copy_buffer(&pos[slot], 0, &host, 0, bytes)?,
-            Store::Staging { draw, .. } => self.vk.copy_buffer(&draw[slot], 0, &host, 0, bytes)?,
+            Store::Vulkan { pos, .. } => self.vk.copy_buffer(&pos[slot], 0, &mut host, 0, bytes)?,
+            Store::Staging { draw, .. } => {
+                self.vk.copy_buffer(&draw[slot], 0, &mut host, 0, bytes)?
+            }
         }
         Ok(host.read()?)
     }

@@ -12,6 +12,8 @@
 //! (window: request a new size after F frames).
 
 mod engine;
+#[path = "../common/logger.rs"]
+mod logger;
 mod sim;
 mod window;
 
@@ -456,6 +458,7 @@ fn run() -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    logger::init();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<Usage>() => {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cuvk::ash::{khr, vk};
-use cuvk::vulkan::{Semaphore, SemaphoreKind};
+use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind};
 use raw_window_handle::{HasDisplayHandle, HasWindowHandle};
 use winit::application::ApplicationHandler;
 use winit::dpi::{LogicalSize, PhysicalPosition};
@@ -19,6 +19,12 @@ use winit::window::{Window, WindowId};
 
 use crate::engine::{Devices, Engine, Shaders, Target};
 use crate::Args;
+
+/// The swapchain's acquire and present semaphores: binary, for this device only.
+const BINARY: SemaphoreDesc = SemaphoreDesc {
+    kind: SemaphoreKind::Binary,
+    exportable: false,
+};
 
 struct Swapchain {
     loader: khr::swapchain::Device,
@@ -117,7 +123,7 @@ impl App {
         crate::check_memory(&devices, &opts)?;
         let engine = Engine::new(&devices, &shaders, opts)?;
         let acquired = (0..2 * k)
-            .map(|_| Semaphore::new(&vk, SemaphoreKind::Binary, false))
+            .map(|_| Semaphore::new(&vk, BINARY))
             .collect::<cuvk::Result<Vec<_>>>()?;
         let mut run = Running {
             engine,
@@ -217,7 +223,7 @@ impl Running {
         let images = unsafe { loader.get_swapchain_images(handle) }?;
         let rendered = images
             .iter()
-            .map(|_| Semaphore::new(&vk, SemaphoreKind::Binary, false))
+            .map(|_| Semaphore::new(&vk, BINARY))
             .collect::<cuvk::Result<Vec<_>>>()?;
         self.swapchain = Some(Swapchain {
             loader,
