@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ash::vk;
 use cudarc::driver::sys;
 
-use crate::cuda::vmm::{allocation_granularity, AddressReservation, VmmAllocation, VmmMapping};
+use crate::cuda::vmm::{AddressReservation, VmmAllocation, VmmMapping};
 use crate::error::{Error, Result};
 use crate::interop::reverse::{import_into_vulkan, import_vmm_memory};
 use crate::interop::{Bridge, BufferUsage};
@@ -67,7 +67,7 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
         usage: BufferUsage,
         view: VulkanView,
     ) -> Result<Self> {
-        let (g, _) = allocation_granularity(bridge.cuda(), true)?;
+        let g = bridge.vmm_granularity()?;
         if chunk_bytes == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
