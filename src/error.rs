@@ -4,6 +4,7 @@
 use ash::vk;
 use cudarc::driver::sys::CUresult;
 
+use crate::image_format::ImageError;
 use crate::layout::LayoutError;
 use crate::Uuid;
 
@@ -129,6 +130,10 @@ pub enum Error {
     /// A range, alignment or granularity rule was broken (checked before the driver call).
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// An image rule was broken: an unsupported format or shape, a level or layer out of
+    /// range, a missing usage (checked before any driver call).
+    #[error(transparent)]
+    Image(#[from] ImageError),
     /// No CUDA device has the requested UUID.
     #[error("no CUDA device has UUID {uuid}; CUDA devices: [{available}]")]
     NoCudaDevice {
@@ -339,7 +344,9 @@ impl Error {
             Error::DeviceMismatch { .. } | Error::WrongDevice(_) => K::WrongDevice,
             Error::Timeout { .. } => K::Timeout,
             Error::Io { .. } => K::Io,
+            Error::Image(e) if e.is_unsupported() => K::Unsupported,
             Error::Nvrtc { .. }
+            | Error::Image(_)
             | Error::Layout(_)
             | Error::NotExportable { .. }
             | Error::HandleNotOpen { .. }
@@ -424,5 +431,16 @@ mod tests {
             importer: Importer::Vulkan,
         };
         assert!(h.to_string().contains("Vulkan import") && !h.to_string().contains("CUDA"));
+        let format = Error::from(ImageError::UnsupportedFormat {
+            format: vk::Format::D32_SFLOAT,
+            reason: crate::image_format::FormatRefusal::DepthStencil,
+        });
+        assert_eq!(format.kind(), ErrorKind::Unsupported);
+        assert!(format.to_string().contains("D32_SFLOAT"), "{format}");
+        let level = Error::from(ImageError::LevelOutOfRange {
+            level: 3,
+            levels: 2,
+        });
+        assert_eq!(level.kind(), ErrorKind::InvalidInput);
     }
 }

@@ -31,6 +31,7 @@
 pub mod capi;
 pub mod cuda;
 pub mod error;
+pub mod image_format;
 pub mod interop;
 pub mod layout;
 pub mod platform;
