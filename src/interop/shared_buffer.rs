@@ -25,15 +25,7 @@ use crate::vulkan::{
 
 use crate::interop::BufferUsage;
 
-/// Whether a buffer gets a dedicated allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Dedicated {
-    /// Exactly when `VkMemoryDedicatedRequirements` prefers or requires it.
-    #[default]
-    Auto,
-    /// Always (the CUDA import then maps only at offset 0).
-    Always,
-}
+pub use crate::vulkan::Dedicated;
 
 /// Options for [`SharedAllocation::buffer_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

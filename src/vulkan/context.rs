@@ -203,8 +203,9 @@ pub struct VulkanContext {
 
 /// Device-level functions above Vulkan 1.0 the crate calls: each must resolve on a wrapped
 /// device before the crate accepts it (ash turns an unresolved one into an abort).
-const DEVICE_FUNCTIONS: [&CStr; 6] = [
+const DEVICE_FUNCTIONS: [&CStr; 7] = [
     c"vkGetBufferMemoryRequirements2",
+    c"vkGetImageMemoryRequirements2",
     c"vkGetSemaphoreCounterValue",
     c"vkWaitSemaphores",
     c"vkSignalSemaphore",
@@ -212,8 +213,9 @@ const DEVICE_FUNCTIONS: [&CStr; 6] = [
     c"vkGetDeviceQueue2",
 ];
 /// Instance-level functions above Vulkan 1.0 the crate calls.
-const INSTANCE_FUNCTIONS: [&CStr; 4] = [
+const INSTANCE_FUNCTIONS: [&CStr; 5] = [
     c"vkGetPhysicalDeviceProperties2",
+    c"vkGetPhysicalDeviceImageFormatProperties2",
     c"vkGetPhysicalDeviceFeatures2",
     c"vkGetPhysicalDeviceExternalBufferProperties",
     c"vkGetPhysicalDeviceExternalSemaphoreProperties",

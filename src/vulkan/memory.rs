@@ -9,6 +9,23 @@ use crate::layout::{self, AlignmentRule};
 use crate::platform::{self, OwnedExternalHandle, MEMORY_EXTENSION, MEMORY_HANDLE_TYPE};
 use crate::vulkan::VulkanContext;
 
+/// Whether a buffer or image gets a dedicated allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dedicated {
+    /// Exactly when `VkMemoryDedicatedRequirements` prefers or requires it.
+    #[default]
+    Auto,
+    /// Always (the CUDA import then maps only at offset 0).
+    Always,
+}
+
+/// The one resource a dedicated allocation was made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dedication {
+    Buffer(vk::Buffer),
+    Image(vk::Image),
+}
+
 /// Whether a buffer's memory is shared with another API or device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExternalUse {
@@ -206,7 +223,7 @@ impl Buffer {
         }
         let r = self.requirements;
         if let Some(dedicated) = memory.dedicated_to {
-            if dedicated != self.buffer {
+            if dedicated != Dedication::Buffer(self.buffer) {
                 return Err(Error::DedicatedHoldsOneBuffer);
             }
         } else if r.requires_dedicated {
@@ -270,7 +287,7 @@ pub struct DeviceMemory {
     memory: vk::DeviceMemory,
     size: u64,
     memory_type_index: u32,
-    dedicated_to: Option<vk::Buffer>,
+    dedicated_to: Option<Dedication>,
     handle_types: vk::ExternalMemoryHandleTypeFlags,
     mapped: Option<std::ptr::NonNull<u8>>,
 }
@@ -302,9 +319,6 @@ impl DeviceMemory {
         info: AllocateInfo,
         dedicated: Option<&Buffer>,
     ) -> Result<Self> {
-        if info.size == 0 {
-            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
-        }
         if let Some(b) = dedicated {
             if info.exportable && b.external.is_empty() {
                 return Err(Error::NotExportable {
@@ -313,6 +327,19 @@ impl DeviceMemory {
                 });
             }
         }
+        Self::allocate_dedicated(ctx, info, dedicated.map(|b| Dedication::Buffer(b.buffer)))
+    }
+
+    /// Allocates memory, dedicated to one buffer or image when `dedicated` says so (the
+    /// caller checked that resource's handle types suit `info.exportable`).
+    pub(crate) fn allocate_dedicated(
+        ctx: &Arc<VulkanContext>,
+        info: AllocateInfo,
+        dedicated: Option<Dedication>,
+    ) -> Result<Self> {
+        if info.size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
         let type_index = memory_type_for(ctx, &info)?;
         let handle_types = if info.exportable {
             MEMORY_HANDLE_TYPE
@@ -320,8 +347,7 @@ impl DeviceMemory {
             vk::ExternalMemoryHandleTypeFlags::empty()
         };
         let mut export = vk::ExportMemoryAllocateInfo::default().handle_types(handle_types);
-        let mut dedicated_info = vk::MemoryDedicatedAllocateInfo::default()
-            .buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
+        let mut dedicated_info = dedicated_allocate_info(dedicated);
         let mut alloc = vk::MemoryAllocateInfo::default()
             .allocation_size(info.size)
             .memory_type_index(type_index);
@@ -353,6 +379,29 @@ impl DeviceMemory {
         memory_type_bits: u32,
         dedicated: Option<&Buffer>,
     ) -> Result<Self> {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            Self::import_dedicated(
+                ctx,
+                handle,
+                size,
+                memory_type_bits,
+                dedicated.map(|b| Dedication::Buffer(b.buffer)),
+            )
+        }
+    }
+
+    /// As [`Self::import`], dedicated to a buffer or an image.
+    ///
+    /// # Safety
+    /// As [`Self::import`].
+    pub(crate) unsafe fn import_dedicated(
+        ctx: &Arc<VulkanContext>,
+        handle: OwnedExternalHandle,
+        size: u64,
+        memory_type_bits: u32,
+        dedicated: Option<Dedication>,
+    ) -> Result<Self> {
         if size == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
@@ -363,8 +412,7 @@ impl DeviceMemory {
                 required: vk::MemoryPropertyFlags::empty(),
                 exportable: false,
             })?;
-        let mut dedicated_info = vk::MemoryDedicatedAllocateInfo::default()
-            .buffer(dedicated.map_or(vk::Buffer::null(), |b| b.buffer));
+        let mut dedicated_info = dedicated_allocate_info(dedicated);
         let memory = import_platform(
             ctx,
             handle,
@@ -375,12 +423,22 @@ impl DeviceMemory {
         Self::finish(ctx, memory, size, type_index, dedicated, MEMORY_HANDLE_TYPE)
     }
 
+    /// The resource a dedicated allocation was made for.
+    pub(crate) fn dedicated_to(&self) -> Option<Dedication> {
+        self.dedicated_to
+    }
+
+    /// The external handle types it was allocated or imported with (empty when neither).
+    pub fn handle_types(&self) -> vk::ExternalMemoryHandleTypeFlags {
+        self.handle_types
+    }
+
     pub(crate) fn finish(
         ctx: &Arc<VulkanContext>,
         memory: vk::DeviceMemory,
         size: u64,
         memory_type_index: u32,
-        dedicated: Option<&Buffer>,
+        dedicated: Option<Dedication>,
         handle_types: vk::ExternalMemoryHandleTypeFlags,
     ) -> Result<Self> {
         let mut me = Self {
@@ -388,7 +446,7 @@ impl DeviceMemory {
             memory,
             size,
             memory_type_index,
-            dedicated_to: dedicated.map(|b| b.buffer),
+            dedicated_to: dedicated,
             handle_types,
             mapped: None,
         };
@@ -528,6 +586,18 @@ fn memory_type_for(ctx: &VulkanContext, info: &AllocateInfo) -> Result<u32> {
                 exportable: info.exportable,
             }),
         },
+    }
+}
+
+/// The `VkMemoryDedicatedAllocateInfo` naming `dedicated` (null handles when none).
+fn dedicated_allocate_info(
+    dedicated: Option<Dedication>,
+) -> vk::MemoryDedicatedAllocateInfo<'static> {
+    let info = vk::MemoryDedicatedAllocateInfo::default();
+    match dedicated {
+        Some(Dedication::Buffer(b)) => info.buffer(b),
+        Some(Dedication::Image(i)) => info.image(i),
+        None => info,
     }
 }
 
