@@ -1052,10 +1052,8 @@ mod tests {
         for bits in [8, 16, 32] {
             for channels in [1, 2, 4] {
                 for class in [Nc::Unorm, Nc::Snorm, Nc::Uint, Nc::Sint, Nc::Float] {
-                    let vulkan_has = match (bits, class) {
-                        (8, Nc::Float) | (32, Nc::Unorm | Nc::Snorm) => false,
-                        _ => true,
-                    };
+                    let vulkan_has =
+                        !matches!((bits, class), (8, Nc::Float) | (32, Nc::Unorm | Nc::Snorm));
                     let n = FORMATS
                         .iter()
                         .filter(|f| f.bits == bits && f.channels == channels && f.class == class)
