@@ -787,6 +787,8 @@ pub enum TextureRule {
     WrapNeedsNormalizedCoordinates,
     /// Raw integer reads asked of a format that already reads integers or floats.
     RawReadsNeedNormalizedFormat,
+    /// Normalized float reads of 32-bit integers.
+    NormalizedReadsNeedNarrowIntegers,
 }
 
 impl fmt::Display for TextureRule {
@@ -805,6 +807,10 @@ impl fmt::Display for TextureRule {
             }
             TextureRule::RawReadsNeedNormalizedFormat => {
                 "raw integer reads apply only to UNORM/SNORM formats"
+            }
+            TextureRule::NormalizedReadsNeedNarrowIntegers => {
+                "32-bit integer arrays read only as integers (CU_TRSF_READ_AS_INTEGER): CUDA \
+                 normalizes 8- and 16-bit integers only"
             }
         })
     }

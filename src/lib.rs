@@ -23,9 +23,10 @@
 //! ## Layout
 //!
 //! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
-//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`FramePacer`], ...;
+//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`SharedImage`], [`FramePacer`], ...;
 //! - [`platform`] holds every OS difference (file descriptors vs NT handles);
-//! - [`layout`] and [`timeline`] are pure rules and bookkeeping, tested without a GPU.
+//! - [`layout`], [`image_format`] and [`timeline`] are pure rules and bookkeeping, tested
+//!   without a GPU.
 
 #[cfg(feature = "capi")]
 pub mod capi;
@@ -40,11 +41,14 @@ mod uuid;
 pub mod vulkan;
 
 pub use error::{Error, ErrorKind, Result};
+pub use image_format::ImageKind;
 pub use interop::{
     Bridge, BridgeConfig, BufferPlacement, BufferUsage, Dedicated, Frame, FramePacer,
-    GrowableBuffer, SharedAllocation, SharedBuffer, SharedSemaphore, StagingBuffer, VulkanView,
+    GrowableBuffer, SharedAllocation, SharedBuffer, SharedImage, SharedSemaphore, StagingBuffer,
+    TextureLevels, TextureOptions, TextureRead, VulkanView,
 };
 pub use uuid::Uuid;
+pub use vulkan::ImageDesc;
 
 /// Re-exported so users name the same versions this crate was built with.
 pub use ash;

@@ -172,6 +172,11 @@ impl ImportedMemory {
         self.layout
     }
 
+    /// The raw handle (valid while `self` lives).
+    pub(crate) fn raw(&self) -> sys::CUexternalMemory {
+        self.handle
+    }
+
     /// The size it was imported with.
     pub fn size(&self) -> u64 {
         self.layout.allocation_size

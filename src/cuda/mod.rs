@@ -1,7 +1,8 @@
 //! The CUDA side: device discovery by UUID, imported external memory with checked mapped
-//! buffers, external semaphores, pinned host memory, virtual memory management, multicast
+//! buffers and mipmapped arrays (levels, surfaces, textures), external semaphores, pinned host memory, virtual memory management, multicast
 //! objects, and NVRTC kernel compilation.
 
+pub mod array;
 mod device;
 mod external_memory;
 mod external_semaphore;
@@ -10,6 +11,10 @@ mod kernels;
 pub mod multicast;
 pub mod vmm;
 
+pub use array::{
+    AddressMode, ArrayLevel, FilterMode, MipmappedArray, SurfaceObject, TextureDesc, TextureObject,
+    TextureSource,
+};
 pub use device::{context, devices, driver_present, init, ordinal_for_uuid, CudaDeviceInfo};
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
 pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore, DEFAULT_DROP_TIMEOUT};

@@ -24,7 +24,10 @@ use crate::cuda::ExternalSemaphore;
 use crate::error::{Error, Result};
 use crate::interop::{import_semaphore, Bridge};
 use crate::timeline::SignalLedger;
-use crate::vulkan::{AsVkBuffer, Semaphore, SemaphoreDesc, SemaphoreOp};
+use crate::vulkan::{
+    cmd_acquire_images, cmd_release_images, AsVkBuffer, AsVkImage, Semaphore, SemaphoreDesc,
+    SemaphoreOp,
+};
 
 /// How long [`FramePacer::begin_frame`] waits for a slot before reporting [`Error::Timeout`].
 pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -322,6 +325,65 @@ impl FramePacer {
                 &[],
                 &barriers,
                 &[],
+            )
+        }
+    }
+
+    /// Records the acquire of shared images from CUDA before Vulkan uses them in this frame:
+    /// ownership from `VK_QUEUE_FAMILY_EXTERNAL` to this queue family and `GENERAL` → the
+    /// layout given with each image (e.g. `COLOR_ATTACHMENT_OPTIMAL`,
+    /// `SHADER_READ_ONLY_OPTIMAL`). The barrier's source stage is `ALL_COMMANDS`, so the
+    /// transition follows the frame's wait on `cuda_done` whatever its stage.
+    ///
+    /// # Safety
+    /// `cmd` must be recording on the pacer's device; each image must be in the state between
+    /// uses (`GENERAL`, released: see [`crate::vulkan::SHARED_LAYOUT`]) when the commands run,
+    /// and stay alive until they complete.
+    pub unsafe fn record_image_acquire_from_cuda(
+        &self,
+        cmd: vk::CommandBuffer,
+        images: &[(&dyn AsVkImage, vk::ImageLayout)],
+        dst_stage: vk::PipelineStageFlags,
+        dst_access: vk::AccessFlags,
+    ) {
+        let device = self.cuda_done.context().device();
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            cmd_acquire_images(
+                device,
+                cmd,
+                self.queue_family,
+                images,
+                dst_stage,
+                dst_access,
+            )
+        }
+    }
+
+    /// Records the release of shared images back to CUDA after Vulkan's last use in this
+    /// frame: the layout given with each image (the one Vulkan last used) → `GENERAL`, and
+    /// ownership to `VK_QUEUE_FAMILY_EXTERNAL`. The transition to `GENERAL` is what lets CUDA
+    /// read an image Vulkan rendered in a compressed layout.
+    ///
+    /// # Safety
+    /// As [`Self::record_image_acquire_from_cuda`], each image acquired earlier in the frame.
+    pub unsafe fn record_image_release_to_cuda(
+        &self,
+        cmd: vk::CommandBuffer,
+        images: &[(&dyn AsVkImage, vk::ImageLayout)],
+        src_stage: vk::PipelineStageFlags,
+        src_access: vk::AccessFlags,
+    ) {
+        let device = self.cuda_done.context().device();
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            cmd_release_images(
+                device,
+                cmd,
+                self.queue_family,
+                images,
+                src_stage,
+                src_access,
             )
         }
     }

@@ -1,5 +1,5 @@
 //! Where Vulkan and CUDA meet: the [`Bridge`] (one GPU seen by both APIs, paired by UUID),
-//! shared buffers and allocations, CUDA-allocated buffers Vulkan imports, shared semaphores,
+//! shared buffers, allocations and images, CUDA-allocated buffers Vulkan imports, shared semaphores,
 //! frame pacing, growable buffers and staging through pinned host memory.
 
 mod bridge;
@@ -8,6 +8,7 @@ mod growable;
 mod reverse;
 mod semaphore;
 mod shared_buffer;
+mod shared_image;
 mod staging;
 
 pub use bridge::{Bridge, BridgeConfig, BufferUsage, CudaDeviceChoice};
@@ -15,4 +16,5 @@ pub use frames::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SL
 pub use growable::{GrowableBuffer, VulkanView};
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, Dedicated, SharedAllocation, SharedBuffer};
+pub use shared_image::{SharedImage, TextureLevels, TextureOptions, TextureRead};
 pub use staging::StagingBuffer;

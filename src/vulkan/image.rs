@@ -382,11 +382,19 @@ impl Image {
         self.desc.dedicated == Dedicated::Always || r.requires_dedicated || r.prefers_dedicated
     }
 
-    /// Checks every rule of `vkBindImageMemory` the bridge can see, then binds.
+    /// Checks every rule of `vkBindImageMemory` the bridge can see, then binds, then (unless
+    /// the image was created to import memory, whose contents and state are the exporter's)
+    /// moves it into the protocol's state between uses: `UNDEFINED` → [`SHARED_LAYOUT`],
+    /// released to `VK_QUEUE_FAMILY_EXTERNAL` when shared — one submission, waited for.
     pub fn bind(self, memory: Arc<DeviceMemory>, offset: u64) -> Result<BoundImage> {
         self.validate_bind(&memory, offset)?;
+        let imported = self.options.external == ExternalUse::Import;
         // SAFETY: validated just above.
-        unsafe { self.bind_unchecked(memory, offset) }
+        let bound = unsafe { self.bind_unchecked(memory, offset) }?;
+        if !imported {
+            bound.enter_shared_layout()?;
+        }
+        Ok(bound)
     }
 
     /// Same device, dedicated rules, memory type, offset alignment and range, handle types.
@@ -487,7 +495,7 @@ impl BoundImage {
     /// Creates an image in device-local memory of its own (exportable when `options` export
     /// it), dedicated exactly when Vulkan requires or prefers it or `desc` says always, and
     /// transitions it to [`SHARED_LAYOUT`] (released to `VK_QUEUE_FAMILY_EXTERNAL` when
-    /// shared) with one submission it waits for.
+    /// shared) with one submission it waits for ([`Image::bind`]).
     pub fn new(ctx: &Arc<VulkanContext>, desc: &ImageDesc, options: ImageOptions) -> Result<Self> {
         let support = Image::validate(ctx, desc, options)?;
         // SAFETY: validated just above.
@@ -518,9 +526,7 @@ impl BoundImage {
             },
             dedicated.then_some(Dedication::Image(image.image)),
         )?;
-        let bound = image.bind(Arc::new(memory), 0)?;
-        bound.enter_shared_layout()?;
-        Ok(bound)
+        image.bind(Arc::new(memory), 0)
     }
 
     /// The one-time transition `UNDEFINED` → `GENERAL` (and release to the external family).
