@@ -665,6 +665,23 @@ impl ImageShape {
     }
 }
 
+/// Checks `usage` has every flag of `needed`, or says what needs it.
+pub fn check_usage(
+    usage: vk::ImageUsageFlags,
+    needed: vk::ImageUsageFlags,
+    needed_for: &'static str,
+) -> Result<(), ImageError> {
+    if usage.contains(needed) {
+        Ok(())
+    } else {
+        Err(ImageError::MissingUsage {
+            needed,
+            usage,
+            needed_for,
+        })
+    }
+}
+
 /// `CUDA_ARRAY3D_*` flags of a CUDA array descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ArrayFlags(pub u32);
@@ -1319,6 +1336,17 @@ mod tests {
             flags: ArrayFlags::default(),
             ..image
         };
+        assert!(check_usage(u, vk::ImageUsageFlags::STORAGE, "x").is_ok());
+        let e = check_usage(
+            vk::ImageUsageFlags::SAMPLED,
+            vk::ImageUsageFlags::STORAGE,
+            "a surface",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("STORAGE") && e.to_string().contains("a surface"),
+            "{e}"
+        );
         assert!(check_descriptor(&image, &no_surface)
             .unwrap_err()
             .to_string()

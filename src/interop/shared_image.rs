@@ -89,8 +89,7 @@ impl Bridge {
     /// CUDA. Checked before anything is created: the format is in the table, the shape rules,
     /// and the device's support and limits for this format, usage and external use.
     pub fn create_image(&self, desc: &ImageDesc) -> Result<SharedImage> {
-        let format = image_format::format_info(desc.format)?;
-        let support = Image::validate(&self.vulkan, desc, ImageOptions::EXPORT)?;
+        let (format, support) = validate_create(&self.vulkan, desc)?;
         // SAFETY: validated just above.
         let bound = unsafe {
             BoundImage::new_validated(&self.vulkan, desc, ImageOptions::EXPORT, support)
@@ -103,7 +102,7 @@ impl Bridge {
     /// tiling, an image not created exportable or memory not allocated exportable, a format
     /// outside the table.
     pub fn share_image(&self, image: BoundImage) -> Result<SharedImage> {
-        let format = self.validate_share(&image)?;
+        let format = validate_share(&self.vulkan, &image, None)?;
         self.import_validated(image, format)
     }
 
@@ -115,40 +114,8 @@ impl Bridge {
         image: BoundImage,
         descriptor: &ArrayDesc,
     ) -> Result<SharedImage> {
-        let format = self.validate_share(&image)?;
-        let desc = image.desc();
-        let implied = image_format::array_desc(&desc.shape(), &format, desc.usage);
-        image_format::check_descriptor(&implied, descriptor)?;
+        let format = validate_share(&self.vulkan, &image, Some(descriptor))?;
         self.import_validated(image, format)
-    }
-
-    fn validate_share(&self, image: &BoundImage) -> Result<FormatInfo> {
-        let vk_image = image.image();
-        if !self.vulkan.same_device(vk_image.context()) {
-            return Err(Error::WrongDevice(
-                "the image belongs to another Vulkan device than the bridge",
-            ));
-        }
-        if vk_image.options().tiling != vk::ImageTiling::OPTIMAL {
-            return Err(ImageError::LinearTiling.into());
-        }
-        if vk_image.options().external != ExternalUse::Export
-            || !vk_image
-                .external_handle_types()
-                .contains(MEMORY_HANDLE_TYPE)
-        {
-            return Err(Error::NotExportable {
-                what: "the image",
-                handle_type: MEMORY_HANDLE_TYPE,
-            });
-        }
-        if !image.memory().handle_types().contains(MEMORY_HANDLE_TYPE) {
-            return Err(Error::NotExportable {
-                what: "the image's memory",
-                handle_type: MEMORY_HANDLE_TYPE,
-            });
-        }
-        Ok(image_format::format_info(image.desc().format)?)
     }
 
     /// Exports the image's memory, imports it (dedicated exactly when the allocation is) and
@@ -246,14 +213,11 @@ impl SharedImage {
     /// The image needs `STORAGE` usage.
     pub fn surface(&self, level: u32) -> Result<SurfaceObject> {
         let desc = self.desc();
-        if !desc.usage.contains(vk::ImageUsageFlags::STORAGE) {
-            return Err(ImageError::MissingUsage {
-                needed: vk::ImageUsageFlags::STORAGE,
-                usage: desc.usage,
-                needed_for: "a CUDA surface object (CUDA_ARRAY3D_SURFACE_LDST)",
-            }
-            .into());
-        }
+        image_format::check_usage(
+            desc.usage,
+            vk::ImageUsageFlags::STORAGE,
+            "a CUDA surface object (CUDA_ARRAY3D_SURFACE_LDST)",
+        )?;
         desc.shape().check_level(level)?;
         let level = self.array.level(level)?;
         // SAFETY: STORAGE usage (checked) is what mapped the array with SURFACE_LDST.
@@ -306,6 +270,27 @@ impl SharedImage {
     }
 }
 
+impl SharedImage {
+    /// Every check [`Bridge::create_image`] makes before it creates anything, on the Vulkan
+    /// side alone (no CUDA needed): format in the table, a usage, the shape rules, the
+    /// device's support and limits for this format, usage and export.
+    pub fn validate_desc(vulkan: &VulkanContext, desc: &ImageDesc) -> Result<()> {
+        validate_create(vulkan, desc).map(|_| ())
+    }
+
+    /// Every check [`Bridge::share_image`] (with `descriptor`:
+    /// [`Bridge::share_image_checked`]) makes before it exports anything, on the Vulkan side
+    /// alone: same device, OPTIMAL tiling, created and allocated exportable, format in the
+    /// table, descriptor equal to the one the image implies.
+    pub fn validate_shareable(
+        vulkan: &VulkanContext,
+        image: &BoundImage,
+        descriptor: Option<&ArrayDesc>,
+    ) -> Result<()> {
+        validate_share(vulkan, image, descriptor).map(|_| ())
+    }
+}
+
 impl AsVkImage for SharedImage {
     fn vk_image(&self) -> vk::Image {
         self.bound.handle()
@@ -319,4 +304,58 @@ impl AsVkImage for SharedImage {
     fn vk_image_is_external(&self) -> bool {
         true
     }
+}
+
+/// Every check of [`Bridge::create_image`], made before anything is created: the format is
+/// in the table, then [`Image::validate`] (a usage, the shape rules, the device's support and
+/// limits for this format, usage and export).
+fn validate_create(
+    vulkan: &VulkanContext,
+    desc: &ImageDesc,
+) -> Result<(FormatInfo, crate::vulkan::ImageSupport)> {
+    let format = image_format::format_info(desc.format)?;
+    let support = Image::validate(vulkan, desc, ImageOptions::EXPORT)?;
+    Ok((format, support))
+}
+
+/// Every check of [`Bridge::share_image`] (and, with a descriptor, of
+/// [`Bridge::share_image_checked`]): same device, OPTIMAL tiling, created exportable, memory
+/// allocated exportable, format in the table, descriptor equal to the implied one.
+fn validate_share(
+    vulkan: &VulkanContext,
+    image: &BoundImage,
+    descriptor: Option<&ArrayDesc>,
+) -> Result<FormatInfo> {
+    let vk_image = image.image();
+    if !vulkan.same_device(vk_image.context()) {
+        return Err(Error::WrongDevice(
+            "the image belongs to another Vulkan device than the bridge",
+        ));
+    }
+    if vk_image.options().tiling != vk::ImageTiling::OPTIMAL {
+        return Err(ImageError::LinearTiling.into());
+    }
+    if vk_image.options().external != ExternalUse::Export
+        || !vk_image
+            .external_handle_types()
+            .contains(MEMORY_HANDLE_TYPE)
+    {
+        return Err(Error::NotExportable {
+            what: "the image",
+            handle_type: MEMORY_HANDLE_TYPE,
+        });
+    }
+    if !image.memory().handle_types().contains(MEMORY_HANDLE_TYPE) {
+        return Err(Error::NotExportable {
+            what: "the image's memory",
+            handle_type: MEMORY_HANDLE_TYPE,
+        });
+    }
+    let format = image_format::format_info(image.desc().format)?;
+    if let Some(given) = descriptor {
+        let desc = image.desc();
+        let implied = image_format::array_desc(&desc.shape(), &format, desc.usage);
+        image_format::check_descriptor(&implied, given)?;
+    }
+    Ok(format)
 }

@@ -157,9 +157,10 @@ pub struct ImageRequirements {
     pub requires_dedicated: bool,
 }
 
-/// What the device said about an image description, before it was created.
+/// What the device said about an image description, before it was created (returned by the
+/// crate's validation, consumed by its creation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ImageSupport {
+pub struct ImageSupport {
     dedicated_only: bool,
 }
 
@@ -930,14 +931,11 @@ impl VulkanContext {
     ) -> Result<()> {
         self.check_image(&*image)?;
         let desc = *image.vk_image_desc();
-        if !desc.usage.contains(vk::ImageUsageFlags::TRANSFER_DST) {
-            return Err(ImageError::MissingUsage {
-                needed: vk::ImageUsageFlags::TRANSFER_DST,
-                usage: desc.usage,
-                needed_for: "vkCmdClearColorImage",
-            }
-            .into());
-        }
+        image_format::check_usage(
+            desc.usage,
+            vk::ImageUsageFlags::TRANSFER_DST,
+            "vkCmdClearColorImage",
+        )?;
         let (handle, family) = (image.vk_image(), self.queue_family_index());
         let layout = vk::ImageLayout::TRANSFER_DST_OPTIMAL;
         let image: &dyn AsVkImage = &*image;

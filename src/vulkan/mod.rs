@@ -17,7 +17,8 @@ pub use context::{
 pub use host_memory::HostImportedBuffer;
 pub use image::{
     acquire_barrier, cmd_acquire_images, cmd_release_images, release_barrier, AsVkImage,
-    BoundImage, Image, ImageDesc, ImageOptions, ImageRegion, ImageRequirements, SHARED_LAYOUT,
+    BoundImage, Image, ImageDesc, ImageOptions, ImageRegion, ImageRequirements, ImageSupport,
+    SHARED_LAYOUT,
 };
 pub use memory::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, BufferRequirements, Dedicated,
