@@ -12,7 +12,11 @@ pub const SOURCE: &str = include_str!("../../shaders/images.cu");
 
 /// Word `w` (0..4) of texel `i` of the pattern with `seed` (matches images.cu).
 pub fn pattern_word(i: u64, w: u32, seed: u32) -> u32 {
-    let mut h = (i as u32).wrapping_mul(4).wrapping_add(w).wrapping_mul(2_654_435_761) ^ seed;
+    let mut h = (i as u32)
+        .wrapping_mul(4)
+        .wrapping_add(w)
+        .wrapping_mul(2_654_435_761)
+        ^ seed;
     h ^= h >> 15;
     h = h.wrapping_mul(2_246_822_519);
     h ^= h >> 13;
@@ -158,7 +162,10 @@ impl ImageKernels {
         // SAFETY: `out` holds n float4s.
         unsafe { b.launch(grid(n)) }?;
         let flat = stream.clone_dtoh(&out)?;
-        Ok(flat.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
+        Ok(flat
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect())
     }
 
     /// As [`Self::fetch_float`] for textures that read integers.
@@ -185,7 +192,10 @@ impl ImageKernels {
         // SAFETY: `out` holds n uint4s.
         unsafe { b.launch(grid(n)) }?;
         let flat = stream.clone_dtoh(&out)?;
-        Ok(flat.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
+        Ok(flat
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect())
     }
 
     /// Samples a 2D mip-chain texture at level `lod`, at each texel centre of that level
@@ -208,6 +218,9 @@ impl ImageKernels {
         // SAFETY: `out` holds n float4s.
         unsafe { b.launch(grid(n)) }?;
         let flat = stream.clone_dtoh(&out)?;
-        Ok(flat.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
+        Ok(flat
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect())
     }
 }

@@ -21,7 +21,12 @@ pub const CLEAR_BYTES: [u8; 4] = [51, 102, 153, 255];
 /// on the left half (x < width / 2), the clear colour on the right.
 pub fn gradient_texel(x: u32, y: u32, width: u32) -> [u8; 4] {
     if x < width / 2 {
-        [(x & 255) as u8, (y & 255) as u8, ((x + 2 * y) & 255) as u8, 255]
+        [
+            (x & 255) as u8,
+            (y & 255) as u8,
+            ((x + 2 * y) & 255) as u8,
+            255,
+        ]
     } else {
         CLEAR_BYTES
     }
