@@ -20,6 +20,22 @@
 #define CUVK_BRIDGE_VULKAN_ONLY 1
 
 /**
+ * Image creation flag: a cube map (`VK_IMAGE_CREATE_CUBE_COMPATIBLE_BIT`: 2D, square, 6
+ * layers).
+ */
+#define CUVK_IMAGE_CUBE 1
+
+/**
+ * Image creation flag: always give the image its own (dedicated) allocation.
+ */
+#define CUVK_IMAGE_DEDICATED 2
+
+/**
+ * `CuvkTextureDesc::level` value for a texture over the whole mip chain.
+ */
+#define CUVK_TEXTURE_ALL_LEVELS UINT32_MAX
+
+/**
  * Result codes.
  */
 typedef enum CuvkResult {
@@ -205,6 +221,137 @@ typedef struct CuvkStagingInfo {
   uint64_t size;
 } CuvkStagingInfo;
 
+/**
+ * What image to create (the fields of a `VkImageCreateInfo` that matter; tiling is OPTIMAL,
+ * memory exportable and device-local).
+ */
+typedef struct CuvkImageDesc {
+  /**
+   * `sizeof(CuvkImageDesc)`.
+   */
+  uint32_t struct_size;
+  /**
+   * `VkImageType`: `VK_IMAGE_TYPE_2D` (plain, array, cube) or `VK_IMAGE_TYPE_3D`.
+   */
+  uint32_t image_type;
+  /**
+   * `VkFormat` (one of the formats in cuvk's table; others are refused with the list).
+   */
+  uint32_t format;
+  /**
+   * Width in texels.
+   */
+  uint32_t width;
+  /**
+   * Height in texels.
+   */
+  uint32_t height;
+  /**
+   * Depth in texels: 1 unless 3D.
+   */
+  uint32_t depth;
+  /**
+   * Array layers: 1; more for a 2D array; 6 for a cube; 1 for 3D.
+   */
+  uint32_t array_layers;
+  /**
+   * Mip levels (1 to the full chain).
+   */
+  uint32_t mip_levels;
+  /**
+   * `VkImageUsageFlags` (`STORAGE` for CUDA surfaces).
+   */
+  uint32_t usage;
+  /**
+   * `CUVK_IMAGE_CUBE`, `CUVK_IMAGE_DEDICATED`.
+   */
+  uint32_t flags;
+} CuvkImageDesc;
+
+/**
+ * A Vulkan image shared with CUDA (a mipmapped array, surfaces per level).
+ */
+typedef uint64_t CuvkImage;
+
+/**
+ * What an image is to each API.
+ */
+typedef struct CuvkImageInfo {
+  /**
+   * `sizeof(CuvkImageInfo)`, set by the caller.
+   */
+  uint32_t struct_size;
+  /**
+   * The `VkImage` handle.
+   */
+  uint64_t vk_image;
+  /**
+   * The layout the image is in between uses: `VK_IMAGE_LAYOUT_GENERAL`.
+   */
+  uint32_t vk_layout;
+  /**
+   * Non-zero: between uses the image is owned by `VK_QUEUE_FAMILY_EXTERNAL` (always, as
+   * images are created exportable).
+   */
+  uint32_t external;
+  /**
+   * The `CUmipmappedArray` (0 on a Vulkan-only bridge).
+   */
+  uint64_t cuda_mipmapped_array;
+  /**
+   * Its `CUarray_format` (0 on a Vulkan-only bridge).
+   */
+  uint32_t cuda_format;
+  /**
+   * Its channel count (0 on a Vulkan-only bridge).
+   */
+  uint32_t cuda_channels;
+  /**
+   * Its `CUDA_ARRAY3D_*` flags.
+   */
+  uint32_t cuda_flags;
+} CuvkImageInfo;
+
+/**
+ * How a texture samples.
+ */
+typedef struct CuvkTextureDesc {
+  /**
+   * `sizeof(CuvkTextureDesc)`.
+   */
+  uint32_t struct_size;
+  /**
+   * The mip level read, or `CUVK_TEXTURE_ALL_LEVELS` (needs normalized coordinates).
+   */
+  uint32_t level;
+  /**
+   * `CUaddress_mode`: 0 wrap, 1 clamp, 2 mirror, 3 border (wrap and mirror need
+   * normalized coordinates).
+   */
+  uint32_t address_mode;
+  /**
+   * `CUfilter_mode`: 0 point, 1 linear (float reads only); also between levels.
+   */
+  uint32_t filter;
+  /**
+   * Non-zero: coordinates in [0, 1).
+   */
+  uint32_t normalized_coordinates;
+  /**
+   * Non-zero: a UNORM/SNORM format reads its stored integers instead of normalized floats.
+   */
+  uint32_t raw_integers;
+  /**
+   * The colour the border address mode returns.
+   */
+  float border_color[4];
+} CuvkTextureDesc;
+
+/**
+ * A CUDA texture object over a shared image.
+ */
+typedef uint64_t CuvkTexture;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -342,6 +489,77 @@ enum CuvkResult cuvk_staging_info(CuvkStaging staging, struct CuvkStagingInfo *i
  * Destroys a staging buffer.
  */
 enum CuvkResult cuvk_staging_destroy(CuvkStaging staging);
+
+/**
+ * Creates an image as `desc` says (OPTIMAL tiling, exportable device-local memory), shared
+ * with CUDA unless the bridge is Vulkan-only. Every check (format in the table, shape, the
+ * device's support and limits) is made before anything is created. The new image is in
+ * `VK_IMAGE_LAYOUT_GENERAL`, owned by `VK_QUEUE_FAMILY_EXTERNAL` (see the protocol above).
+ *
+ * # Safety
+ * `desc` must point to a filled `CuvkImageDesc`; `out_image` must be writable.
+ */
+enum CuvkResult cuvk_image_create(CuvkBridge bridge,
+                                  const struct CuvkImageDesc *desc,
+                                  CuvkImage *out_image);
+
+/**
+ * Fills `info` (whose `struct_size` the caller sets) with the image's handles.
+ *
+ * # Safety
+ * `info` must be writable.
+ */
+enum CuvkResult cuvk_image_info(CuvkImage image, struct CuvkImageInfo *info);
+
+/**
+ * The `CUarray` of mip level `level` (owned by the image: valid until it is destroyed).
+ *
+ * # Safety
+ * `out_array` must be writable.
+ */
+enum CuvkResult cuvk_image_cuda_array(CuvkImage image, uint32_t level, uint64_t *out_array);
+
+/**
+ * The `CUsurfObject` of mip level `level`, for kernel loads and stores (x in bytes). Made
+ * once per level and owned by the image (destroyed with it). The image needs `STORAGE` usage.
+ *
+ * # Safety
+ * `out_surface` must be writable.
+ */
+enum CuvkResult cuvk_image_surface(CuvkImage image, uint32_t level, uint64_t *out_surface);
+
+/**
+ * Creates a CUDA texture object over the image as `desc` says; `out_tex_object` receives the
+ * `CUtexObject` for kernels. Reads follow the format (UNORM/SNORM normalized floats, SFLOAT
+ * floats, UINT/SINT integers) unless `raw_integers`. The texture keeps the image's CUDA
+ * array alive: it stays valid after `cuvk_image_destroy`, until `cuvk_texture_destroy`.
+ *
+ * # Safety
+ * `desc` must point to a filled `CuvkTextureDesc`; the out pointers must be writable.
+ */
+enum CuvkResult cuvk_texture_create(CuvkImage image,
+                                    const struct CuvkTextureDesc *desc,
+                                    CuvkTexture *out_texture,
+                                    uint64_t *out_tex_object);
+
+/**
+ * The texture's `CUtexObject` (the value `cuvk_texture_create` returned).
+ *
+ * # Safety
+ * `out_tex_object` must be writable.
+ */
+enum CuvkResult cuvk_texture_object(CuvkTexture texture, uint64_t *out_tex_object);
+
+/**
+ * Destroys a texture (the GPU must be done with it).
+ */
+enum CuvkResult cuvk_texture_destroy(CuvkTexture texture);
+
+/**
+ * Destroys an image and its surfaces (the GPU must be done with them). Textures made from
+ * it stay valid until they are destroyed.
+ */
+enum CuvkResult cuvk_image_destroy(CuvkImage image);
 
 #ifdef __cplusplus
 }  // extern "C"

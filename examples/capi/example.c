@@ -8,7 +8,12 @@
  *      -L target/debug -lcuvk -lvulkan -ldl -Wl,-rpath,target/debug -o capi_example
  * Without CUDA it runs the Vulkan-only part and says so; with CUDA (REQUIRE_GPU=1 to insist)
  * a CUDA kernel, loaded from PTX through the driver API, writes a shared buffer that the
- * engine's Vulkan copy then reads, ordered by a cuvk timeline semaphore. */
+ * engine's Vulkan copy then reads, ordered by a cuvk timeline semaphore, and a second kernel
+ * writes a shared image through its CUDA surface that the engine reads back the same way.
+ *
+ * Images follow cuvk's layout protocol: between uses an image is in VK_IMAGE_LAYOUT_GENERAL,
+ * owned by VK_QUEUE_FAMILY_EXTERNAL; the engine acquires it before its commands and releases
+ * it after (engine_image_read_back). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -215,6 +220,93 @@ static int engine_read_back(struct Engine *e, VkBuffer src, VkDeviceSize size, i
     return bad == 0;
 }
 
+/* The engine reads a cuvk image of 32-bit texels: acquire it from VK_QUEUE_FAMILY_EXTERNAL
+ * (GENERAL -> TRANSFER_DST), optionally clear it to `clear_value`, copy it into host-visible
+ * memory, release it (TRANSFER_SRC -> GENERAL, to VK_QUEUE_FAMILY_EXTERNAL); the submission
+ * optionally waits for a timeline value. Checks every word. */
+static int engine_image_read_back(struct Engine *e, VkImage image, uint32_t w, uint32_t h, int clear, uint32_t clear_value,
+                                  VkSemaphore wait_sem, uint64_t wait_value, uint32_t expect) {
+    VkDeviceSize size = 4ull * w * h;
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    VkBuffer dst;
+    vkCreateBuffer(e->device, &bci, NULL, &dst);
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(e->device, dst, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(e->physical_device, &mp);
+    uint32_t type = 0;
+    VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    for (; type < mp.memoryTypeCount; type++)
+        if ((req.memoryTypeBits & (1u << type)) && (mp.memoryTypes[type].propertyFlags & want) == want) break;
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
+    VkDeviceMemory mem;
+    vkAllocateMemory(e->device, &mai, NULL, &mem);
+    vkBindBufferMemory(e->device, dst, mem, 0);
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = e->queue_family};
+    VkCommandPool pool;
+    vkCreateCommandPool(e->device, &pci, NULL, &pool);
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBuffer cmd;
+    vkAllocateCommandBuffers(e->device, &cai, &cmd);
+    VkCommandBufferBeginInfo begin = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vkBeginCommandBuffer(cmd, &begin);
+    VkImageSubresourceRange range = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
+    /* Acquire: ownership from CUDA's side, GENERAL -> TRANSFER_DST. Source stage ALL_COMMANDS
+     * so the transition follows the semaphore wait. */
+    VkImageMemoryBarrier acquire = {.sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER, .srcAccessMask = 0,
+                                    .dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT,
+                                    .oldLayout = VK_IMAGE_LAYOUT_GENERAL, .newLayout = VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL,
+                                    .srcQueueFamilyIndex = VK_QUEUE_FAMILY_EXTERNAL, .dstQueueFamilyIndex = e->queue_family,
+                                    .image = image, .subresourceRange = range};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, NULL, 0, NULL, 1, &acquire);
+    if (clear) {
+        VkClearColorValue color = {.uint32 = {clear_value, clear_value, clear_value, clear_value}};
+        vkCmdClearColorImage(cmd, image, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, &color, 1, &range);
+    }
+    VkImageMemoryBarrier to_src = acquire;
+    to_src.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    to_src.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    to_src.oldLayout = VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL;
+    to_src.newLayout = VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL;
+    to_src.srcQueueFamilyIndex = to_src.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, NULL, 0, NULL, 1, &to_src);
+    VkBufferImageCopy region = {.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1}, .imageExtent = {w, h, 1}};
+    vkCmdCopyImageToBuffer(cmd, image, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, dst, 1, &region);
+    /* Release: TRANSFER_SRC -> GENERAL, ownership back to CUDA's side. */
+    VkImageMemoryBarrier release = {.sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER, .srcAccessMask = 0, .dstAccessMask = 0,
+                                    .oldLayout = VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, .newLayout = VK_IMAGE_LAYOUT_GENERAL,
+                                    .srcQueueFamilyIndex = e->queue_family, .dstQueueFamilyIndex = VK_QUEUE_FAMILY_EXTERNAL,
+                                    .image = image, .subresourceRange = range};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 0, 0, NULL, 0, NULL, 1, &release);
+    VkMemoryBarrier to_host = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
+    vkEndCommandBuffer(cmd);
+    VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = 1, .pWaitSemaphoreValues = &wait_value};
+    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_TRANSFER_BIT;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = wait_sem ? &ts : NULL,
+                       .waitSemaphoreCount = wait_sem ? 1 : 0, .pWaitSemaphores = &wait_sem, .pWaitDstStageMask = &stage,
+                       .commandBufferCount = 1, .pCommandBuffers = &cmd};
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence fence;
+    vkCreateFence(e->device, &fci, NULL, &fence);
+    vkQueueSubmit(e->queue, 1, &si, fence);
+    vkWaitForFences(e->device, 1, &fence, VK_TRUE, UINT64_MAX);
+    uint32_t *words;
+    vkMapMemory(e->device, mem, 0, size, 0, (void **)&words);
+    size_t bad = 0;
+    for (size_t i = 0; i < (size_t)w * h; i++) bad += words[i] != expect;
+    vkUnmapMemory(e->device, mem);
+    vkDestroyFence(e->device, fence, NULL);
+    vkDestroyCommandPool(e->device, pool, NULL);
+    vkDestroyBuffer(e->device, dst, NULL);
+    vkFreeMemory(e->device, mem, NULL);
+    CHECK(bad == 0, "%zu of %zu texels differ from %#x", bad, (size_t)w * h, expect);
+    return bad == 0;
+}
+
 /* ---- CUDA, through the driver API loaded at run time (as an engine plugin would) ---------- */
 
 typedef int CUresult;
@@ -228,6 +320,17 @@ static const char FILL_PTX[] =
     " mad.lo.s32 %r3, %r3, %r4, %r5;\n setp.ge.u32 %p, %r3, %r1;\n @%p bra DONE;\n"
     " cvta.to.global.u64 %rd2, %rd1;\n mul.wide.u32 %rd3, %r3, 4;\n add.s64 %rd2, %rd2, %rd3;\n"
     " st.global.u32 [%rd2], %r2;\nDONE:\n ret;\n}\n";
+
+/* Writes `value` into every texel of a w-texel-wide 2D surface of 32-bit texels (grid y = rows). */
+static const char SURFACE_PTX[] =
+    ".version 7.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry fill_surface(.param .u64 surf, .param .u32 w, .param .u32 value)\n{\n"
+    " .reg .pred %p;\n .reg .b32 %r<8>;\n .reg .b64 %rd<2>;\n"
+    " ld.param.u64 %rd1, [surf];\n ld.param.u32 %r1, [w];\n ld.param.u32 %r2, [value];\n"
+    " mov.u32 %r3, %ctaid.x;\n mov.u32 %r4, %ntid.x;\n mov.u32 %r5, %tid.x;\n"
+    " mad.lo.s32 %r3, %r3, %r4, %r5;\n setp.ge.u32 %p, %r3, %r1;\n @%p bra DONE;\n"
+    " mov.u32 %r6, %ctaid.y;\n shl.b32 %r7, %r3, 2;\n"
+    " sust.b.2d.b32.trap [%rd1, {%r7, %r6}], {%r2};\nDONE:\n ret;\n}\n";
 
 static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     CuvkBridge bridge = 0;
@@ -303,13 +406,56 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
         EXPECT(cuvk_staging_destroy(staging), CUVK_SUCCESS);
     }
 
+    /* A shared image: CUDA writes it through its surface, signals 2; the engine acquires it,
+     * copies it out (waiting for 2), releases it. */
+    void *surface_module = NULL, *fill_surface = NULL;
+    CHECK(cuModuleLoadData(&surface_module, SURFACE_PTX) == 0 && cuModuleGetFunction(&fill_surface, surface_module, "fill_surface") == 0,
+          "load the surface PTX kernel");
+    const uint32_t iw = 300, ih = 70;
+    CuvkImageDesc idesc = {.struct_size = sizeof idesc, .image_type = VK_IMAGE_TYPE_2D, .format = VK_FORMAT_R32_UINT, .width = iw,
+                           .height = ih, .depth = 1, .array_layers = 1, .mip_levels = 1,
+                           .usage = VK_IMAGE_USAGE_STORAGE_BIT | VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_TRANSFER_SRC_BIT |
+                                    VK_IMAGE_USAGE_TRANSFER_DST_BIT};
+    CuvkImage image = 0;
+    EXPECT(cuvk_image_create(bridge, &idesc, &image), CUVK_SUCCESS);
+    CuvkImageInfo iinfo = {.struct_size = sizeof iinfo};
+    EXPECT(cuvk_image_info(image, &iinfo), CUVK_SUCCESS);
+    CHECK(iinfo.vk_image != 0 && iinfo.cuda_mipmapped_array != 0 && iinfo.cuda_channels == 1, "the shared image has both sides");
+    uint64_t surf = 0, surf_again = 0, level0 = 0;
+    EXPECT(cuvk_image_surface(image, 0, &surf), CUVK_SUCCESS);
+    EXPECT(cuvk_image_surface(image, 0, &surf_again), CUVK_SUCCESS);
+    CHECK(surf != 0 && surf == surf_again, "one surface per level, owned by the image");
+    EXPECT(cuvk_image_surface(image, 1, &surf_again), CUVK_ERROR_INVALID_ARGUMENT); /* one level only */
+    EXPECT(cuvk_image_cuda_array(image, 0, &level0), CUVK_SUCCESS);
+    CHECK(level0 != 0, "level 0 array");
+    uint32_t ivalue = 0xBEEF01;
+    void *iargs[] = {&surf, (void *)&iw, &ivalue};
+    CHECK(cuLaunchKernel(fill_surface, (iw + 255) / 256, ih, 1, 256, 1, 1, 0, stream, iargs, NULL) == 0, "cuLaunchKernel (surface)");
+    EXPECT(cuvk_semaphore_cuda_signal(sem, stream, 2), CUVK_SUCCESS);
+    CHECK(engine_image_read_back(e, (VkImage)(uintptr_t)iinfo.vk_image, iw, ih, 0, 0, (VkSemaphore)(uintptr_t)vk_sem, 2, ivalue),
+          "Vulkan read the image CUDA wrote through its surface");
+    CuvkTextureDesc tdesc = {.struct_size = sizeof tdesc, .level = 0, .address_mode = 1, .filter = 0};
+    CuvkTexture texture = 0;
+    uint64_t tex_object = 0, tex_again = 0;
+    EXPECT(cuvk_texture_create(image, &tdesc, &texture, &tex_object), CUVK_SUCCESS);
+    EXPECT(cuvk_texture_object(texture, &tex_again), CUVK_SUCCESS);
+    CHECK(tex_object != 0 && tex_object == tex_again, "texture object");
+    tdesc.filter = 1; /* linear filtering of an integer format */
+    CuvkTexture bad_texture = 0;
+    EXPECT(cuvk_texture_create(image, &tdesc, &bad_texture, &tex_again), CUVK_ERROR_INVALID_ARGUMENT);
+    CHECK(cuStreamSynchronize(stream) == 0, "cuStreamSynchronize");
+    EXPECT(cuvk_image_destroy(image), CUVK_SUCCESS);
+    EXPECT(cuvk_texture_destroy(texture), CUVK_SUCCESS); /* the texture outlived its image handle */
+    cuModuleUnload(surface_module);
+
     EXPECT(cuvk_semaphore_destroy(sem), CUVK_SUCCESS);
     EXPECT(cuvk_buffer_destroy(buffer), CUVK_SUCCESS);
     EXPECT(cuvk_bridge_destroy(bridge), CUVK_SUCCESS);
     cuStreamDestroy(stream);
     cuModuleUnload(module);
     cuDevicePrimaryCtxRelease(dev);
-    printf("CUDA path: a CUDA kernel wrote %u words that the engine's Vulkan copy read, ordered by a cuvk semaphore\n", n);
+    printf("CUDA path: CUDA kernels wrote %u buffer words and a %ux%u image (through its surface) that the engine's "
+           "Vulkan copies read, ordered by a cuvk semaphore\n", n, iw, ih);
 }
 
 int main(void) {
@@ -370,6 +516,69 @@ int main(void) {
     EXPECT(cuvk_semaphore_cuda_signal(sem, NULL, 6), CUVK_ERROR_UNSUPPORTED);
     CuvkStaging st = 0;
     EXPECT(cuvk_staging_create(vb, 4096, &st), CUVK_ERROR_UNSUPPORTED);
+
+    /* An image on the Vulkan-only bridge: the engine clears and reads it through the protocol. */
+    const uint32_t iw = 64, ih = 48;
+    CuvkImageDesc idesc = {.struct_size = sizeof idesc, .image_type = VK_IMAGE_TYPE_2D, .format = VK_FORMAT_R32_UINT, .width = iw,
+                           .height = ih, .depth = 1, .array_layers = 1, .mip_levels = 1,
+                           .usage = VK_IMAGE_USAGE_SAMPLED_BIT | VK_IMAGE_USAGE_TRANSFER_SRC_BIT | VK_IMAGE_USAGE_TRANSFER_DST_BIT};
+    CuvkImage image = 0;
+    EXPECT(cuvk_image_create(vb, &idesc, &image), CUVK_SUCCESS);
+    CuvkImageInfo iinfo = {.struct_size = sizeof iinfo};
+    EXPECT(cuvk_image_info(image, &iinfo), CUVK_SUCCESS);
+    CHECK(iinfo.vk_image != 0 && iinfo.vk_layout == VK_IMAGE_LAYOUT_GENERAL && iinfo.external && iinfo.cuda_mipmapped_array == 0,
+          "Vulkan-only image info");
+    CHECK(engine_image_read_back(&e, (VkImage)(uintptr_t)iinfo.vk_image, iw, ih, 1, 0x12345678u, VK_NULL_HANDLE, 0, 0x12345678u),
+          "the engine cleared and read the cuvk image");
+    CHECK(engine_image_read_back(&e, (VkImage)(uintptr_t)iinfo.vk_image, iw, ih, 1, 0x9abcdefu, VK_NULL_HANDLE, 0, 0x9abcdefu),
+          "and again: the image was back in the protocol's state");
+    uint64_t none = 0;
+    EXPECT(cuvk_image_surface(image, 0, &none), CUVK_ERROR_UNSUPPORTED);
+    EXPECT(cuvk_image_cuda_array(image, 0, &none), CUVK_ERROR_UNSUPPORTED);
+    CuvkTextureDesc tdesc = {.struct_size = sizeof tdesc};
+    CuvkTexture texture = 0;
+    EXPECT(cuvk_texture_create(image, &tdesc, &texture, &none), CUVK_ERROR_UNSUPPORTED);
+    /* Bad image descriptions, each refused before anything is created. */
+    CuvkImage bad_image = 0;
+    CuvkImageDesc bad = idesc;
+    bad.format = VK_FORMAT_R8G8B8_UNORM; /* 3 channels: not in the table */
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_UNSUPPORTED);
+    bad = idesc;
+    bad.format = VK_FORMAT_D32_SFLOAT;
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_UNSUPPORTED);
+    bad = idesc;
+    bad.width = 0;
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT);
+    bad = idesc;
+    bad.width = 1u << 20; /* over the device's limit */
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT);
+    bad = idesc;
+    bad.image_type = VK_IMAGE_TYPE_3D;
+    bad.depth = 4;
+    bad.array_layers = 2; /* 3D with layers */
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT);
+    bad = idesc;
+    bad.flags = CUVK_IMAGE_CUBE;
+    bad.array_layers = 6; /* a cube that is not square */
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT);
+    bad.width = bad.height;
+    bad.array_layers = 4; /* a cube of 4 layers */
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT);
+    bad = idesc;
+    bad.mip_levels = 12; /* more than the full chain of 64x48 (7) */
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT);
+    bad = idesc;
+    bad.flags = 0x80;
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT);
+    bad = idesc;
+    bad.struct_size = 8;
+    EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_STRUCT_SIZE);
+    EXPECT(cuvk_image_create(vb, NULL, &bad_image), CUVK_ERROR_NULL_POINTER);
+    CHECK(bad_image == 0, "no image handle was issued for a refused description");
+    EXPECT(cuvk_image_info(buf, &iinfo), CUVK_ERROR_WRONG_HANDLE_KIND);
+    EXPECT(cuvk_image_destroy(image), CUVK_SUCCESS);
+    EXPECT(cuvk_image_destroy(image), CUVK_ERROR_STALE_HANDLE);
+    EXPECT(cuvk_image_info(image, &iinfo), CUVK_ERROR_STALE_HANDLE);
 
     /* Wrong kinds, never-issued and stale handles, double destroy, calls after destroy. */
     EXPECT(cuvk_buffer_info(vb, &info), CUVK_ERROR_WRONG_HANDLE_KIND);
