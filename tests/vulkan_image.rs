@@ -368,6 +368,12 @@ fn every_bad_input_is_refused_and_changes_nothing() {
         Error::Image(ImageError::CubeNotSquare { .. })
     );
 
+    // An importing image is made by import_from, not by allocating.
+    assert_err!(
+        BoundImage::new(&ctx, &good, ImageOptions::IMPORT),
+        Error::InvalidArgument(_)
+    );
+
     // LINEAR tiling where an array mapping is asked.
     let linear = ImageOptions {
         tiling: vk::ImageTiling::LINEAR,

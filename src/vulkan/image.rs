@@ -497,13 +497,21 @@ impl BoundImage {
     /// it), dedicated exactly when Vulkan requires or prefers it or `desc` says always, and
     /// transitions it to [`SHARED_LAYOUT`] (released to `VK_QUEUE_FAMILY_EXTERNAL` when
     /// shared) with one submission it waits for ([`Image::bind`]).
+    /// Images that import memory come from [`Self::import_from`] instead.
     pub fn new(ctx: &Arc<VulkanContext>, desc: &ImageDesc, options: ImageOptions) -> Result<Self> {
+        if options.external == ExternalUse::Import {
+            return Err(Error::InvalidArgument(
+                "BoundImage::new allocates the image's memory; an image that imports memory \
+                 comes from BoundImage::import_from"
+                    .into(),
+            ));
+        }
         let support = Image::validate(ctx, desc, options)?;
         // SAFETY: validated just above.
         unsafe { Self::new_validated(ctx, desc, options, support) }
     }
 
-    /// [`Self::new`] after [`Image::validate`].
+    /// [`Self::new`] after [`Image::validate`] (and with `options` not importing).
     ///
     /// # Safety
     /// As [`Image::new_validated`].
@@ -843,7 +851,8 @@ impl VulkanContext {
 
     /// Copies `region` of `src` (tightly packed, all its layers in order) into `dst` at
     /// `dst_offset`, and waits. The image follows the protocol: acquired from
-    /// [`SHARED_LAYOUT`], released back to it.
+    /// [`SHARED_LAYOUT`], released back to it. Its format must be in the table
+    /// ([`image_format::FORMATS`]), which gives the texel size.
     pub fn copy_image_to_buffer(
         &self,
         src: &dyn AsVkImage,
