@@ -18,6 +18,10 @@ pub const CUDA_MAPPED_OFFSET_ALIGNMENT: u64 = 16;
 pub enum AlignmentRule {
     /// `VkMemoryRequirements::alignment` of the Vulkan buffer that views the range.
     VulkanBuffer,
+    /// `VkMemoryRequirements::alignment` of a Vulkan image bound at that offset.
+    VulkanImage,
+    /// The texel size of an image copied to or from a buffer at that offset.
+    Texel,
     /// [`CUDA_MAPPED_OFFSET_ALIGNMENT`], the measured CUDA rule for mapped buffers.
     CudaMappedBuffer,
     /// A VMM allocation granularity (`cuMemGetAllocationGranularity`).
@@ -34,6 +38,8 @@ impl fmt::Display for AlignmentRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             AlignmentRule::VulkanBuffer => "the Vulkan buffer's memory alignment",
+            AlignmentRule::VulkanImage => "the Vulkan image's memory alignment",
+            AlignmentRule::Texel => "the image's texel size",
             AlignmentRule::CudaMappedBuffer => "CUDA's mapped-buffer offset alignment",
             AlignmentRule::Granularity => "the CUDA allocation granularity",
             AlignmentRule::VulkanHostPointer => "Vulkan's minImportedHostPointerAlignment",

@@ -487,6 +487,10 @@ fn every_bad_input_is_refused_and_changes_nothing() {
         ctx.copy_image_to_buffer(&exportable, ImageRegion::level(&good, 0), &mut host, 4),
         Error::Layout(LayoutError::OutOfBounds { .. })
     );
+    assert_err!(
+        ctx.copy_image_to_buffer(&exportable, ImageRegion::level(&good, 0), &mut host, 2),
+        Error::Layout(LayoutError::Misaligned { alignment: 4, .. })
+    );
     // A dedicated allocation holds exactly its image, at offset 0.
     let other = Image::new(&ctx, &good, ImageOptions::EXPORT).unwrap();
     let dedicated_elsewhere = BoundImage::new(

@@ -435,7 +435,7 @@ impl Image {
             "offset",
             offset,
             r.alignment,
-            layout::AlignmentRule::VulkanBuffer,
+            layout::AlignmentRule::VulkanImage,
         )?;
         layout::check_range(offset, r.size, "memory", memory.size())?;
         if !memory.handle_types().is_empty() && !self.external.intersects(memory.handle_types()) {
@@ -805,6 +805,12 @@ fn copy_region(
     shape.check_level(region.level)?;
     shape.check_layers(region.first_layer, region.layers)?;
     let texel = image_format::format_info(desc.format)?.texel_bytes();
+    layout::check_aligned(
+        "offset",
+        buffer_offset,
+        u64::from(texel),
+        layout::AlignmentRule::Texel,
+    )?;
     let (w, h, d) = shape.level_extent(region.level);
     let bytes =
         u64::from(w) * u64::from(h) * u64::from(d) * u64::from(region.layers) * u64::from(texel);
