@@ -159,6 +159,11 @@ impl Bridge {
 /// The two APIs do not order their accesses by themselves: Vulkan acquires the image before
 /// use and releases it after (the protocol of [`crate::vulkan::SHARED_LAYOUT`]), and CUDA work
 /// is ordered with Vulkan work by semaphores or a host wait.
+///
+/// Kernels reach surfaces and textures through raw handles, in launches that are `unsafe`:
+/// keeping the objects alive until such a kernel has finished (stream sync, event or
+/// semaphore) is part of that launch's contract. Unlike [`crate::SharedBuffer`], nothing here
+/// records events for them.
 pub struct SharedImage {
     // Declared first: released before the Vulkan image (either order is safe).
     array: Arc<MipmappedArray>,
