@@ -139,6 +139,10 @@ typedef struct CuvkVulkanDevice {
    * is required).
    */
   uint32_t api_version;
+  /**
+   * Non-zero if the engine enabled the `bufferDeviceAddress` feature (optional).
+   */
+  uint32_t buffer_device_address_enabled;
 } CuvkVulkanDevice;
 
 /**

@@ -109,6 +109,8 @@ pub struct CuvkVulkanDevice {
     /// The `apiVersion` the engine created its instance with (`VK_API_VERSION_1_2` or later
     /// is required).
     pub api_version: u32,
+    /// Non-zero if the engine enabled the `bufferDeviceAddress` feature (optional).
+    pub buffer_device_address_enabled: u32,
 }
 
 /// What a buffer is to each API.
@@ -491,6 +493,7 @@ unsafe fn wrap_vulkan(d: &CuvkVulkanDevice) -> CResult<Arc<VulkanContext>> {
             queue: vk::Queue::from_raw(d.queue as u64),
             enabled_extensions: &names,
             timeline_semaphore_enabled: d.timeline_semaphore_enabled != 0,
+            buffer_device_address_enabled: d.buffer_device_address_enabled != 0,
         })
     }?;
     Ok(ctx)

@@ -129,6 +129,9 @@ pub enum Error {
     /// A range, alignment or granularity rule was broken (checked before the driver call).
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// PTX text could not be read, or has no such kernel.
+    #[error(transparent)]
+    Ptx(#[from] crate::ptx::PtxError),
     /// No CUDA device has the requested UUID.
     #[error("no CUDA device has UUID {uuid}; CUDA devices: [{available}]")]
     NoCudaDevice {
@@ -341,6 +344,7 @@ impl Error {
             Error::Io { .. } => K::Io,
             Error::Nvrtc { .. }
             | Error::Layout(_)
+            | Error::Ptx(_)
             | Error::NotExportable { .. }
             | Error::HandleNotOpen { .. }
             | Error::DedicatedHoldsOneBuffer

@@ -34,6 +34,7 @@ pub mod error;
 pub mod interop;
 pub mod layout;
 pub mod platform;
+pub mod ptx;
 pub mod timeline;
 mod uuid;
 pub mod vulkan;

@@ -56,6 +56,23 @@ impl Checker {
         expected: u32,
         transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
     ) -> anyhow::Result<vk::CommandBuffer> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.record_with(command_slot, slot, expected, transfer, |_| Ok(())) }
+    }
+
+    /// As [`Self::record`], with `before` recorded ahead of the check (after the acquire):
+    /// e.g. a CUDA kernel launched in the Vulkan queue and its barrier.
+    ///
+    /// # Safety
+    /// As [`Self::record`]; `before` must record valid commands.
+    pub unsafe fn record_with(
+        &self,
+        command_slot: usize,
+        slot: usize,
+        expected: u32,
+        transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
+        before: impl FnOnce(vk::CommandBuffer) -> anyhow::Result<()>,
+    ) -> anyhow::Result<vk::CommandBuffer> {
         let device = &self.device;
         // SAFETY: the caller promised the command slot is free; everything recorded is ours.
         unsafe {
@@ -65,9 +82,10 @@ impl Checker {
                     cmd,
                     &[buf],
                     vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::AccessFlags::SHADER_READ,
+                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
                 );
             }
+            before(cmd)?;
             // Earlier checks' atomic adds to the result buffer happen before this one's.
             let mem = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE)

@@ -49,6 +49,18 @@ pub(crate) fn transfer_usage() -> vk::BufferUsageFlags {
     vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST
 }
 
+/// What every Vulkan-allocated shared buffer gets besides the caller's usage: transfers, and a
+/// device address where the device has them (so one buffer serves CUDA kernels in the CUDA
+/// context and in Vulkan queues alike).
+pub(crate) fn shared_usage(vk: &VulkanContext) -> vk::BufferUsageFlags {
+    let address = if vk.info().capabilities.buffer_device_address {
+        vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS
+    } else {
+        vk::BufferUsageFlags::empty()
+    };
+    transfer_usage() | address
+}
+
 fn exportable_buffer(vk: &Arc<VulkanContext>, size: u64, usage: BufferUsage) -> Result<Buffer> {
     Buffer::new(
         vk,
@@ -79,7 +91,7 @@ impl Bridge {
         dedicated: Dedicated,
     ) -> Result<SharedBuffer<T>> {
         let bytes = layout::bytes_for::<T>(len)?;
-        let usage = usage | transfer_usage();
+        let usage = usage | shared_usage(&self.vulkan);
         let buffer = exportable_buffer(&self.vulkan, bytes, usage)?;
         let req = buffer.requirements();
         let is_dedicated =
@@ -103,7 +115,7 @@ impl Bridge {
         size: u64,
         usage: BufferUsage,
     ) -> Result<Arc<SharedAllocation>> {
-        let usage = usage | transfer_usage();
+        let usage = usage | shared_usage(&self.vulkan);
         // A probe buffer tells which memory types buffers of this usage may use.
         let probe = exportable_buffer(&self.vulkan, size, usage)?;
         let req = probe.requirements();
@@ -359,6 +371,11 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     /// The Vulkan buffer handle (valid while `self` lives).
     pub fn vk_buffer(&self) -> vk::Buffer {
         self.bound.buffer().handle()
+    }
+    /// The Vulkan buffer's device address, where the device has `bufferDeviceAddress` (the
+    /// pointer a CUDA kernel launched in a Vulkan queue takes).
+    pub fn device_address(&self) -> Option<u64> {
+        self.bound.device_address()
     }
     /// The CUDA device pointer. For kernels on other streams than [`Bridge::stream`], prefer
     /// [`DevicePtr::device_ptr`] / [`DevicePtrMut::device_ptr_mut`], which order the access.

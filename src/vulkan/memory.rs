@@ -189,10 +189,20 @@ impl Buffer {
                 .bind_buffer_memory(self.buffer, memory.memory, offset)
         }
         .vk("vkBindBufferMemory")?;
+        let device_address = self
+            .usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+            .then(|| {
+                let info = vk::BufferDeviceAddressInfo::default().buffer(self.buffer);
+                // SAFETY: a buffer created with SHADER_DEVICE_ADDRESS (so the feature is on),
+                // bound just above to memory allocated with DEVICE_ADDRESS.
+                unsafe { self.ctx.device().get_buffer_device_address(&info) }
+            });
         Ok(BoundBuffer {
             buffer: self,
             memory,
             offset,
+            device_address,
         })
     }
 
@@ -330,6 +340,13 @@ impl DeviceMemory {
         }
         if dedicated.is_some() {
             alloc = alloc.push_next(&mut dedicated_info);
+        }
+        // Where the device has bufferDeviceAddress, every allocation can back buffers with
+        // device addresses (what CUDA kernels in Vulkan queues take as pointers).
+        let mut flags =
+            vk::MemoryAllocateFlagsInfo::default().flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
+        if ctx.info().capabilities.buffer_device_address {
+            alloc = alloc.push_next(&mut flags);
         }
         // SAFETY: valid device; the chain lives across the call.
         let memory =
@@ -559,6 +576,7 @@ pub struct BoundBuffer {
     buffer: Buffer,
     memory: Arc<DeviceMemory>,
     offset: u64,
+    device_address: Option<u64>,
 }
 
 impl BoundBuffer {
@@ -632,6 +650,11 @@ impl BoundBuffer {
     /// Bind offset in the memory.
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+    /// The buffer's device address (`vkGetBufferDeviceAddress`), where it was created with
+    /// `SHADER_DEVICE_ADDRESS` usage.
+    pub fn device_address(&self) -> Option<u64> {
+        self.device_address
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod commands;
 mod context;
+mod cuda_kernels;
 mod host_memory;
 mod memory;
 mod semaphore;
@@ -12,6 +13,10 @@ mod sparse;
 pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, ExistingVulkan, Validation,
     VulkanConfig, VulkanContext, MIN_API_VERSION,
+};
+pub use cuda_kernels::{
+    cuda_kernels_supported, limits as cuda_launch_limits, record_kernel_barrier, CuFunction,
+    CuModule, KernelArg, LaunchDims,
 };
 pub use host_memory::HostImportedBuffer;
 pub use memory::{
