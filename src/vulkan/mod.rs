@@ -15,8 +15,8 @@ pub use context::{
     VulkanConfig, VulkanContext, MIN_API_VERSION,
 };
 pub use cuda_kernels::{
-    cuda_kernels_supported, limits as cuda_launch_limits, record_kernel_barrier, CuFunction,
-    CuModule, KernelArg, LaunchDims,
+    cuda_kernels_supported, limits as cuda_launch_limits, record_barrier_before_kernel,
+    record_kernel_barrier, CuFunction, CuModule, KernelArg, LaunchDims,
 };
 pub use host_memory::HostImportedBuffer;
 pub use memory::{
