@@ -7,6 +7,21 @@
 //! `cuLaunchKernel`-style `kernelParams` (one pointer per argument). A launch whose arguments
 //! do not match the kernel is a GPU fault, not an error, so every launch is checked first
 //! against the kernel's PTX signature ([`crate::ptx`]) and CUDA's launch limits.
+//!
+//! What works in such kernels, measured on the H200 (`tests/gpu_inline.rs`, `bench_inline`):
+//! - global loads/stores through buffer device addresses, bit-identical to the CUDA context
+//!   (the particle simulation gives the same positions either way);
+//! - static and dynamic shared memory (`LaunchDims::shared_mem_bytes`, up to 48 KiB),
+//!   `__syncthreads`, and global atomics (a block reduction + `atomicAdd` sums exactly);
+//! - bandwidth: a copy kernel runs at 0.999× its CUDA-context speed;
+//! - the kernel executes in the `COMPUTE_SHADER` stage with `SHADER_WRITE` accesses
+//!   ([`record_kernel_barrier`]).
+//!
+//! What does not: device-side `printf` prints nothing (no output reached the process in the
+//! test); CUDA texture and surface objects are handles of a CUDA context and cannot be passed
+//! to a kernel running in the Vulkan device; `VkCuLaunchInfoNVX` has no cooperative-launch or
+//! cluster attribute, so grid-wide sync is not available. Use the CUDA context for those (the
+//! same [`crate::SharedBuffer`] serves both paths).
 
 use std::ffi::CString;
 use std::sync::Arc;
