@@ -272,8 +272,20 @@ impl CuFunction {
     /// limits: argument count and sizes, device addresses for pointer parameters only, block
     /// and grid dimensions, shared memory.
     pub fn validate_launch(&self, dims: &LaunchDims, args: &[KernelArg]) -> Result<()> {
-        let name = &self.signature.name;
-        let bad = |rule: String| Err(Error::InvalidArgument(format!("kernel {name}: {rule}")));
+        self.validate_args(args)?;
+        self.validate_dims(dims)
+    }
+
+    fn refuse(&self, rule: String) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "kernel {}: {rule}",
+            self.signature.name
+        )))
+    }
+
+    /// Count and sizes against the PTX signature; addresses only for 64-bit parameters.
+    fn validate_args(&self, args: &[KernelArg]) -> Result<()> {
+        let bad = |rule: String| self.refuse(rule);
         if args.len() != self.signature.params.len() {
             return bad(format!(
                 "{} arguments given, the kernel takes {} ({})",
@@ -301,6 +313,19 @@ impl CuFunction {
                 ));
             }
         }
+        let total: usize = args.iter().map(KernelArg::size).sum();
+        if total > limits::MAX_PARAM_BYTES {
+            return bad(format!(
+                "{total} bytes of parameters; at most {}",
+                limits::MAX_PARAM_BYTES
+            ));
+        }
+        Ok(())
+    }
+
+    /// Grid, block and shared memory against CUDA's limits.
+    fn validate_dims(&self, dims: &LaunchDims) -> Result<()> {
+        let bad = |rule: String| self.refuse(rule);
         let threads = dims.block.iter().map(|&b| u64::from(b)).product::<u64>();
         if dims.block.contains(&0) || dims.grid.contains(&0) {
             return bad(format!(
@@ -333,13 +358,6 @@ impl CuFunction {
                 "{} bytes of dynamic shared memory; at most {} without a per-kernel opt-in",
                 dims.shared_mem_bytes,
                 limits::MAX_SHARED_MEMORY_BYTES
-            ));
-        }
-        let total: usize = args.iter().map(KernelArg::size).sum();
-        if total > limits::MAX_PARAM_BYTES {
-            return bad(format!(
-                "{total} bytes of parameters; at most {}",
-                limits::MAX_PARAM_BYTES
             ));
         }
         Ok(())
