@@ -23,9 +23,10 @@
 //! ## Layout
 //!
 //! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
-//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`FramePacer`], ...;
+//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`SharedPool`], [`FramePacer`], ...;
 //! - [`platform`] holds every OS difference (file descriptors vs NT handles);
-//! - [`layout`] and [`timeline`] are pure rules and bookkeeping, tested without a GPU.
+//! - [`layout`], [`suballoc`] and [`timeline`] are pure rules and bookkeeping, tested without
+//!   a GPU.
 
 #[cfg(feature = "capi")]
 pub mod capi;
@@ -35,6 +36,7 @@ pub mod interop;
 pub mod layout;
 pub mod platform;
 pub mod ptx;
+pub mod suballoc;
 pub mod timeline;
 mod uuid;
 pub mod vulkan;
@@ -42,9 +44,12 @@ pub mod vulkan;
 pub use error::{Error, ErrorKind, Result};
 pub use interop::{
     Bridge, BridgeConfig, BufferPlacement, BufferUsage, Dedicated, Frame, FramePacer,
-    GrowableBuffer, SharedAllocation, SharedBuffer, SharedSemaphore, StagingBuffer, VulkanView,
+    GrowableBuffer, SharedAllocation, SharedBuffer, SharedPool, SharedSemaphore, StagingBuffer,
+    VulkanView,
 };
+pub use suballoc::{PoolReport, PoolStats};
 pub use uuid::Uuid;
+pub use vulkan::PoolDesc;
 
 /// Re-exported so users name the same versions this crate was built with.
 pub use ash;

@@ -102,6 +102,35 @@ impl Buffer {
             }
             dedicated_only = features.contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY);
         }
+        Self::create(ctx, size, usage, external, dedicated_only)
+    }
+
+    /// An exportable buffer of a usage whose export support was already checked (a pool's
+    /// probe buffer of the same usage): the answer of
+    /// `vkGetPhysicalDeviceExternalBufferProperties` depends only on the usage, flags and
+    /// handle type, so it is not asked again per buffer. `dedicated_only` is what that query
+    /// said about `DEDICATED_ONLY`.
+    pub(crate) fn new_export_prechecked(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        dedicated_only: bool,
+    ) -> Result<Self> {
+        if size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        Self::create(ctx, size, usage, MEMORY_HANDLE_TYPE, dedicated_only)
+    }
+
+    /// `vkCreateBuffer` (size checked non-zero by the callers) and its requirements.
+    fn create(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        external: vk::ExternalMemoryHandleTypeFlags,
+        dedicated_only: bool,
+    ) -> Result<Self> {
+        let exportable = !external.is_empty();
         let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(external);
         let mut info = vk::BufferCreateInfo::default()
             .size(size)
@@ -518,7 +547,7 @@ impl Drop for DeviceMemory {
 
 /// The first memory type allowed by `info` whose heap can hold `info.size` bytes: a request
 /// larger than every candidate heap is refused here, never by `vkAllocateMemory`.
-fn memory_type_for(ctx: &VulkanContext, info: &AllocateInfo) -> Result<u32> {
+pub(crate) fn memory_type_for(ctx: &VulkanContext, info: &AllocateInfo) -> Result<u32> {
     let props = ctx.memory_properties();
     let candidates: Vec<u32> = (0..props.memory_type_count)
         .filter(|&i| {

@@ -1,12 +1,13 @@
 //! The Vulkan side (ash only; nothing here knows CUDA): instance and device selection,
-//! exportable and imported memory, host-pointer import, semaphores with their signal ledgers,
-//! and one-shot command helpers.
+//! exportable and imported memory, sub-allocation of exportable memory ([`VulkanPool`]),
+//! host-pointer import, semaphores with their signal ledgers, and one-shot command helpers.
 
 mod commands;
 mod context;
 mod cuda_kernels;
 mod host_memory;
 mod memory;
+mod pool;
 mod semaphore;
 mod sparse;
 
@@ -23,5 +24,7 @@ pub use memory::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, BufferRequirements, DeviceMemory,
     ExternalUse, HostBuffer,
 };
+pub(crate) use pool::{PoolCore, PoolLease};
+pub use pool::{PoolDesc, PooledBuffer, VulkanPool};
 pub use semaphore::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, SEMAPHORE_DROP_TIMEOUT};
 pub use sparse::SparseBuffer;
