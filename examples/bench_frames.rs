@@ -8,7 +8,10 @@
 //! - `ping-pong`: strict CUDA→Vulkan→CUDA, each side waiting for the other on the GPU,
 //!   with default and with highest CUDA stream priority;
 //! - `cuda ping-pong`: the same alternation between two CUDA streams (events), no Vulkan;
-//! - `vulkan ping-pong`: alternating dependent submissions on one Vulkan queue, no CUDA.
+//! - `vulkan ping-pong`: alternating dependent submissions on one Vulkan queue, no CUDA;
+//! - `inline K=..`: the CUDA kernel launched inside the Vulkan command buffer
+//!   (`VK_NVX_binary_import`), then a barrier, then the check — no CUDA context, no semaphore
+//!   handoff; beside the all-Vulkan control (`vkCmdFillBuffer` instead of the kernel).
 //!
 //! Each frame's work is tiny (4 KiB written by CUDA, checked by a Vulkan compute shader), so
 //! the numbers are the synchronisation cost.
@@ -32,8 +35,9 @@ use cuvk::interop::import_semaphore;
 use std::sync::Arc;
 
 use cuvk::vulkan::{
-    AsVkBuffer, BoundBuffer, DeviceChoice, HostBuffer, Semaphore, SemaphoreDesc, SemaphoreKind,
-    SemaphoreOp, VulkanConfig, VulkanContext,
+    record_kernel_barrier, AsVkBuffer, BoundBuffer, CuFunction, CuModule, DeviceChoice, HostBuffer,
+    KernelArg, LaunchDims, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, VulkanConfig,
+    VulkanContext,
 };
 use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, SharedBuffer};
 use cuvk_dev::CommandSlots;
@@ -95,6 +99,76 @@ fn pacer(s: &mut Setup, k_in_flight: u32, frames: u64) -> anyhow::Result<(f64, u
         }
     }
     pacer.wait_idle(WAIT)?;
+    let us = per_frame_us(t, frames);
+    drop(checker);
+    Ok((us, checker::read_result(&s.result)?.0))
+}
+
+/// What writes the frame number into the slot inside the Vulkan command buffer.
+enum InlineWriter<'a> {
+    /// A CUDA kernel launched in the Vulkan queue.
+    Kernel(&'a CuFunction),
+    /// `vkCmdFillBuffer`: the all-Vulkan control.
+    VulkanFill,
+}
+
+/// Frames whose one command buffer writes the slot (kernel or fill), barriers, and checks it;
+/// K frames in flight (command slots reused after frame N - 2K, data slots N % K). With
+/// `strict`, the CPU waits for each frame before recording the next.
+fn inline_frames(
+    s: &mut Setup,
+    writer: InlineWriter<'_>,
+    k_in_flight: u32,
+    frames: u64,
+    strict: bool,
+) -> anyhow::Result<(f64, u32)> {
+    s.reset_result()?;
+    let ctx = s.bridge.vulkan().clone();
+    let done = Semaphore::new(&ctx, SemaphoreDesc::LOCAL_TIMELINE)?;
+    let checker = s.checker(2 * k_in_flight as usize)?;
+    let t = Instant::now();
+    for n in 1..=frames {
+        let f = cuvk_dev::unpaced_frame(n, k_in_flight);
+        let wait_for = if strict {
+            n.checked_sub(1)
+        } else {
+            n.checked_sub(2 * u64::from(k_in_flight))
+        };
+        if let Some(prev) = wait_for.filter(|&p| p > 0) {
+            done.wait_host(prev, WAIT)?;
+        }
+        let slot = &s.slots[f.slot];
+        let args = [
+            KernelArg::address(slot.device_address().context("no device address")?),
+            KernelArg::value(&(ELEMENTS as u64)),
+            KernelArg::value(&(n as u32)),
+        ];
+        let (buf, bytes) = (slot.vk_buffer(), slot.byte_size());
+        // SAFETY: the command slot's previous frame completed (waited above); everything the
+        // commands use lives until the final wait.
+        let cmd = unsafe {
+            checker.record_with(f.command_slot, f.slot, n as u32, None, |cmd| {
+                match &writer {
+                    InlineWriter::Kernel(fill) => {
+                        fill.record_launch(cmd, &LaunchDims::linear(4, 256), &args)?
+                    }
+                    InlineWriter::VulkanFill => {
+                        ctx.device().cmd_fill_buffer(cmd, buf, 0, bytes, n as u32)
+                    }
+                }
+                record_kernel_barrier(&ctx, cmd);
+                Ok(())
+            })?
+        };
+        let signal = [SemaphoreOp {
+            semaphore: &done,
+            value: n,
+            stage: vk::PipelineStageFlags::empty(),
+        }];
+        // SAFETY: executable command buffer of this device; waited for below.
+        unsafe { ctx.submit_with_semaphores(&[cmd], &[], &signal, vk::Fence::null())? };
+    }
+    done.wait_host(frames, WAIT)?;
     let us = per_frame_us(t, frames);
     drop(checker);
     Ok((us, checker::read_result(&s.result)?.0))
@@ -474,6 +548,36 @@ fn main() -> anyhow::Result<()> {
         vulkan_ping_pong(&mut s, frames.min(2000))?,
         None,
     ));
+
+    match cuvk::vulkan::cuda_kernels_supported(s.bridge.vulkan()) {
+        Ok(()) => {
+            let ptx = cuvk::cuda::compile_ptx(s.bridge.cuda(), "roundtrip.cu", kernels::SOURCE)?;
+            let module = CuModule::from_ptx(s.bridge.vulkan(), &ptx)?;
+            let fill = module.function("fill_u32")?;
+            inline_frames(&mut s, InlineWriter::Kernel(&fill), 2, 200, false)?; // warm-up
+            for kk in [1, 3, 8] {
+                let (us, bad) =
+                    inline_frames(&mut s, InlineWriter::Kernel(&fill), kk, frames, false)?;
+                rows.push((
+                    format!("inline kernel in Vulkan queue, K={kk}"),
+                    us,
+                    Some(bad),
+                ));
+                let (us, bad) = inline_frames(&mut s, InlineWriter::VulkanFill, kk, frames, false)?;
+                rows.push((format!("all-Vulkan control (fill), K={kk}"), us, Some(bad)));
+            }
+            let n = frames.min(2000);
+            let (us, bad) = inline_frames(&mut s, InlineWriter::Kernel(&fill), 1, n, true)?;
+            rows.push((
+                "inline, strict (CPU waits each frame)".into(),
+                us,
+                Some(bad),
+            ));
+            let (us, bad) = inline_frames(&mut s, InlineWriter::VulkanFill, 1, n, true)?;
+            rows.push(("all-Vulkan control, strict".into(), us, Some(bad)));
+        }
+        Err(e) => println!("inline rows skipped: {e}"),
+    }
 
     println!("\nper-frame cost, {ELEMENTS} u32 per frame (us per frame; mismatches = elements Vulkan read wrong)");
     println!("| path                                        | us/frame | mismatches |");

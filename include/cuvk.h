@@ -155,6 +155,10 @@ typedef struct CuvkVulkanDevice {
    * is required).
    */
   uint32_t api_version;
+  /**
+   * Non-zero if the engine enabled the `bufferDeviceAddress` feature (optional).
+   */
+  uint32_t buffer_device_address_enabled;
 } CuvkVulkanDevice;
 
 /**
@@ -220,6 +224,84 @@ typedef struct CuvkStagingInfo {
    */
   uint64_t size;
 } CuvkStagingInfo;
+
+/**
+ * How a pool divides memory (`cuvk_pool_create`).
+ */
+typedef struct CuvkPoolDesc {
+  /**
+   * `sizeof(CuvkPoolDesc)`.
+   */
+  uint32_t struct_size;
+  /**
+   * `VkBufferUsageFlags` of every buffer of the pool (transfer source/destination added).
+   */
+  uint32_t vk_usage;
+  /**
+   * Bytes per block; 0: 64 MiB.
+   */
+  uint64_t block_size;
+  /**
+   * Buffers larger than this get their own allocation; 0: half a block. At most
+   * `block_size`.
+   */
+  uint64_t dedicated_threshold;
+  /**
+   * Empty blocks kept for reuse (others are released when they become empty).
+   */
+  uint32_t keep_empty_blocks;
+} CuvkPoolDesc;
+
+/**
+ * A pool of shared memory that buffers are sub-allocated from.
+ */
+typedef uint64_t CuvkPool;
+
+/**
+ * A pool's totals (`cuvk_pool_stats`).
+ */
+typedef struct CuvkPoolStats {
+  /**
+   * `sizeof(CuvkPoolStats)`, set by the caller.
+   */
+  uint32_t struct_size;
+  /**
+   * Blocks buffers are sub-allocated from.
+   */
+  uint64_t blocks;
+  /**
+   * Buffers in their own allocation.
+   */
+  uint64_t own_allocations;
+  /**
+   * Live buffers.
+   */
+  uint64_t buffers;
+  /**
+   * Bytes the live buffers asked for.
+   */
+  uint64_t requested_bytes;
+  /**
+   * Bytes their ranges and own allocations take.
+   */
+  uint64_t used_bytes;
+  /**
+   * Device memory held.
+   */
+  uint64_t reserved_bytes;
+  /**
+   * Free bytes in blocks.
+   */
+  uint64_t free_bytes;
+  /**
+   * The largest free range of any block (a lower bound within 12.5%).
+   */
+  uint64_t largest_free_range;
+  /**
+   * Share of free bytes outside each block's largest free range (0 to 1).
+   */
+  double fragmentation;
+} CuvkPoolStats;
 
 /**
  * What image to create (the fields of a `VkImageCreateInfo` that matter; tiling is OPTIMAL,
@@ -489,6 +571,42 @@ enum CuvkResult cuvk_staging_info(CuvkStaging staging, struct CuvkStagingInfo *i
  * Destroys a staging buffer.
  */
 enum CuvkResult cuvk_staging_destroy(CuvkStaging staging);
+
+/**
+ * Creates a pool over the bridge's device: blocks of exportable memory (imported into CUDA
+ * once each unless the bridge is Vulkan-only) that buffers are sub-allocated from. Buffers
+ * from it are ordinary `CuvkBuffer`s; destroying the pool keeps live buffers valid (each
+ * keeps its block).
+ *
+ * # Safety
+ * `desc` must point to a filled `CuvkPoolDesc`; `out_pool` must be writable.
+ */
+enum CuvkResult cuvk_pool_create(CuvkBridge bridge,
+                                 const struct CuvkPoolDesc *desc,
+                                 CuvkPool *out_pool);
+
+/**
+ * Creates a buffer of `size` bytes (the pool's usage) in the pool: a `CuvkBuffer` for
+ * `cuvk_buffer_info` and `cuvk_buffer_destroy`, which returns its range to the pool.
+ *
+ * # Safety
+ * `out_buffer` must be writable.
+ */
+enum CuvkResult cuvk_pool_buffer_create(CuvkPool pool, uint64_t size, CuvkBuffer *out_buffer);
+
+/**
+ * Fills `stats` (whose `struct_size` the caller sets) with the pool's totals.
+ *
+ * # Safety
+ * `stats` must be writable.
+ */
+enum CuvkResult cuvk_pool_stats(CuvkPool pool, struct CuvkPoolStats *stats);
+
+/**
+ * Destroys a pool. Its buffers stay valid until destroyed (each keeps its block); empty
+ * blocks are released now, the others when their last buffer is destroyed.
+ */
+enum CuvkResult cuvk_pool_destroy(CuvkPool pool);
 
 /**
  * Creates an image as `desc` says (OPTIMAL tiling, exportable device-local memory), shared

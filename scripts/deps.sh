@@ -2,10 +2,12 @@
 # Installs what the build and the Vulkan tests need on a Debian machine, if missing:
 # the Vulkan loader, Mesa's lavapipe (a CPU Vulkan device), the Khronos validation layer,
 # the shader tools that check the shipped SPIR-V (glslang, spirv-tools), and Xvfb + xwd for the
-# particle demo's window test.
+# particle demo's window test, and Debian's Rust 1.96 with the std sources (rustc-web,
+# rust-web-src: /usr/bin/rustc) for test.sh's Windows type-check, which builds std itself.
 set -euo pipefail
 need=()
-for p in libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools xvfb x11-apps; do
+for p in libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslang-tools spirv-tools xvfb x11-apps \
+         rustc-web rust-web-src; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -8,7 +8,7 @@
 //!
 //! Ownership: the engine owns its Vulkan instance, device and queue and must keep them alive
 //! until every bridge made from them is destroyed; the bridge owns what it creates (buffers,
-//! semaphores, staging memory, images, textures) and destroys it with the handle.
+//! semaphores, staging memory, pools, images, textures) and destroys it with the handle.
 //!
 //! Images follow one layout protocol (see `cuvk::vulkan::SHARED_LAYOUT`): between uses an
 //! image is in `VK_IMAGE_LAYOUT_GENERAL` and owned by `VK_QUEUE_FAMILY_EXTERNAL` (a new image
@@ -33,10 +33,13 @@ use crate::cuda::{AddressMode, ExternalSemaphore, FilterMode, SurfaceObject, Tex
 use crate::image_format::ImageKind;
 use crate::interop::{StagingBuffer, TextureLevels, TextureOptions, TextureRead};
 use crate::vulkan::{
-    AsVkBuffer, BoundBuffer, BoundImage, ExistingVulkan, ImageDesc, ImageOptions, Semaphore,
-    SemaphoreDesc, SemaphoreKind, VulkanContext, SHARED_LAYOUT,
+    AsVkBuffer, BoundBuffer, BoundImage, ExistingVulkan, ImageDesc, ImageOptions, PoolDesc,
+    PooledBuffer, Semaphore, SemaphoreDesc, SemaphoreKind, VulkanContext, VulkanPool,
+    SHARED_LAYOUT,
 };
-use crate::{Bridge, Dedicated, Error, ErrorKind, SharedBuffer, SharedImage};
+use crate::{
+    Bridge, Dedicated, Error, ErrorKind, PoolStats, SharedBuffer, SharedImage, SharedPool,
+};
 
 /// ABI version: bumped on any incompatible change of a function or struct.
 pub const CUVK_ABI_VERSION: u32 = 2;
@@ -100,6 +103,8 @@ pub type CuvkBuffer = u64;
 pub type CuvkSemaphore = u64;
 /// Pinned host memory that is also a Vulkan buffer.
 pub type CuvkStaging = u64;
+/// A pool of shared memory that buffers are sub-allocated from.
+pub type CuvkPool = u64;
 /// A Vulkan image shared with CUDA (a mipmapped array, surfaces per level).
 pub type CuvkImage = u64;
 /// A CUDA texture object over a shared image.
@@ -132,6 +137,8 @@ pub struct CuvkVulkanDevice {
     /// The `apiVersion` the engine created its instance with (`VK_API_VERSION_1_2` or later
     /// is required).
     pub api_version: u32,
+    /// Non-zero if the engine enabled the `bufferDeviceAddress` feature (optional).
+    pub buffer_device_address_enabled: u32,
 }
 
 /// What a buffer is to each API.
@@ -158,6 +165,47 @@ pub struct CuvkStagingInfo {
     pub vk_buffer: u64,
     /// Size in bytes.
     pub size: u64,
+}
+
+/// How a pool divides memory (`cuvk_pool_create`).
+#[repr(C)]
+pub struct CuvkPoolDesc {
+    /// `sizeof(CuvkPoolDesc)`.
+    pub struct_size: u32,
+    /// `VkBufferUsageFlags` of every buffer of the pool (transfer source/destination added).
+    pub vk_usage: u32,
+    /// Bytes per block; 0: 64 MiB.
+    pub block_size: u64,
+    /// Buffers larger than this get their own allocation; 0: half a block. At most
+    /// `block_size`.
+    pub dedicated_threshold: u64,
+    /// Empty blocks kept for reuse (others are released when they become empty).
+    pub keep_empty_blocks: u32,
+}
+
+/// A pool's totals (`cuvk_pool_stats`).
+#[repr(C)]
+pub struct CuvkPoolStats {
+    /// `sizeof(CuvkPoolStats)`, set by the caller.
+    pub struct_size: u32,
+    /// Blocks buffers are sub-allocated from.
+    pub blocks: u64,
+    /// Buffers in their own allocation.
+    pub own_allocations: u64,
+    /// Live buffers.
+    pub buffers: u64,
+    /// Bytes the live buffers asked for.
+    pub requested_bytes: u64,
+    /// Bytes their ranges and own allocations take.
+    pub used_bytes: u64,
+    /// Device memory held.
+    pub reserved_bytes: u64,
+    /// Free bytes in blocks.
+    pub free_bytes: u64,
+    /// The largest free range of any block (a lower bound within 12.5%).
+    pub largest_free_range: u64,
+    /// Share of free bytes outside each block's largest free range (0 to 1).
+    pub fragmentation: f64,
 }
 
 /// What image to create (the fields of a `VkImageCreateInfo` that matter; tiling is OPTIMAL,
@@ -236,8 +284,9 @@ enum Kind {
     Buffer = 2,
     Semaphore = 3,
     Staging = 4,
-    Image = 5,
-    Texture = 6,
+    Pool = 5,
+    Image = 6,
+    Texture = 7,
 }
 
 struct CBridge {
@@ -248,6 +297,21 @@ struct CBridge {
 enum CBufferKind {
     Shared(SharedBuffer<u8>),
     VulkanOnly(BoundBuffer),
+    Pooled(PooledBuffer),
+}
+
+enum CPool {
+    Shared(SharedPool),
+    VulkanOnly(VulkanPool),
+}
+
+impl CPool {
+    fn stats(&self) -> PoolStats {
+        match self {
+            CPool::Shared(p) => p.stats(),
+            CPool::VulkanOnly(p) => p.stats(),
+        }
+    }
 }
 
 struct CBuffer {
@@ -276,6 +340,7 @@ enum Object {
     Buffer(CBuffer),
     Semaphore(CSemaphore),
     Staging(StagingBuffer),
+    Pool(Arc<CPool>),
     Image(CImage),
     Texture(TextureObject),
 }
@@ -287,6 +352,7 @@ impl Object {
             Object::Buffer(_) => Kind::Buffer,
             Object::Semaphore(_) => Kind::Semaphore,
             Object::Staging(_) => Kind::Staging,
+            Object::Pool(_) => Kind::Pool,
             Object::Image(_) => Kind::Image,
             Object::Texture(_) => Kind::Texture,
         }
@@ -599,6 +665,7 @@ unsafe fn wrap_vulkan(d: &CuvkVulkanDevice) -> CResult<Arc<VulkanContext>> {
             queue: vk::Queue::from_raw(d.queue as u64),
             enabled_extensions: &names,
             timeline_semaphore_enabled: d.timeline_semaphore_enabled != 0,
+            buffer_device_address_enabled: d.buffer_device_address_enabled != 0,
         })
     }?;
     Ok(ctx)
@@ -674,6 +741,7 @@ pub unsafe extern "C" fn cuvk_buffer_info(
             let (vkb, size, ptr) = match &b.buffer {
                 CBufferKind::Shared(s) => (s.vk_buffer(), s.byte_size(), s.cuda_ptr()),
                 CBufferKind::VulkanOnly(v) => (v.vk_buffer(), v.vk_size(), 0),
+                CBufferKind::Pooled(v) => (v.vk_buffer(), v.vk_size(), 0),
             };
             info.vk_buffer = vkb.as_raw();
             info.size = size;
@@ -887,6 +955,130 @@ pub unsafe extern "C" fn cuvk_staging_info(
 #[no_mangle]
 pub extern "C" fn cuvk_staging_destroy(staging: CuvkStaging) -> CuvkResult {
     guard(|| remove(staging, Kind::Staging))
+}
+
+/// Creates a pool over the bridge's device: blocks of exportable memory (imported into CUDA
+/// once each unless the bridge is Vulkan-only) that buffers are sub-allocated from. Buffers
+/// from it are ordinary `CuvkBuffer`s; destroying the pool keeps live buffers valid (each
+/// keeps its block).
+///
+/// # Safety
+/// `desc` must point to a filled `CuvkPoolDesc`; `out_pool` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn cuvk_pool_create(
+    bridge: CuvkBridge,
+    desc: *const CuvkPoolDesc,
+    out_pool: *mut CuvkPool,
+) -> CuvkResult {
+    guard(|| {
+        // SAFETY: the caller passes a writable pointer or null (checked).
+        let out_pool = unsafe { out(out_pool, "out_pool") }?;
+        // SAFETY: null is checked; otherwise the caller vouches for the struct.
+        let d = unsafe { desc.as_ref() }.ok_or(Failure(
+            CuvkResult::CuvkErrorNullPointer,
+            "desc is null".into(),
+        ))?;
+        check_size(
+            d.struct_size,
+            std::mem::size_of::<CuvkPoolDesc>(),
+            "CuvkPoolDesc",
+        )?;
+        let b = bridge_of(bridge)?;
+        let block_size = match d.block_size {
+            0 => PoolDesc::DEFAULT_BLOCK_SIZE,
+            size => size,
+        };
+        let desc = PoolDesc {
+            usage: vk::BufferUsageFlags::from_raw(d.vk_usage),
+            block_size,
+            dedicated_threshold: match d.dedicated_threshold {
+                0 => block_size / 2,
+                t => t,
+            },
+            keep_empty_blocks: d.keep_empty_blocks as usize,
+        };
+        let pool = match &b.cuda {
+            Some(bridge) => CPool::Shared(bridge.create_pool(desc)?),
+            None => CPool::VulkanOnly(VulkanPool::new(&b.vk, desc)?),
+        };
+        *out_pool = insert(Object::Pool(Arc::new(pool)));
+        Ok(())
+    })
+}
+
+fn pool_of(handle: CuvkPool) -> CResult<Arc<CPool>> {
+    with(handle, Kind::Pool, |o| match o {
+        Object::Pool(p) => Ok(p.clone()),
+        _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a pool"),
+    })
+}
+
+/// Creates a buffer of `size` bytes (the pool's usage) in the pool: a `CuvkBuffer` for
+/// `cuvk_buffer_info` and `cuvk_buffer_destroy`, which returns its range to the pool.
+///
+/// # Safety
+/// `out_buffer` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn cuvk_pool_buffer_create(
+    pool: CuvkPool,
+    size: u64,
+    out_buffer: *mut CuvkBuffer,
+) -> CuvkResult {
+    guard(|| {
+        // SAFETY: the caller passes a writable pointer or null (checked).
+        let out_buffer = unsafe { out(out_buffer, "out_buffer") }?;
+        // Outside the table lock: other threads use other handles meanwhile.
+        let p = pool_of(pool)?;
+        let buffer = match &*p {
+            CPool::Shared(p) => {
+                let len = usize::try_from(size).map_err(|_| {
+                    Failure(
+                        CuvkResult::CuvkErrorInvalidArgument,
+                        format!("size {size} too large"),
+                    )
+                })?;
+                CBufferKind::Shared(p.create_buffer::<u8>(len, p.desc().usage)?)
+            }
+            CPool::VulkanOnly(p) => CBufferKind::Pooled(p.create_buffer(size, p.desc().usage)?),
+        };
+        *out_buffer = insert(Object::Buffer(CBuffer { buffer }));
+        Ok(())
+    })
+}
+
+/// Fills `stats` (whose `struct_size` the caller sets) with the pool's totals.
+///
+/// # Safety
+/// `stats` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn cuvk_pool_stats(pool: CuvkPool, stats: *mut CuvkPoolStats) -> CuvkResult {
+    guard(|| {
+        // SAFETY: the caller passes a writable pointer or null (checked).
+        let out_stats = unsafe { out(stats, "stats") }?;
+        check_size(
+            out_stats.struct_size,
+            std::mem::size_of::<CuvkPoolStats>(),
+            "CuvkPoolStats",
+        )?;
+        let s = pool_of(pool)?.stats();
+        out_stats.blocks = s.blocks as u64;
+        out_stats.own_allocations = s.own_allocations as u64;
+        out_stats.buffers = s.buffers as u64;
+        out_stats.requested_bytes = s.requested_bytes;
+        out_stats.used_bytes = s.used_bytes;
+        out_stats.reserved_bytes = s.reserved_bytes;
+        out_stats.free_bytes = s.free_bytes;
+        out_stats.largest_free_range = s.largest_free_range;
+        out_stats.fragmentation = s.fragmentation;
+        Ok(())
+    })
+}
+
+/// Destroys a pool. Its buffers stay valid until destroyed (each keeps its block); empty
+/// blocks are released now, the others when their last buffer is destroyed.
+#[no_mangle]
+pub extern "C" fn cuvk_pool_destroy(pool: CuvkPool) -> CuvkResult {
+    guard(|| remove(pool, Kind::Pool))
 }
 
 /// The image description `d` gives, checked for what only the C struct can get wrong (unknown

@@ -134,6 +134,9 @@ pub enum Error {
     /// range, a missing usage (checked before any driver call).
     #[error(transparent)]
     Image(#[from] ImageError),
+    /// PTX text could not be read, or has no such kernel.
+    #[error(transparent)]
+    Ptx(#[from] crate::ptx::PtxError),
     /// No CUDA device has the requested UUID.
     #[error("no CUDA device has UUID {uuid}; CUDA devices: [{available}]")]
     NoCudaDevice {
@@ -268,6 +271,18 @@ pub enum Error {
     /// A buffer and memory, or two objects that must share a device, do not.
     #[error("{0}")]
     WrongDevice(&'static str),
+    /// A pool buffer asked for a usage its pool's buffers are not created with.
+    #[error(
+        "buffer usage {requested:?} is not within the pool's usage {pool:?}: a pool's blocks \
+         are allocated for the memory types of its usage and its buffers are created with it; \
+         create the pool with every usage its buffers need"
+    )]
+    UsageNotInPool {
+        /// The usage asked for (with transfer source and destination).
+        requested: vk::BufferUsageFlags,
+        /// The pool's usage (with transfer source and destination).
+        pool: vk::BufferUsageFlags,
+    },
     /// A dedicated allocation holds exactly one buffer.
     #[error("a dedicated allocation holds exactly one buffer (the one it was allocated for)")]
     DedicatedHoldsOneBuffer,
@@ -348,9 +363,11 @@ impl Error {
             Error::Nvrtc { .. }
             | Error::Image(_)
             | Error::Layout(_)
+            | Error::Ptx(_)
             | Error::NotExportable { .. }
             | Error::HandleNotOpen { .. }
             | Error::DedicatedHoldsOneBuffer
+            | Error::UsageNotInPool { .. }
             | Error::TimelineNotIncreasing { .. }
             | Error::InvalidArgument(_) => K::InvalidInput,
         }

@@ -23,10 +23,11 @@
 //! ## Layout
 //!
 //! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
-//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`SharedImage`], [`FramePacer`], ...;
+//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`SharedPool`], [`SharedImage`],
+//!   [`FramePacer`], ...;
 //! - [`platform`] holds every OS difference (file descriptors vs NT handles);
-//! - [`layout`], [`image_format`] and [`timeline`] are pure rules and bookkeeping, tested
-//!   without a GPU.
+//! - [`layout`], [`suballoc`], [`image_format`] and [`timeline`] are pure rules and
+//!   bookkeeping, tested without a GPU.
 
 #[cfg(feature = "capi")]
 pub mod capi;
@@ -36,6 +37,8 @@ pub mod image_format;
 pub mod interop;
 pub mod layout;
 pub mod platform;
+pub mod ptx;
+pub mod suballoc;
 pub mod timeline;
 mod uuid;
 pub mod vulkan;
@@ -44,11 +47,12 @@ pub use error::{Error, ErrorKind, Result};
 pub use image_format::ImageKind;
 pub use interop::{
     Bridge, BridgeConfig, BufferPlacement, BufferUsage, Dedicated, Frame, FramePacer,
-    GrowableBuffer, SharedAllocation, SharedBuffer, SharedImage, SharedSemaphore, StagingBuffer,
-    TextureLevels, TextureOptions, TextureRead, VulkanView,
+    GrowableBuffer, SharedAllocation, SharedBuffer, SharedImage, SharedPool, SharedSemaphore,
+    StagingBuffer, TextureLevels, TextureOptions, TextureRead, VulkanView,
 };
+pub use suballoc::{PoolReport, PoolStats};
 pub use uuid::Uuid;
-pub use vulkan::ImageDesc;
+pub use vulkan::{ImageDesc, PoolDesc};
 
 /// Re-exported so users name the same versions this crate was built with.
 pub use ash;

@@ -4,18 +4,18 @@
 //! and all error paths everywhere (lavapipe in CI), the CUDA part where there is a GPU —
 //! under the validation layer, ending alive with no validation message.
 
+#[path = "support/repo.rs"]
+mod repo;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
 fn generated_header() -> String {
-    let config =
-        cbindgen::Config::from_file(Path::new(ROOT).join("cbindgen.toml")).expect("cbindgen.toml");
+    let config = cbindgen::Config::from_file(repo::file("cbindgen.toml")).expect("cbindgen.toml");
     let mut out = Vec::new();
     cbindgen::Builder::new()
-        .with_src(Path::new(ROOT).join("src/capi.rs"))
+        .with_src(repo::file("src/capi.rs"))
         .with_config(config)
         .generate()
         .expect("cbindgen")
@@ -25,13 +25,16 @@ fn generated_header() -> String {
 
 #[test]
 fn checked_in_header_matches_the_code() {
-    let path = Path::new(ROOT).join("include/cuvk.h");
     let generated = generated_header();
-    if std::env::var("CUVK_WRITE_HEADER").as_deref() == Ok("1") {
+    let path = if std::env::var("CUVK_WRITE_HEADER").as_deref() == Ok("1") {
+        let path = repo::root().join("include/cuvk.h");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &generated).unwrap();
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        path
+    } else {
+        repo::file("include/cuvk.h")
+    };
+    let checked_in = std::fs::read_to_string(&path).expect("read include/cuvk.h");
     assert!(
         checked_in == generated,
         "include/cuvk.h is stale: regenerate it with CUVK_WRITE_HEADER=1 cargo test --test capi"
@@ -62,7 +65,7 @@ fn cdylib_or_skip() -> Option<PathBuf> {
 }
 
 fn header_functions() -> BTreeSet<String> {
-    let h = std::fs::read_to_string(Path::new(ROOT).join("include/cuvk.h")).unwrap();
+    let h = std::fs::read_to_string(repo::file("include/cuvk.h")).expect("read include/cuvk.h");
     h.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .zip(
             h.split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -119,8 +122,8 @@ fn c_example_builds_and_runs_every_path() {
     let build = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
         .arg("-I")
-        .arg(Path::new(ROOT).join("include"))
-        .arg(Path::new(ROOT).join("examples/capi/example.c"))
+        .arg(repo::file("include"))
+        .arg(repo::file("examples/capi/example.c"))
         .arg("-L")
         .arg(&libdir)
         .args(["-lcuvk", "-lvulkan", "-ldl"])

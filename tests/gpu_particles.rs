@@ -54,19 +54,44 @@ fn cuda_simulation_frames_match_the_cpu_simulation() {
 }
 
 #[test]
-fn cuda_and_vulkan_simulations_agree_and_staging_draws_the_same_image() {
+fn cuda_inline_and_vulkan_simulations_agree_and_staging_draws_the_same_image() {
     if !gpu() {
         return;
     }
-    let (dc, dv, ds) = (
+    let (dc, dv, ds, di) = (
         temp_dir("sim-cuda"),
         temp_dir("sim-vulkan"),
         temp_dir("sim-staging"),
+        temp_dir("sim-inline"),
     );
-    let (fc, fv, fs) = (dc.join("pos.bin"), dv.join("pos.bin"), ds.join("pos.bin"));
+    let (fc, fv, fs, fi) = (
+        dc.join("pos.bin"),
+        dv.join("pos.bin"),
+        ds.join("pos.bin"),
+        di.join("pos.bin"),
+    );
     run(
         &dc,
-        &["--sim", "cuda", "--dump-positions", fc.to_str().unwrap()],
+        &[
+            "--sim",
+            "cuda",
+            "--launch",
+            "cuda",
+            "--dump-positions",
+            fc.to_str().unwrap(),
+        ],
+    );
+    // The same kernel launched inside the Vulkan queue (VK_NVX_binary_import).
+    run(
+        &di,
+        &[
+            "--sim",
+            "cuda",
+            "--launch",
+            "vulkan",
+            "--dump-positions",
+            fi.to_str().unwrap(),
+        ],
     );
     run(
         &dv,
@@ -86,7 +111,7 @@ fn cuda_and_vulkan_simulations_agree_and_staging_draws_the_same_image() {
     let load = |p: &std::path::Path| -> Vec<f32> {
         bytemuck::cast_slice(&std::fs::read(p).unwrap()).to_vec()
     };
-    let (c, v, s) = (load(&fc), load(&fv), load(&fs));
+    let (c, v, s, i) = (load(&fc), load(&fv), load(&fs), load(&fi));
     assert_eq!(c.len(), 100_000 * 4);
     let max_diff = c
         .iter()
@@ -97,12 +122,20 @@ fn cuda_and_vulkan_simulations_agree_and_staging_draws_the_same_image() {
     eprintln!("CUDA vs Vulkan after 50 steps: max |difference| {max_diff:e}, {exact} of {} values identical", c.len());
     assert!(max_diff < 1e-4, "simulations diverge: {max_diff}");
     assert_eq!(c, s, "the staging path simulated differently");
+    assert_eq!(
+        c, i,
+        "the kernel inside the Vulkan queue simulated differently"
+    );
     let img = |d: &std::path::Path| read_png(&d.join("frame_00050.png")).2;
     assert!(
         img(&dc) == img(&ds),
         "staging drew a different image than zero-copy"
     );
-    for d in [dc, dv, ds] {
+    assert!(
+        img(&dc) == img(&di),
+        "the inline launch drew a different image than the CUDA context"
+    );
+    for d in [dc, dv, ds, di] {
         let _ = std::fs::remove_dir_all(d);
     }
 }

@@ -224,18 +224,30 @@ fn window_under_xvfb_presents_frames_and_closes_cleanly() {
         return;
     }
     let display = format!(":{}", 90 + std::process::id() % 9);
-    let mut xvfb = Command::new("Xvfb")
-        .args([
-            display.as_str(),
-            "-screen",
-            "0",
-            "800x600x24",
-            "-nolisten",
-            "tcp",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Killed on drop, also when the test panics: a leaked Xvfb holds the test's stdout open, so a
+    // caller reading it through a pipe would wait forever.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let xvfb = KillOnDrop(
+        Command::new("Xvfb")
+            .args([
+                display.as_str(),
+                "-screen",
+                "0",
+                "800x600x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     std::thread::sleep(Duration::from_millis(700));
     let mut demo = Command::new(particles::demo_binary())
         .args([
@@ -280,8 +292,7 @@ fn window_under_xvfb_presents_frames_and_closes_cleanly() {
     let status = demo.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut demo.stderr.take().unwrap(), &mut err).unwrap();
-    let _ = xvfb.kill();
-    let _ = xvfb.wait();
+    drop(xvfb);
     eprintln!("{}\n{err}", seen.join("\n"));
     assert!(status.success(), "demo exited with {status}: {err}");
     assert!(

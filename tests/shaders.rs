@@ -2,7 +2,9 @@
 //! Needs `glslangValidator` and `spirv-val` (Debian glslang-tools, spirv-tools; scripts/deps.sh
 //! installs them): skipped with a printed reason without them, unless REQUIRE_VULKAN=1.
 
-use std::path::Path;
+#[path = "support/repo.rs"]
+mod repo;
+
 use std::process::Command;
 
 fn tool(name: &str) -> bool {
@@ -20,7 +22,7 @@ fn shipped_spirv_matches_its_glsl_and_validates() {
         eprintln!("SKIP: glslangValidator or spirv-val not installed");
         return;
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let dir = repo::file("shaders");
     let out = std::env::temp_dir().join(format!("cuvk-shader-{}", std::process::id()));
     std::fs::create_dir_all(&out).unwrap();
     let mut checked = 0;

@@ -39,6 +39,7 @@ fn existing<'a>(ctx: &VulkanContext, extensions: &'a [&'a std::ffi::CStr]) -> Ex
         queue: *ctx.lock_queue(),
         enabled_extensions: extensions,
         timeline_semaphore_enabled: true,
+        buffer_device_address_enabled: ctx.info().capabilities.buffer_device_address,
     }
 }
 
@@ -396,6 +397,7 @@ impl OldEngine {
             queue: self.queue,
             enabled_extensions: exts,
             timeline_semaphore_enabled: true,
+            buffer_device_address_enabled: false,
         }
     }
 }
@@ -476,6 +478,7 @@ fn vulkan_1_0_engine_is_refused_before_any_call() {
             enabled_extension_count: 1,
             timeline_semaphore_enabled: 1,
             api_version: vk::API_VERSION_1_0,
+            buffer_device_address_enabled: 0,
         };
         let mut bridge: CuvkBridge = 0;
         // SAFETY: valid struct and out-pointer; the handles are live.

@@ -391,6 +391,28 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     EXPECT(cuvk_semaphore_cuda_signal(sem, stream, 1), CUVK_ERROR_INVALID_ARGUMENT); /* not increasing */
     CHECK(cuStreamSynchronize(stream) == 0, "cuStreamSynchronize");
 
+    /* A pool buffer: the kernel writes through block pointer + offset, the engine's Vulkan
+     * copy reads through the VkBuffer bound at that offset. */
+    CuvkPoolDesc pdesc = {.struct_size = sizeof pdesc, .vk_usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+    CuvkPool pool = 0;
+    EXPECT(cuvk_pool_create(bridge, &pdesc, &pool), CUVK_SUCCESS);
+    CuvkBuffer first = 0, second = 0;
+    EXPECT(cuvk_pool_buffer_create(pool, 4096, &first), CUVK_SUCCESS);
+    EXPECT(cuvk_pool_buffer_create(pool, 4ull * n, &second), CUVK_SUCCESS);
+    CuvkBufferInfo pinfo = {.struct_size = sizeof pinfo};
+    EXPECT(cuvk_buffer_info(second, &pinfo), CUVK_SUCCESS);
+    CHECK(pinfo.cuda_ptr != 0 && pinfo.cuda_ptr % 16 == 0, "pool buffer CUDA pointer %#llx", (unsigned long long)pinfo.cuda_ptr);
+    uint32_t pool_value = 0xB10C;
+    CUdeviceptr pool_ptr = pinfo.cuda_ptr;
+    void *pool_args[] = {&pool_ptr, (void *)&n, &pool_value};
+    CHECK(cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, stream, pool_args, NULL) == 0, "cuLaunchKernel (pool)");
+    CHECK(cuStreamSynchronize(stream) == 0, "cuStreamSynchronize");
+    CHECK(engine_read_back(e, (VkBuffer)(uintptr_t)pinfo.vk_buffer, pinfo.size, 0, 0, VK_NULL_HANDLE, 0, pool_value),
+          "Vulkan read what CUDA wrote into a pool buffer");
+    EXPECT(cuvk_buffer_destroy(first), CUVK_SUCCESS);
+    EXPECT(cuvk_pool_destroy(pool), CUVK_SUCCESS);
+    EXPECT(cuvk_buffer_destroy(second), CUVK_SUCCESS);
+
     CuvkStaging staging = 0;
     if (!e->host_memory) {
         EXPECT(cuvk_staging_create(bridge, 1 << 20, &staging), CUVK_ERROR_UNSUPPORTED);
@@ -505,6 +527,49 @@ int main(void) {
     CuvkBufferInfo tiny = {.struct_size = 4};
     EXPECT(cuvk_buffer_info(buf, &tiny), CUVK_ERROR_STRUCT_SIZE);
     EXPECT(cuvk_buffer_info(buf, NULL), CUVK_ERROR_NULL_POINTER);
+
+    /* A pool: buffers sub-allocated from exportable blocks, ordinary CuvkBuffers to the engine. */
+    CuvkPoolDesc pdesc = {.struct_size = sizeof pdesc, .vk_usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                          .block_size = 1 << 20, .keep_empty_blocks = 1};
+    CuvkPool pool = 0;
+    EXPECT(cuvk_pool_create(vb, &pdesc, &pool), CUVK_SUCCESS);
+    CuvkBuffer pooled[3] = {0, 0, 0};
+    for (uint32_t i = 0; i < 3; i++) {
+        EXPECT(cuvk_pool_buffer_create(pool, 4096ull * (i + 1), &pooled[i]), CUVK_SUCCESS);
+    }
+    for (uint32_t i = 0; i < 3; i++) {
+        CuvkBufferInfo pi = {.struct_size = sizeof pi};
+        EXPECT(cuvk_buffer_info(pooled[i], &pi), CUVK_SUCCESS);
+        CHECK(pi.vk_buffer != 0 && pi.size == 4096ull * (i + 1) && pi.cuda_ptr == 0, "pool buffer %u info", i);
+        CHECK(engine_read_back(&e, (VkBuffer)(uintptr_t)pi.vk_buffer, pi.size, 1, 0x9000u + i, VK_NULL_HANDLE, 0, 0x9000u + i),
+              "the engine filled and read pool buffer %u", i);
+    }
+    CuvkPoolStats ps = {.struct_size = sizeof ps};
+    EXPECT(cuvk_pool_stats(pool, &ps), CUVK_SUCCESS);
+    printf("pool: %llu blocks, %llu own allocations, %llu buffers, %llu of %llu bytes used\n",
+           (unsigned long long)ps.blocks, (unsigned long long)ps.own_allocations, (unsigned long long)ps.buffers,
+           (unsigned long long)ps.used_bytes, (unsigned long long)ps.reserved_bytes);
+    CHECK(ps.buffers == 3 && ps.requested_bytes == 6 * 4096 && ps.used_bytes >= ps.requested_bytes &&
+              ps.reserved_bytes == ps.used_bytes + ps.free_bytes,
+          "pool stats");
+    CuvkBuffer refused = 0;
+    EXPECT(cuvk_pool_buffer_create(pool, 0, &refused), CUVK_ERROR_INVALID_ARGUMENT);
+    EXPECT(cuvk_pool_buffer_create(pool, 64, NULL), CUVK_ERROR_NULL_POINTER);
+    CuvkPoolDesc bad_desc = pdesc;
+    bad_desc.dedicated_threshold = 2 << 20; /* above the block size */
+    EXPECT(cuvk_pool_create(vb, &bad_desc, &refused), CUVK_ERROR_INVALID_ARGUMENT);
+    EXPECT(cuvk_pool_create(vb, NULL, &refused), CUVK_ERROR_NULL_POINTER);
+    CuvkPoolStats tiny_stats = {.struct_size = 4};
+    EXPECT(cuvk_pool_stats(pool, &tiny_stats), CUVK_ERROR_STRUCT_SIZE);
+    EXPECT(cuvk_pool_stats(pooled[0], &ps), CUVK_ERROR_WRONG_HANDLE_KIND);
+    /* The pool goes first: its buffers stay valid, each keeping its block. */
+    EXPECT(cuvk_pool_destroy(pool), CUVK_SUCCESS);
+    EXPECT(cuvk_pool_stats(pool, &ps), CUVK_ERROR_STALE_HANDLE);
+    CuvkBufferInfo last = {.struct_size = sizeof last};
+    EXPECT(cuvk_buffer_info(pooled[2], &last), CUVK_SUCCESS);
+    CHECK(engine_read_back(&e, (VkBuffer)(uintptr_t)last.vk_buffer, last.size, 1, 0xA11CEu, VK_NULL_HANDLE, 0, 0xA11CEu),
+          "a pool buffer outlives its pool");
+    for (uint32_t i = 0; i < 3; i++) EXPECT(cuvk_buffer_destroy(pooled[i]), CUVK_SUCCESS);
 
     /* Timeline semaphores are required, so the bridge above exists only with them enabled. */
     CuvkSemaphore sem = 0;

@@ -56,6 +56,23 @@ impl Checker {
         expected: u32,
         transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
     ) -> anyhow::Result<vk::CommandBuffer> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.record_with(command_slot, slot, expected, transfer, |_| Ok(())) }
+    }
+
+    /// As [`Self::record`], with `before` recorded ahead of the check (after the acquire):
+    /// e.g. a CUDA kernel launched in the Vulkan queue and its barrier.
+    ///
+    /// # Safety
+    /// As [`Self::record`]; `before` must record valid commands.
+    pub unsafe fn record_with(
+        &self,
+        command_slot: usize,
+        slot: usize,
+        expected: u32,
+        transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
+        before: impl FnOnce(vk::CommandBuffer) -> anyhow::Result<()>,
+    ) -> anyhow::Result<vk::CommandBuffer> {
         let device = &self.device;
         // SAFETY: the caller promised the command slot is free; everything recorded is ours.
         unsafe {
@@ -65,7 +82,7 @@ impl Checker {
                     cmd,
                     &[buf],
                     vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::AccessFlags::SHADER_READ,
+                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
                 );
             }
             // Earlier checks' atomic adds to the result buffer happen before this one's.
@@ -81,6 +98,9 @@ impl Checker {
                 &[],
                 &[],
             );
+            // After the checker's own barrier, so that only what `before` records orders its
+            // work before the check (the inline-kernel tests remove it as a negative control).
+            before(cmd)?;
             let push: Vec<u8> = [expected, self.elements]
                 .iter()
                 .flat_map(|w| w.to_ne_bytes())

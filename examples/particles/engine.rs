@@ -13,7 +13,8 @@ use cuvk::cudarc::driver::{
     sys, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cuvk::vulkan::{
-    AsVkBuffer, BoundBuffer, HostBuffer, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
+    record_kernel_barrier, AsVkBuffer, BoundBuffer, CuFunction, CuModule, HostBuffer, KernelArg,
+    LaunchDims, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
 };
 use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer, StagingBuffer};
 use cuvk_dev::{unpaced_frame, CommandSlots, ComputePipeline, UnpacedFrame};
@@ -25,6 +26,17 @@ use crate::sim::{initial_state, Camera, Params};
 pub enum SimKind {
     Cuda,
     Vulkan,
+}
+
+/// Where the CUDA simulation's kernel runs (zero-copy mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    /// In the Vulkan queue where the driver has `VK_NVX_binary_import`, else the CUDA context.
+    Auto,
+    /// Inside the frame's Vulkan command buffer (`VK_NVX_binary_import`): no context switch.
+    Vulkan,
+    /// On a CUDA stream, ordered with Vulkan by the frame pacer's semaphores.
+    Cuda,
 }
 
 /// How CUDA's result reaches Vulkan.
@@ -43,6 +55,7 @@ pub struct Options {
     pub width: u32,
     pub height: u32,
     pub sim: SimKind,
+    pub launch: Launch,
     pub transfer: Transfer,
     pub frames_in_flight: u32,
     pub shader_dir: PathBuf,
@@ -263,6 +276,8 @@ pub struct Engine {
     store: Store,
     sync: Sync,
     cuda: Option<CudaSide>,
+    /// The CUDA simulation kernel loaded into the Vulkan device (inline launches).
+    inline: Option<CuFunction>,
     canvas: Canvas,
     splat_spv: Vec<u8>,
     resolve_spv: Vec<u8>,
@@ -362,6 +377,40 @@ fn cuda_particles(
     Ok((store, sync, side))
 }
 
+/// Whether this run launches the CUDA kernel inside the Vulkan queue.
+fn launches_inline(bridge: &Bridge, opts: &Options) -> anyhow::Result<bool> {
+    let supported = cuvk::vulkan::cuda_kernels_supported(bridge.vulkan());
+    Ok(match (opts.launch, opts.transfer) {
+        (Launch::Cuda, _) | (_, Transfer::Staging) => false,
+        (Launch::Auto, Transfer::ZeroCopy) => supported.is_ok(),
+        (Launch::Vulkan, Transfer::ZeroCopy) => {
+            supported.context("--launch vulkan needs VK_NVX_binary_import (NVIDIA drivers)")?;
+            true
+        }
+    })
+}
+
+/// The CUDA simulation launched inside the Vulkan queue: the same `particles.cu` kernel,
+/// compiled to PTX and loaded into the Vulkan device, on shared buffers; frames are ordered
+/// by one local timeline, as in the all-Vulkan mode (no CUDA stream, no semaphore handoff).
+fn inline_particles(
+    bridge: &Bridge,
+    shaders: &Shaders,
+    opts: &Options,
+    initial: &InitialState,
+) -> anyhow::Result<(Store, Sync, CuFunction)> {
+    let k = opts.frames_in_flight as usize;
+    let ptx = cuvk::cuda::compile_ptx(bridge.cuda(), "particles.cu", &shaders.particles_cu)?;
+    let step = CuModule::from_ptx(bridge.vulkan(), &ptx)?.function("step")?;
+    let store = zero_copy_store(bridge, k, opts.particles, initial)?;
+    let sync = Sync::Local {
+        timeline: Semaphore::new(bridge.vulkan(), SemaphoreDesc::LOCAL_TIMELINE)?,
+        next: 1,
+        k: k as u64,
+    };
+    Ok((store, sync, step))
+}
+
 /// K slots of shared buffers: CUDA writes them, Vulkan draws from them.
 fn zero_copy_store(
     bridge: &Bridge,
@@ -459,18 +508,23 @@ impl Engine {
         let k = opts.frames_in_flight as usize;
         let params = Params::new(opts.particles as u32);
         let initial = initial_state(opts.particles, opts.seed);
-        let (store, sync, cuda) = match opts.sim {
+        let (store, sync, cuda, inline) = match opts.sim {
             SimKind::Vulkan => {
                 let (store, sync) = vulkan_particles(&vk, &opts, &initial)?;
-                (store, sync, None)
+                (store, sync, None, None)
             }
             SimKind::Cuda => {
                 let bridge = dev
                     .bridge
                     .as_ref()
                     .context("the CUDA simulation needs a CUDA device (use --sim vulkan)")?;
-                let (store, sync, side) = cuda_particles(bridge, shaders, &opts, &initial)?;
-                (store, sync, Some(side))
+                if launches_inline(bridge, &opts)? {
+                    let (store, sync, step) = inline_particles(bridge, shaders, &opts, &initial)?;
+                    (store, sync, None, Some(step))
+                } else {
+                    let (store, sync, side) = cuda_particles(bridge, shaders, &opts, &initial)?;
+                    (store, sync, Some(side), None)
+                }
             }
         };
         let canvas = Canvas::new(
@@ -492,6 +546,7 @@ impl Engine {
             store,
             sync,
             cuda,
+            inline,
             canvas,
             splat_spv: shaders.splat.clone(),
             resolve_spv: shaders.resolve.clone(),
@@ -505,6 +560,17 @@ impl Engine {
             bgra: false,
             paused: false,
         })
+    }
+
+    /// Where the simulation runs, for the log.
+    pub fn sim_path(&self) -> &'static str {
+        match (&self.cuda, &self.inline) {
+            (Some(_), _) => {
+                "CUDA kernel on a CUDA stream, frames ordered by the pacer's semaphores"
+            }
+            (None, Some(_)) => "CUDA kernel inside the Vulkan queue (VK_NVX_binary_import)",
+            (None, None) => "Vulkan compute shader",
+        }
     }
 
     pub fn options(&self) -> &Options {
@@ -836,6 +902,26 @@ impl Engine {
                     barrier(cmd, vk::AccessFlags::TRANSFER_WRITE);
                 }
                 _ => {}
+            }
+            if let (Some(step), Store::ZeroCopy { pos, vel }) = (&self.inline, &self.store) {
+                let k = pos.len();
+                let prev = (slot + k - 1) % k;
+                let addr = |b: &SharedBuffer<[f32; 4]>| {
+                    b.device_address()
+                        .map(KernelArg::address)
+                        .context("shared buffers need device addresses for inline launches")
+                };
+                let args = [
+                    addr(&pos[prev])?,
+                    addr(&vel[prev])?,
+                    addr(&pos[slot])?,
+                    addr(&vel[slot])?,
+                    KernelArg::value(&self.params.for_frame(simulate)),
+                ];
+                // One thread per particle, as the CUDA-context launch and the Vulkan dispatch.
+                let dims = LaunchDims::linear(self.params.count.div_ceil(256).max(1), 256);
+                step.record_launch(cmd, &dims, &args)?;
+                record_kernel_barrier(&self.vk, cmd);
             }
             if let Some((sim, sets)) = &self.sim {
                 let p = self.params.for_frame(simulate);

@@ -6,7 +6,9 @@
 //!     cargo run --release --example particles -- --bench
 //!
 //! Options: --particles N (1000000), --frames N (120), --out DIR (out), --save-every K (0: last
-//! frame only), --headless, --sim cuda|vulkan, --transfer zero-copy|staging, --seed N,
+//! frame only), --headless, --sim cuda|vulkan, --launch auto|vulkan|cuda (where the CUDA
+//! kernel runs: inside the Vulkan queue via VK_NVX_binary_import, or on a CUDA stream; auto
+//! picks the Vulkan queue where the driver has it), --transfer zero-copy|staging, --seed N,
 //! --size WxH (1280x720), --frames-in-flight K (2..4, 3), --shaders DIR, --bench,
 //! --dump-positions FILE, --exit-after N (window: close after N frames), --resize-at F:WxH
 //! (window: request a new size after F frames).
@@ -24,7 +26,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use cuvk::vulkan::{Validation, VulkanConfig, VulkanContext};
 use cuvk::{Bridge, BridgeConfig};
-use engine::{Devices, Engine, Options, Shaders, SimKind, Target, Transfer};
+use engine::{Devices, Engine, Launch, Options, Shaders, SimKind, Target, Transfer};
 
 /// Bad command-line input: reported with exit code 2.
 #[derive(Debug)]
@@ -67,6 +69,7 @@ fn parse() -> anyhow::Result<Args> {
             width: 1280,
             height: 720,
             sim: SimKind::Cuda,
+            launch: Launch::Auto,
             transfer: Transfer::ZeroCopy,
             frames_in_flight: 3,
             shader_dir: default_shaders,
@@ -122,6 +125,16 @@ fn parse() -> anyhow::Result<Args> {
                     )));
                 }
                 a.opts.frames_in_flight = k as u32;
+            }
+            "--launch" => {
+                a.opts.launch = match value(&arg, &mut it)?.as_str() {
+                    "auto" => Launch::Auto,
+                    "vulkan" => Launch::Vulkan,
+                    "cuda" => Launch::Cuda,
+                    v => bail!(usage(format!(
+                        "--launch must be auto, vulkan or cuda, not '{v}'"
+                    ))),
+                };
             }
             "--sim" => {
                 a.sim_forced = true;
@@ -319,14 +332,14 @@ fn headless(args: &mut Args) -> anyhow::Result<()> {
     let dev = open_devices(args, vec![], vec![])?;
     check_memory(&dev, &args.opts)?;
     println!(
-        "device: {}; {} particles; sim {:?}; transfer {:?}; {} frames in flight",
+        "device: {}; {} particles; transfer {:?}; {} frames in flight",
         dev.vk.info().describe(),
         args.opts.particles,
-        args.opts.sim,
         args.opts.transfer,
         args.opts.frames_in_flight
     );
     let mut engine = Engine::new(&dev, &shaders, args.opts.clone())?;
+    println!("simulation: {}", engine.sim_path());
     let t = Instant::now();
     let mut written = Vec::new();
     for n in 1..=args.frames {
@@ -384,22 +397,38 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
     let dev = open_devices(args, vec![], vec![])?;
     let dev_args = args;
     let has_cuda = dev.bridge.is_some();
+    let has_inline = cuvk::vulkan::cuda_kernels_supported(&dev.vk).is_ok();
     println!("device: {}", dev.vk.info().describe());
     println!("| particles | mode                  | frame mean ms | frame p50 ms | frame p99 ms | sim p50 ms | draw p50 ms |");
     println!("|-----------|-----------------------|---------------|--------------|--------------|------------|-------------|");
     let frames = dev_args.frames.max(60);
     let mut json = Vec::new();
     for n in [100_000usize, 1_000_000, 10_000_000] {
-        let mut modes = vec![("all-Vulkan", SimKind::Vulkan, Transfer::ZeroCopy)];
+        let mut modes = vec![(
+            "all-Vulkan",
+            SimKind::Vulkan,
+            Transfer::ZeroCopy,
+            Launch::Cuda,
+        )];
         if has_cuda {
-            modes.insert(0, ("CUDA + zero-copy", SimKind::Cuda, Transfer::ZeroCopy));
-            modes.insert(1, ("CUDA + staging copy", SimKind::Cuda, Transfer::Staging));
+            let cuda = [
+                ("CUDA + zero-copy", Transfer::ZeroCopy, Launch::Cuda),
+                ("CUDA + staging copy", Transfer::Staging, Launch::Cuda),
+                ("CUDA inline in Vulkan", Transfer::ZeroCopy, Launch::Vulkan),
+            ];
+            for (name, transfer, launch) in cuda {
+                if launch == Launch::Vulkan && !has_inline {
+                    continue;
+                }
+                modes.push((name, SimKind::Cuda, transfer, launch));
+            }
         }
-        for (name, sim, transfer) in modes {
+        for (name, sim, transfer, launch) in modes {
             let opts = Options {
                 particles: n,
                 sim,
                 transfer,
+                launch,
                 ..dev_args.opts.clone()
             };
             if check_memory(&dev, &opts).is_err() {

@@ -15,6 +15,17 @@ fn nvrtc_present() -> bool {
 
 /// Compiles CUDA C++ `source` for `ctx`'s device (`--gpu-architecture=compute_XY`) and loads it.
 pub fn compile_module(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Result<Arc<CudaModule>> {
+    let ptx = compile(ctx, name, source)?;
+    ctx.load_module(ptx).cuda("cuModuleLoadData")
+}
+
+/// Compiles CUDA C++ `source` for `ctx`'s device and returns the PTX text: what
+/// [`crate::vulkan::CuModule::from_ptx`] loads into a Vulkan device.
+pub fn compile_ptx(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Result<String> {
+    Ok(compile(ctx, name, source)?.to_src())
+}
+
+fn compile(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Result<cudarc::nvrtc::Ptx> {
     if !nvrtc_present() {
         return Err(Error::Unsupported(
             "NVRTC library (libnvrtc) not found".into(),
@@ -39,9 +50,8 @@ pub fn compile_module(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Resul
         name: Some(name.to_string()),
         ..Default::default()
     };
-    let ptx = compile_ptx_with_opts(source, opts).map_err(|e| Error::Nvrtc {
+    compile_ptx_with_opts(source, opts).map_err(|e| Error::Nvrtc {
         name: name.to_string(),
         message: format!("{e:?}"),
-    })?;
-    ctx.load_module(ptx).cuda("cuModuleLoadData")
+    })
 }

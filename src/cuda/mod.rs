@@ -18,4 +18,4 @@ pub use array::{
 pub use device::{context, devices, driver_present, init, ordinal_for_uuid, CudaDeviceInfo};
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
 pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore, DEFAULT_DROP_TIMEOUT};
-pub use kernels::compile_module;
+pub use kernels::{compile_module, compile_ptx};

@@ -1,10 +1,12 @@
 //! Where Vulkan and CUDA meet: the [`Bridge`] (one GPU seen by both APIs, paired by UUID),
-//! shared buffers, allocations and images, CUDA-allocated buffers Vulkan imports, shared semaphores,
-//! frame pacing, growable buffers and staging through pinned host memory.
+//! shared buffers and allocations, the [`SharedPool`] allocator, shared images, CUDA-allocated
+//! buffers Vulkan imports, shared semaphores, frame pacing, growable buffers and staging through
+//! pinned host memory.
 
 mod bridge;
 mod frames;
 mod growable;
+pub(crate) mod pool;
 mod reverse;
 mod semaphore;
 mod shared_buffer;
@@ -14,6 +16,7 @@ mod staging;
 pub use bridge::{Bridge, BridgeConfig, BufferUsage, CudaDeviceChoice};
 pub use frames::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT};
 pub use growable::{GrowableBuffer, VulkanView};
+pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, Dedicated, SharedAllocation, SharedBuffer};
 pub use shared_image::{SharedImage, TextureLevels, TextureOptions, TextureRead};

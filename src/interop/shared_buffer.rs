@@ -10,17 +10,19 @@ use std::sync::Arc;
 
 use ash::vk;
 use cudarc::driver::{
-    result, sys, CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
+    result, sys, CudaContext, CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice,
+    SyncOnDrop,
 };
 
 use crate::cuda::vmm::VmmMapping;
 use crate::cuda::{ImportedMemory, MappedRange};
 use crate::error::{CudaResultExt, Error, Result};
+use crate::interop::pool::CudaBlock;
 use crate::interop::Bridge;
 use crate::layout::{self, ImportLayout, MappingRequest};
 use crate::vulkan::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse,
-    VulkanContext,
+    PoolLease, VulkanContext,
 };
 
 use crate::interop::BufferUsage;
@@ -39,6 +41,18 @@ pub struct BufferPlacement {
 
 pub(crate) fn transfer_usage() -> vk::BufferUsageFlags {
     vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST
+}
+
+/// What every Vulkan-allocated shared buffer gets besides the caller's usage: transfers, and a
+/// device address where the device has them (so one buffer serves CUDA kernels in the CUDA
+/// context and in Vulkan queues alike).
+pub(crate) fn shared_usage(vk: &VulkanContext) -> vk::BufferUsageFlags {
+    let address = if vk.info().capabilities.buffer_device_address {
+        vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS
+    } else {
+        vk::BufferUsageFlags::empty()
+    };
+    transfer_usage() | address
 }
 
 fn exportable_buffer(vk: &Arc<VulkanContext>, size: u64, usage: BufferUsage) -> Result<Buffer> {
@@ -71,7 +85,7 @@ impl Bridge {
         dedicated: Dedicated,
     ) -> Result<SharedBuffer<T>> {
         let bytes = layout::bytes_for::<T>(len)?;
-        let usage = usage | transfer_usage();
+        let usage = usage | shared_usage(&self.vulkan);
         let buffer = exportable_buffer(&self.vulkan, bytes, usage)?;
         let req = buffer.requirements();
         let is_dedicated =
@@ -95,7 +109,7 @@ impl Bridge {
         size: u64,
         usage: BufferUsage,
     ) -> Result<Arc<SharedAllocation>> {
-        let usage = usage | transfer_usage();
+        let usage = usage | shared_usage(&self.vulkan);
         // A probe buffer tells which memory types buffers of this usage may use.
         let probe = exportable_buffer(&self.vulkan, size, usage)?;
         let req = probe.requirements();
@@ -137,13 +151,24 @@ impl SharedAllocation {
             },
             dedicated,
         )?);
+        Self::import(memory, &bridge.cuda, usage, bridge.stream.clone())
+    }
+
+    /// Exports `memory` (allocated exportable) and imports it into `cuda` once, with the
+    /// dedicated flag exactly when it is a dedicated allocation.
+    pub(crate) fn import(
+        memory: Arc<DeviceMemory>,
+        cuda: &Arc<CudaContext>,
+        usage: vk::BufferUsageFlags,
+        stream: Arc<CudaStream>,
+    ) -> Result<Arc<Self>> {
         let fd = memory.export()?;
         // SAFETY: the handle was just exported from `memory`, whose allocation size is
         // `memory.size()` and whose dedicated-ness is `memory.is_dedicated()`; the import keeps
         // `memory` alive through the exporter Arc.
         let imported = unsafe {
             ImportedMemory::import(
-                &bridge.cuda,
+                cuda,
                 fd,
                 memory.size(),
                 memory.is_dedicated(),
@@ -154,7 +179,7 @@ impl SharedAllocation {
             memory,
             imported,
             usage,
-            stream: bridge.stream.clone(),
+            stream,
         }))
     }
 
@@ -266,6 +291,10 @@ pub(crate) enum CudaSide {
     },
     /// CUDA allocated it (`cuMemCreate`) and maps it; Vulkan imported it (the reverse).
     Vmm(VmmMapping),
+    /// A range of a [`SharedPool`](crate::SharedPool) block, which CUDA imported and mapped
+    /// once: the device pointer is the block's mapping plus the offset. The lease holds the
+    /// block and returns the range to the pool when dropped.
+    Pooled(PoolLease<CudaBlock>),
 }
 
 impl CudaSide {
@@ -273,9 +302,14 @@ impl CudaSide {
         match self {
             CudaSide::Imported { mapping, .. } => mapping.device_ptr(),
             CudaSide::Vmm(m) => m.device_ptr(),
+            // Inside the block's one linear mapping (the pool checked offset + size fit it).
+            CudaSide::Pooled(lease) => lease.block().extra.device_ptr() + lease.offset(),
         }
     }
 }
+
+/// A shared buffer's read and write events (none when the context does not track events).
+pub(crate) type BufferEvents = (Option<CudaEvent>, Option<CudaEvent>);
 
 /// `len` elements of `T` in shared memory, seen as a `vk::Buffer` (descriptors, copies) and as
 /// a CUDA device pointer (kernels, cudarc copies). Drop in any order is safe: the buffer
@@ -306,16 +340,33 @@ impl<T> SharedBuffer<T> {
         stream: Arc<CudaStream>,
         len: usize,
     ) -> Result<Self> {
+        let events = Self::new_events(&stream)?;
+        Ok(Self::from_parts(bound, cuda, stream, len, events))
+    }
+
+    /// The read and write events a buffer on `stream` needs: made before anything else of a
+    /// pool buffer, so that nothing can fail once its range is taken.
+    pub(crate) fn new_events(stream: &Arc<CudaStream>) -> Result<BufferEvents> {
         let ctx = stream.context();
-        let (read, write) = if ctx.is_event_tracking() {
+        Ok(if ctx.is_event_tracking() {
             (
                 Some(ctx.new_event(None).cuda("cuEventCreate")?),
                 Some(ctx.new_event(None).cuda("cuEventCreate")?),
             )
         } else {
             (None, None)
-        };
-        Ok(Self {
+        })
+    }
+
+    /// Puts a buffer together from its parts (`len` elements fit `bound` and the CUDA side).
+    pub(crate) fn from_parts(
+        bound: BoundBuffer,
+        cuda: CudaSide,
+        stream: Arc<CudaStream>,
+        len: usize,
+        (read, write): BufferEvents,
+    ) -> Self {
+        Self {
             read,
             write,
             device_ptr: cuda.device_ptr(),
@@ -324,7 +375,7 @@ impl<T> SharedBuffer<T> {
             stream,
             len,
             _element: PhantomData,
-        })
+        }
     }
 }
 
@@ -341,16 +392,23 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     pub fn byte_size(&self) -> u64 {
         self.bound.buffer().size()
     }
-    /// Byte offset inside its allocation (0 for CUDA-allocated buffers).
+    /// Byte offset inside its allocation (a pool buffer: inside its pool block; 0 for
+    /// CUDA-allocated buffers).
     pub fn offset(&self) -> u64 {
         match &self.cuda {
             CudaSide::Imported { mapping, .. } => mapping.range().start,
             CudaSide::Vmm(_) => 0,
+            CudaSide::Pooled(lease) => lease.offset(),
         }
     }
     /// The Vulkan buffer handle (valid while `self` lives).
     pub fn vk_buffer(&self) -> vk::Buffer {
         self.bound.buffer().handle()
+    }
+    /// The Vulkan buffer's device address, where the device has `bufferDeviceAddress` (the
+    /// pointer a CUDA kernel launched in a Vulkan queue takes).
+    pub fn device_address(&self) -> Option<u64> {
+        self.bound.device_address()
     }
     /// The CUDA device pointer. For kernels on other streams than [`Bridge::stream`], prefer
     /// [`DevicePtr::device_ptr`] / [`DevicePtrMut::device_ptr_mut`], which order the access.
@@ -361,13 +419,20 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     pub fn kernel_arg(&self) -> &sys::CUdeviceptr {
         &self.device_ptr
     }
-    /// The Vulkan-allocated memory it lives in; `None` for buffers CUDA allocated
-    /// ([`Bridge::create_buffer_from_cuda`]).
+    /// The Vulkan-allocated memory it lives in (for a pool buffer: its pool block, whose
+    /// whole range the pool maps, so [`SharedAllocation::buffer`] refuses to overlap it);
+    /// `None` for buffers CUDA allocated ([`Bridge::create_buffer_from_cuda`]).
     pub fn allocation(&self) -> Option<&Arc<SharedAllocation>> {
         match &self.cuda {
             CudaSide::Imported { allocation, .. } => Some(allocation),
             CudaSide::Vmm(_) => None,
+            CudaSide::Pooled(lease) => Some(&lease.block().extra.allocation),
         }
+    }
+
+    /// Whether it came from a [`SharedPool`](crate::SharedPool).
+    pub fn is_pooled(&self) -> bool {
+        matches!(self.cuda, CudaSide::Pooled(_))
     }
 
     /// Copies the buffer to the host through CUDA (ordered after the last write on any

@@ -74,6 +74,11 @@ pub struct Capabilities {
     pub external_memory_host: bool,
     /// The `sparseBinding` feature is enabled and the queue can bind sparse memory.
     pub sparse_binding: bool,
+    /// The `bufferDeviceAddress` feature is enabled: shared buffers get device addresses.
+    pub buffer_device_address: bool,
+    /// `VK_NVX_binary_import` is enabled and buffers have device addresses: CUDA kernels can
+    /// be launched inside Vulkan command buffers ([`crate::vulkan::CuModule`]).
+    pub cuda_kernels: bool,
 }
 
 /// Facts about the chosen physical device.
@@ -111,6 +116,7 @@ pub(crate) struct DeviceExtensions {
     pub memory: Option<platform::MemoryLoader>,
     pub semaphore: Option<platform::SemaphoreLoader>,
     pub memory_host: Option<ext::external_memory_host::Device>,
+    pub binary_import: Option<ash::nvx::binary_import::Device>,
 }
 
 /// Messages the validation layer reported, shared with its callback.
@@ -163,6 +169,9 @@ pub struct ExistingVulkan<'a> {
     pub enabled_extensions: &'a [&'a CStr],
     /// Whether the engine enabled the `timelineSemaphore` feature (required).
     pub timeline_semaphore_enabled: bool,
+    /// Whether the engine enabled the `bufferDeviceAddress` feature (optional: shared buffers
+    /// then get device addresses, which CUDA kernels in Vulkan queues need).
+    pub buffer_device_address_enabled: bool,
 }
 
 /// The parts [`VulkanContext::assemble`] puts together.
@@ -176,6 +185,7 @@ struct Parts {
     queue: vk::Queue,
     enabled: Vec<CString>,
     sparse_binding: bool,
+    buffer_device_address: bool,
     owned: bool,
 }
 
@@ -252,6 +262,7 @@ impl VulkanContext {
             queue,
             enabled: plan.extensions.iter().map(|&e| e.to_owned()).collect(),
             sparse_binding: plan.sparse_binding,
+            buffer_device_address: plan.buffer_device_address,
             owned: true,
         })
     }
@@ -286,6 +297,7 @@ impl VulkanContext {
                 .collect(),
             // Not known for an engine's device: sparse views are not offered there.
             sparse_binding: false,
+            buffer_device_address: existing.buffer_device_address_enabled,
             owned: false,
         })
     }
@@ -299,12 +311,16 @@ impl VulkanContext {
                 .then(|| platform::SemaphoreLoader::new(instance, device)),
             memory_host: has(ext::external_memory_host::NAME)
                 .then(|| ext::external_memory_host::Device::new(instance, device)),
+            binary_import: has(ash::nvx::binary_import::NAME)
+                .then(|| ash::nvx::binary_import::Device::new(instance, device)),
         };
         let capabilities = Capabilities {
             external_memory: ext.memory.is_some(),
             external_semaphore: ext.semaphore.is_some(),
             external_memory_host: ext.memory_host.is_some(),
             sparse_binding: parts.sparse_binding,
+            buffer_device_address: parts.buffer_device_address,
+            cuda_kernels: ext.binary_import.is_some() && parts.buffer_device_address,
         };
         let info = device_info(instance, parts.physical_device, capabilities);
         // SAFETY: valid physical device of this instance.
@@ -570,6 +586,7 @@ fn check_device_version(instance: &ash::Instance, pd: vk::PhysicalDevice) -> Res
 struct DevicePlan {
     extensions: Vec<&'static CStr>,
     sparse_binding: bool,
+    buffer_device_address: bool,
 }
 
 impl DevicePlan {
@@ -596,7 +613,12 @@ impl DevicePlan {
             }
             extensions.push(wanted);
         }
-        for optional in [SEMAPHORE_EXTENSION, ext::external_memory_host::NAME] {
+        let optional_extensions = [
+            SEMAPHORE_EXTENSION,
+            ext::external_memory_host::NAME,
+            ash::nvx::binary_import::NAME,
+        ];
+        for optional in optional_extensions {
             if is_supported(optional) {
                 extensions.push(optional);
             }
@@ -606,6 +628,7 @@ impl DevicePlan {
         // SAFETY: valid instance and physical device (1.2, checked); the chain is well formed.
         unsafe { instance.get_physical_device_features2(pd, &mut f2) };
         let sparse_feature = f2.features.sparse_binding == vk::TRUE;
+        let buffer_device_address = f12.buffer_device_address == vk::TRUE;
         if f12.timeline_semaphore != vk::TRUE {
             return Err(Error::Unsupported(
                 "the device has no timelineSemaphore feature (Vulkan 1.2)".into(),
@@ -620,6 +643,7 @@ impl DevicePlan {
         Ok(Self {
             extensions,
             sparse_binding,
+            buffer_device_address,
         })
     }
 
@@ -631,7 +655,9 @@ impl DevicePlan {
     ) -> Result<ash::Device> {
         let names: Vec<*const i8> = self.extensions.iter().map(|e| e.as_ptr()).collect();
         let features = vk::PhysicalDeviceFeatures::default().sparse_binding(self.sparse_binding);
-        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+        let mut enable12 = vk::PhysicalDeviceVulkan12Features::default()
+            .timeline_semaphore(true)
+            .buffer_device_address(self.buffer_device_address);
         let priorities = [1.0f32];
         let queue_info = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family_index)

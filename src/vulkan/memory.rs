@@ -119,6 +119,35 @@ impl Buffer {
             }
             dedicated_only = features.contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY);
         }
+        Self::create(ctx, size, usage, external, dedicated_only)
+    }
+
+    /// An exportable buffer of a usage whose export support was already checked (a pool's
+    /// probe buffer of the same usage): the answer of
+    /// `vkGetPhysicalDeviceExternalBufferProperties` depends only on the usage, flags and
+    /// handle type, so it is not asked again per buffer. `dedicated_only` is what that query
+    /// said about `DEDICATED_ONLY`.
+    pub(crate) fn new_export_prechecked(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        dedicated_only: bool,
+    ) -> Result<Self> {
+        if size == 0 {
+            return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
+        }
+        Self::create(ctx, size, usage, MEMORY_HANDLE_TYPE, dedicated_only)
+    }
+
+    /// `vkCreateBuffer` (size checked non-zero by the callers) and its requirements.
+    fn create(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        external: vk::ExternalMemoryHandleTypeFlags,
+        dedicated_only: bool,
+    ) -> Result<Self> {
+        let exportable = !external.is_empty();
         let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(external);
         let mut info = vk::BufferCreateInfo::default()
             .size(size)
@@ -206,10 +235,20 @@ impl Buffer {
                 .bind_buffer_memory(self.buffer, memory.memory, offset)
         }
         .vk("vkBindBufferMemory")?;
+        let device_address = self
+            .usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+            .then(|| {
+                let info = vk::BufferDeviceAddressInfo::default().buffer(self.buffer);
+                // SAFETY: a buffer created with SHADER_DEVICE_ADDRESS (so the feature is on),
+                // bound just above to memory allocated with DEVICE_ADDRESS.
+                unsafe { self.ctx.device().get_buffer_device_address(&info) }
+            });
         Ok(BoundBuffer {
             buffer: self,
             memory,
             offset,
+            device_address,
         })
     }
 
@@ -356,6 +395,13 @@ impl DeviceMemory {
         }
         if dedicated.is_some() {
             alloc = alloc.push_next(&mut dedicated_info);
+        }
+        // Where the device has bufferDeviceAddress, every allocation can back buffers with
+        // device addresses (what CUDA kernels in Vulkan queues take as pointers).
+        let mut flags =
+            vk::MemoryAllocateFlagsInfo::default().flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
+        if ctx.info().capabilities.buffer_device_address {
+            alloc = alloc.push_next(&mut flags);
         }
         // SAFETY: valid device; the chain lives across the call.
         let memory =
@@ -559,7 +605,7 @@ impl Drop for DeviceMemory {
 
 /// The first memory type allowed by `info` whose heap can hold `info.size` bytes: a request
 /// larger than every candidate heap is refused here, never by `vkAllocateMemory`.
-fn memory_type_for(ctx: &VulkanContext, info: &AllocateInfo) -> Result<u32> {
+pub(crate) fn memory_type_for(ctx: &VulkanContext, info: &AllocateInfo) -> Result<u32> {
     let props = ctx.memory_properties();
     let candidates: Vec<u32> = (0..props.memory_type_count)
         .filter(|&i| {
@@ -629,6 +675,7 @@ pub struct BoundBuffer {
     buffer: Buffer,
     memory: Arc<DeviceMemory>,
     offset: u64,
+    device_address: Option<u64>,
 }
 
 impl BoundBuffer {
@@ -702,6 +749,11 @@ impl BoundBuffer {
     /// Bind offset in the memory.
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+    /// The buffer's device address (`vkGetBufferDeviceAddress`), where it was created with
+    /// `SHADER_DEVICE_ADDRESS` usage.
+    pub fn device_address(&self) -> Option<u64> {
+        self.device_address
     }
 }
 

@@ -1,18 +1,25 @@
 //! The Vulkan side (ash only; nothing here knows CUDA): instance and device selection,
-//! exportable and imported memory and images, host-pointer import, semaphores with their signal ledgers,
-//! and one-shot command helpers.
+//! exportable and imported memory and images, sub-allocation of exportable memory
+//! ([`VulkanPool`]), host-pointer import, semaphores with their signal ledgers, and one-shot
+//! command helpers.
 
 mod commands;
 mod context;
+mod cuda_kernels;
 mod host_memory;
 mod image;
 mod memory;
+mod pool;
 mod semaphore;
 mod sparse;
 
 pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, ExistingVulkan, Validation,
     VulkanConfig, VulkanContext, MIN_API_VERSION,
+};
+pub use cuda_kernels::{
+    cuda_kernels_supported, limits as cuda_launch_limits, record_barrier_before_kernel,
+    record_kernel_barrier, CuFunction, CuModule, KernelArg, LaunchDims,
 };
 pub use host_memory::HostImportedBuffer;
 pub use image::{
@@ -24,5 +31,7 @@ pub use memory::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, BufferRequirements, Dedicated,
     DeviceMemory, ExternalUse, HostBuffer,
 };
+pub(crate) use pool::{PoolCore, PoolLease};
+pub use pool::{PoolDesc, PooledBuffer, VulkanPool};
 pub use semaphore::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, SEMAPHORE_DROP_TIMEOUT};
 pub use sparse::SparseBuffer;
