@@ -607,6 +607,20 @@ impl ImageShape {
             * u64::from(texel_bytes)
     }
 
+    /// The rule only sharing with CUDA adds to [`Self::validate`]: layered images (2D arrays,
+    /// cubes) have one mip level (measured: see [`ImageError::LayeredMipChain`]).
+    pub fn validate_for_cuda(&self) -> Result<(), ImageError> {
+        self.validate()?;
+        let layered = matches!(self.kind, ImageKind::D2Array { .. } | ImageKind::Cube);
+        if layered && self.mip_levels > 1 {
+            return Err(ImageError::LayeredMipChain {
+                kind: self.kind,
+                mip_levels: self.mip_levels,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks `level` names one of the image's mip levels.
     pub fn check_level(&self, level: u32) -> Result<(), ImageError> {
         if level < self.mip_levels {
@@ -950,6 +964,19 @@ pub enum ImageError {
          STORAGE usage): no surface object"
     )]
     NoSurfaceFlag,
+    /// A layered image (2D array or cube) with more than one mip level.
+    #[error(
+        "a {kind:?} image with {mip_levels} mip levels cannot be shared with CUDA: measured on \
+         NVIDIA driver 580, CUDA's mipmapped-array view of a layered Vulkan image with more \
+         than one level places layers 1.. elsewhere than Vulkan does (only layer 0 matched); \
+         use one mip level for arrays and cubes (2D and 3D mip chains are fine)"
+    )]
+    LayeredMipChain {
+        /// The image kind.
+        kind: ImageKind,
+        /// Mip levels asked for.
+        mip_levels: u32,
+    },
     /// A mip level the image does not have.
     #[error("mip level {level} is out of range: the image has {levels} levels (0..{levels})")]
     LevelOutOfRange {

@@ -319,6 +319,7 @@ fn validate_create(
     desc: &ImageDesc,
 ) -> Result<(FormatInfo, crate::vulkan::ImageSupport)> {
     let format = image_format::format_info(desc.format)?;
+    desc.shape().validate_for_cuda()?;
     let support = Image::validate(vulkan, desc, ImageOptions::EXPORT)?;
     Ok((format, support))
 }
@@ -357,6 +358,7 @@ fn validate_share(
         });
     }
     let format = image_format::format_info(image.desc().format)?;
+    image.desc().shape().validate_for_cuda()?;
     if let Some(given) = descriptor {
         let desc = image.desc();
         let implied = image_format::array_desc(&desc.shape(), &format, desc.usage);
