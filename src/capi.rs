@@ -17,8 +17,6 @@
 //! `ALL_COMMANDS`) and releases it after (its layout → `GENERAL`, to
 //! `VK_QUEUE_FAMILY_EXTERNAL`); CUDA reads and writes it in between, ordered by semaphores.
 
-#![allow(clippy::missing_safety_doc)] // each function's safety is documented in the header
-
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

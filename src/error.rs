@@ -186,17 +186,15 @@ pub enum Error {
     /// A Vulkan entry point the crate calls did not resolve on the given instance or device.
     #[error(
         "Vulkan function {function} does not resolve on this {level}: it was created without \
-         the version or extension that provides it (cuvk needs Vulkan {required} and {extension})"
+         {provided_by}, which provides it"
     )]
     MissingFunction {
         /// The function name.
         function: String,
         /// "instance" or "device".
         level: &'static str,
-        /// The Vulkan version the crate needs.
-        required: ApiVersion,
-        /// The interop extension the crate needs.
-        extension: &'static str,
+        /// The Vulkan version or extension that provides it.
+        provided_by: String,
     },
     /// The Vulkan API version is too old.
     #[error("Vulkan {what} API version {found} is below the required {required}")]
@@ -302,6 +300,14 @@ pub enum Error {
         /// The timeout that elapsed.
         timeout_ns: u64,
     },
+    /// The host could not provide memory (an allocation returned null).
+    #[error("out of host memory: {what} of {bytes} bytes failed")]
+    HostOutOfMemory {
+        /// What was being allocated.
+        what: &'static str,
+        /// How many bytes.
+        bytes: u64,
+    },
     /// An argument broke a documented rule not covered by [`LayoutError`].
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -355,7 +361,7 @@ impl Error {
             | Error::Unsupported(_)
             | Error::NoMemoryType { .. }
             | Error::NoQueueFamily(_) => K::Unsupported,
-            Error::ExceedsHeap { .. } => K::OutOfMemory,
+            Error::ExceedsHeap { .. } | Error::HostOutOfMemory { .. } => K::OutOfMemory,
             Error::DeviceMismatch { .. } | Error::WrongDevice(_) => K::WrongDevice,
             Error::Timeout { .. } => K::Timeout,
             Error::Io { .. } => K::Io,

@@ -62,15 +62,21 @@ pub const SEMAPHORE_EXTENSION: &std::ffi::CStr = ash::khr::external_semaphore_fd
 #[cfg(windows)]
 pub const SEMAPHORE_EXTENSION: &std::ffi::CStr = ash::khr::external_semaphore_win32::NAME;
 
-/// The entry points of [`MEMORY_EXTENSION`] and [`SEMAPHORE_EXTENSION`] the crate calls.
+/// The entry points of [`MEMORY_EXTENSION`] the crate calls.
 #[cfg(unix)]
-pub(crate) const EXTENSION_FUNCTIONS: [&std::ffi::CStr; 2] =
-    [c"vkGetMemoryFdKHR", c"vkGetSemaphoreFdKHR"];
-/// The entry points of [`MEMORY_EXTENSION`] and [`SEMAPHORE_EXTENSION`] the crate calls.
+pub(crate) const MEMORY_FUNCTIONS: [&std::ffi::CStr; 1] = [c"vkGetMemoryFdKHR"];
+/// The entry points of [`MEMORY_EXTENSION`] the crate calls.
 #[cfg(windows)]
-pub(crate) const EXTENSION_FUNCTIONS: [&std::ffi::CStr; 2] = [
-    c"vkGetMemoryWin32HandleKHR",
+pub(crate) const MEMORY_FUNCTIONS: [&std::ffi::CStr; 1] = [c"vkGetMemoryWin32HandleKHR"];
+/// The entry points of [`SEMAPHORE_EXTENSION`] the crate calls.
+#[cfg(unix)]
+pub(crate) const SEMAPHORE_FUNCTIONS: [&std::ffi::CStr; 2] =
+    [c"vkGetSemaphoreFdKHR", c"vkImportSemaphoreFdKHR"];
+/// The entry points of [`SEMAPHORE_EXTENSION`] the crate calls.
+#[cfg(windows)]
+pub(crate) const SEMAPHORE_FUNCTIONS: [&std::ffi::CStr; 2] = [
     c"vkGetSemaphoreWin32HandleKHR",
+    c"vkImportSemaphoreWin32HandleKHR",
 ];
 
 /// The VMM shareable handle type (`cuMemExportToShareableHandle`) of this platform.

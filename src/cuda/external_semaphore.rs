@@ -145,6 +145,9 @@ impl ExternalSemaphore {
 
     fn enqueue(&self, stream: sys::CUstream, value: u64, signal: bool) -> Result<()> {
         self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        // The stream's event exists before the operation is enqueued, so nothing enqueued can
+        // be left untracked by a failed event creation.
+        self.ensure_event(stream)?;
         if signal {
             // SAFETY: all-zero is a valid value of this plain C struct (unions of integers/pointers).
             let mut params: sys::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS =
@@ -179,21 +182,35 @@ impl ExternalSemaphore {
         }
     }
 
+    /// Creates `stream`'s event if it has none yet.
+    fn ensure_event(&self, stream: sys::CUstream) -> Result<()> {
+        let mut uses = self.last_use.lock().unwrap_or_else(|p| p.into_inner());
+        if !uses.iter().any(|(s, _)| *s == stream) {
+            uses.push((stream, self.ctx.new_event(None).cuda("cuEventCreate")?));
+        }
+        Ok(())
+    }
+
     /// Records (re-records) this stream's event after the operation just enqueued, so drop
     /// can wait for it. Operations on one stream complete in order, so the stream's newest
-    /// record covers every earlier use there.
+    /// record covers every earlier use there. The operation is already enqueued (a signal is
+    /// already in the ledger): if the record fails, the stream is waited for instead, so drop
+    /// never destroys the semaphore under it, and the operation (which did happen) reports
+    /// success unless that wait fails too.
     fn record_use(&self, stream: sys::CUstream) -> Result<()> {
-        let mut uses = self.last_use.lock().unwrap_or_else(|p| p.into_inner());
-        let event = match uses.iter().position(|(s, _)| *s == stream) {
-            Some(i) => &uses[i].1,
-            None => {
-                uses.push((stream, self.ctx.new_event(None).cuda("cuEventCreate")?));
-                &uses[uses.len() - 1].1
-            }
+        let uses = self.last_use.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((_, event)) = uses.iter().find(|(s, _)| *s == stream) else {
+            return Ok(()); // not reached: ensure_event ran first
         };
         // SAFETY: a live event and a stream of this context.
-        unsafe { cudarc::driver::result::event::record(event.cu_event(), stream) }
-            .cuda("cuEventRecord")
+        let recorded = unsafe { cudarc::driver::result::event::record(event.cu_event(), stream) };
+        if recorded.is_ok() {
+            return Ok(());
+        }
+        // SAFETY: a stream of this context (checked by the callers).
+        unsafe { sys::cuStreamSynchronize(stream) }
+            .result()
+            .cuda("cuStreamSynchronize (after cuEventRecord failed)")
     }
 }
 
@@ -202,10 +219,11 @@ impl Drop for ExternalSemaphore {
         let ctx = self.ctx.clone();
         ctx.record_err(ctx.bind_to_thread());
         let uses = std::mem::take(self.last_use.get_mut().unwrap_or_else(|p| p.into_inner()));
-        let deadline = Instant::now() + self.drop_timeout;
+        // A timeout too long to represent means no deadline.
+        let deadline = Instant::now().checked_add(self.drop_timeout);
         let all_done = uses.iter().all(|(_, event)| {
             while !event.is_complete() {
-                if Instant::now() >= deadline {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
                     return false;
                 }
                 std::thread::sleep(Duration::from_micros(200));

@@ -190,9 +190,10 @@ impl<T: bytemuck::Pod> PinnedBuffer<T> {
         // SAFETY: a plain allocation request; the result is checked.
         let raw = unsafe { cudarc::driver::result::malloc_host(bytes, flags.bits()) }
             .cuda("cuMemHostAlloc")?;
-        let ptr = NonNull::new(raw.cast::<T>()).ok_or(Error::InvalidArgument(
-            "cuMemHostAlloc returned null".into(),
-        ))?;
+        let ptr = NonNull::new(raw.cast::<T>()).ok_or(Error::HostOutOfMemory {
+            what: "cuMemHostAlloc",
+            bytes: bytes as u64,
+        })?;
         PINNED_BYTES.fetch_add(bytes, Ordering::AcqRel);
         let mut me = Self {
             ctx: ctx.clone(),
@@ -387,9 +388,12 @@ impl PageAlignedBuffer {
         let layout = Layout::from_size_align(size as usize, align)
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         // SAFETY: non-zero size (checked).
-        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or_else(|| {
-            Error::InvalidArgument(format!("out of host memory for {size} bytes"))
-        })?;
+        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or(
+            Error::HostOutOfMemory {
+                what: "a page-aligned host allocation",
+                bytes: size,
+            },
+        )?;
         Ok(Self { ptr, layout })
     }
     /// The bytes.

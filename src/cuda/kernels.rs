@@ -20,7 +20,7 @@ pub fn compile_module(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Resul
 }
 
 /// Compiles CUDA C++ `source` for `ctx`'s device and returns the PTX text: what
-/// [`crate::vulkan::CuModule::from_ptx`] loads into a Vulkan device.
+/// `vulkan::CuModule::from_ptx` loads into a Vulkan device.
 pub fn compile_ptx(ctx: &Arc<CudaContext>, name: &str, source: &str) -> Result<String> {
     Ok(compile(ctx, name, source)?.to_src())
 }

@@ -394,6 +394,19 @@ impl FramePacer {
     }
 }
 
+impl Drop for FramePacer {
+    fn drop(&mut self) {
+        // Submissions an engine made itself (`mark_submitted`) are not on the context's
+        // progress timeline: wait for the last frame the pacer knows of, so the semaphores
+        // (dropped after this) are not destroyed under a pending batch. Bounded; on timeout
+        // the semaphores' own drops wait or leak.
+        let last = self.frames_complete.highest_signal();
+        if let Err(e) = self.frames_complete.wait_host(last, DEFAULT_SLOT_TIMEOUT) {
+            log::error!("FramePacer dropped with frame {last} still pending: {e}");
+        }
+    }
+}
+
 /// One semaphore operation of a `vkQueueSubmit2` an engine makes itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SemaphoreSubmit {

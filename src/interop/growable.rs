@@ -187,13 +187,14 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
             .map(|(i, b)| (i as u64 * self.chunk_bytes, b))
     }
 
-    /// Vulkan's sparse view: one buffer over the whole reservation, bound up to
-    /// [`Self::capacity_bytes`] (`None` for [`VulkanView::PerChunk`]). Only the bound range may
-    /// be accessed.
+    /// Vulkan's sparse view: one buffer over the whole reservation, once every chunk of it is
+    /// bound (`None` before, and for [`VulkanView::PerChunk`]). A sparse buffer created
+    /// without residency must be fully bound before any device access, so a partly grown
+    /// buffer is seen chunk by chunk only through the CUDA pointer.
     pub fn vk_buffer(&self) -> Option<&dyn AsVkBuffer> {
         match &self.vk {
-            VkSide::Sparse(s) => Some(s),
-            VkSide::PerChunk(_) => None,
+            VkSide::Sparse(s) if self.capacity_bytes() == self.reserved_bytes() => Some(s),
+            VkSide::Sparse(_) | VkSide::PerChunk(_) => None,
         }
     }
 }

@@ -80,7 +80,9 @@ pub(crate) fn import_vmm_memory(
         )
     }
     .map_err(|e| match e {
-        Error::Vulkan { result, .. } => Error::Unsupported(format!(
+        // Out of memory stays out of memory; any other refusal means the driver does not take
+        // CUDA's memory.
+        Error::Vulkan { result, .. } if e.kind() != crate::ErrorKind::OutOfMemory => Error::Unsupported(format!(
             "the Vulkan driver refused memory allocated by CUDA ({result}); importing cuMemCreate memory is outside the Vulkan specification"
         )),
         other => other,

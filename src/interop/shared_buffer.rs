@@ -472,14 +472,24 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
 impl<T> Drop for SharedBuffer<T> {
     fn drop(&mut self) {
         // Wait for this buffer's own CUDA work (never the whole device) before the mapping
-        // is freed.
-        for event in [&self.read, &self.write].into_iter().flatten() {
-            self.stream.context().record_err(event.synchronize());
+        // is freed: its events where cudarc tracks streams, else its stream (cudarc records
+        // no events in single-stream mode). Kernels launched with a raw `kernel_arg` on other
+        // streams are the launcher's to finish (cudarc's launches are `unsafe`).
+        let ctx = self.stream.context();
+        if ctx.is_managing_stream_synchronization() {
+            for event in [&self.read, &self.write].into_iter().flatten() {
+                ctx.record_err(event.synchronize());
+            }
+        } else {
+            ctx.record_err(self.stream.synchronize());
         }
     }
 }
 
-impl<T> AsVkBuffer for SharedBuffer<T> {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl<T> AsVkBuffer for SharedBuffer<T> {
     fn vk_buffer(&self) -> vk::Buffer {
         self.bound.vk_buffer()
     }

@@ -296,7 +296,10 @@ impl SharedImage {
     }
 }
 
-impl AsVkImage for SharedImage {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl AsVkImage for SharedImage {
     fn vk_image(&self) -> vk::Image {
         self.bound.handle()
     }

@@ -62,11 +62,12 @@ impl StagingBuffer {
             offset: bytes as u64,
             size: align,
         })?;
-        let mut pinned = PinnedBuffer::<u8>::new(bridge.cuda(), size as usize, flags)?;
-        let (ptr, len) = (pinned.as_mut_slice().as_mut_ptr(), pinned.byte_size());
-        // SAFETY: the slice is the pinned allocation, which lives in `self` beside the import
-        // and is dropped after it (field order); nothing else hands out &mut to it while the
-        // import exists (StagingBuffer exposes shared access only).
+        let pinned = PinnedBuffer::<u8>::new(bridge.cuda(), size as usize, flags)?;
+        let (ptr, len) = (pinned.host_ptr(), pinned.byte_size());
+        // SAFETY: the pinned allocation, which lives in `self` beside the import and is freed
+        // after it (field order). The import only hands the address to Vulkan; the host reads
+        // and writes the bytes through `pinned` alone (`bytes` / `bytes_mut`), never through
+        // this slice, so no reference derived from it is used while another is live.
         let region: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
         let vk = HostImportedBuffer::new(bridge.vulkan(), region, usage)?;
         Ok(Self {
@@ -91,7 +92,7 @@ impl StagingBuffer {
     /// the caller's to wait for (the safe helpers wait before returning).
     pub fn bytes(&self) -> Result<&[u8]> {
         self.wait_pending()?;
-        Ok(self.vk.as_bytes())
+        Ok(self.pinned.as_slice())
     }
 
     /// The bytes, mutably, after the last CUDA copy completed.
@@ -151,6 +152,7 @@ impl StagingBuffer {
     ) -> Result<()> {
         layout::check_range(0, bytes as u64, "staging buffer", self.byte_size() as u64)?;
         stream.context().bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let event = self.prepare_copy(stream)?;
         // SAFETY: the destination is our pinned region, at least `bytes` long (checked) and
         // borrowed mutably; the source is the caller's promise.
         unsafe {
@@ -163,7 +165,7 @@ impl StagingBuffer {
         }
         .result()
         .cuda("cuMemcpyDtoHAsync")?;
-        self.record_pending(stream)
+        self.record_pending(stream, event)
     }
 
     /// Enqueues a copy of the first `bytes` of the buffer to device memory at `dst`.
@@ -180,6 +182,7 @@ impl StagingBuffer {
     ) -> Result<()> {
         layout::check_range(0, bytes as u64, "staging buffer", self.byte_size() as u64)?;
         stream.context().bind_to_thread().cuda("cuCtxSetCurrent")?;
+        let event = self.prepare_copy(stream)?;
         // SAFETY: the source is our pinned region, at least `bytes` long (checked) and
         // borrowed mutably; the destination is the caller's promise.
         unsafe {
@@ -192,16 +195,30 @@ impl StagingBuffer {
         }
         .result()
         .cuda("cuMemcpyHtoDAsync")?;
-        self.record_pending(stream)
+        self.record_pending(stream, event)
     }
 
-    fn record_pending(&mut self, stream: &CudaStream) -> Result<()> {
-        let event = match self.pending.take() {
-            Some(e) => e,
-            None => stream.context().new_event(None).cuda("cuEventCreate")?,
-        };
+    /// Orders a new copy on `stream` after the previous one (which may be on another
+    /// stream: `bytes` waits for one event only, so copies must complete in order), and gets
+    /// the event that will follow the new copy — created before the copy is enqueued, so a
+    /// failure here leaves nothing in flight.
+    fn prepare_copy(&mut self, stream: &CudaStream) -> Result<CudaEvent> {
+        match self.pending.take() {
+            Some(prev) => {
+                if let Err(e) = stream.wait(&prev).cuda("cuStreamWaitEvent") {
+                    self.pending = Some(prev);
+                    return Err(e);
+                }
+                Ok(prev)
+            }
+            None => stream.context().new_event(None).cuda("cuEventCreate"),
+        }
+    }
+
+    /// Records `event` after the copy just enqueued on `stream`; without it the copy could not
+    /// be waited for later, so a failed record waits for the stream now.
+    fn record_pending(&mut self, stream: &CudaStream, event: CudaEvent) -> Result<()> {
         if let Err(e) = event.record(stream).cuda("cuEventRecord") {
-            // Without an event the copy cannot be waited for later: wait for it now.
             stream.synchronize().cuda("cuStreamSynchronize")?;
             return Err(e);
         }
@@ -219,7 +236,10 @@ impl Drop for StagingBuffer {
     }
 }
 
-impl AsVkBuffer for StagingBuffer {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl AsVkBuffer for StagingBuffer {
     fn vk_buffer(&self) -> vk::Buffer {
         self.vk.vk_buffer()
     }

@@ -213,14 +213,21 @@ pub struct VulkanContext {
 
 /// Device-level functions above Vulkan 1.0 the crate calls: each must resolve on a wrapped
 /// device before the crate accepts it (ash turns an unresolved one into an abort).
-const DEVICE_FUNCTIONS: [&CStr; 7] = [
+const DEVICE_FUNCTIONS: [&CStr; 5] = [
     c"vkGetBufferMemoryRequirements2",
     c"vkGetImageMemoryRequirements2",
     c"vkGetSemaphoreCounterValue",
     c"vkWaitSemaphores",
     c"vkSignalSemaphore",
-    c"vkBindBufferMemory2",
-    c"vkGetDeviceQueue2",
+];
+/// Device-level functions of optional extensions, checked where the extension is enabled.
+const HOST_MEMORY_FUNCTIONS: [&CStr; 1] = [c"vkGetMemoryHostPointerPropertiesEXT"];
+const BINARY_IMPORT_FUNCTIONS: [&CStr; 5] = [
+    c"vkCreateCuModuleNVX",
+    c"vkCreateCuFunctionNVX",
+    c"vkDestroyCuModuleNVX",
+    c"vkDestroyCuFunctionNVX",
+    c"vkCmdCuLaunchKernelNVX",
 ];
 /// Instance-level functions above Vulkan 1.0 the crate calls.
 const INSTANCE_FUNCTIONS: [&CStr; 5] = [
@@ -707,38 +714,51 @@ unsafe fn validate_existing(e: &ExistingVulkan<'_>) -> Result<()> {
             needed_for: "ordering submissions and tracking when objects are free",
         });
     }
-    let missing = |function: &CStr, level| Error::MissingFunction {
+    let missing = |function: &CStr, level, provided_by: String| Error::MissingFunction {
         function: function.to_string_lossy().into_owned(),
         level,
-        required: ApiVersion(MIN_API_VERSION),
-        extension,
+        provided_by,
     };
+    let core = format!("Vulkan {}", ApiVersion(MIN_API_VERSION));
     for name in INSTANCE_FUNCTIONS {
         // SAFETY: a valid instance (caller's promise) and a NUL-terminated name.
         let f = unsafe {
             (e.entry.static_fn().get_instance_proc_addr)(e.instance.handle(), name.as_ptr())
         };
         if f.is_none() {
-            return Err(missing(name, "instance"));
+            return Err(missing(name, "instance", core.clone()));
         }
     }
-    let semaphore_fn = e
-        .enabled_extensions
-        .contains(&SEMAPHORE_EXTENSION)
-        .then_some(platform::EXTENSION_FUNCTIONS[1]);
-    let device_fns = DEVICE_FUNCTIONS
-        .iter()
-        .copied()
-        .chain([platform::EXTENSION_FUNCTIONS[0]])
-        .chain(semaphore_fn);
-    for name in device_fns {
-        // SAFETY: a valid device of this instance (caller's promise), a NUL-terminated name.
-        let f = unsafe {
-            e.instance
-                .get_device_proc_addr(e.device.handle(), name.as_ptr())
-        };
-        if f.is_none() {
-            return Err(missing(name, "device"));
+    // Each group of device functions with what provides it, where it is enabled.
+    let enabled = |ext: &CStr| e.enabled_extensions.contains(&ext);
+    let groups: [(&[&CStr], Option<&CStr>); 5] = [
+        (&DEVICE_FUNCTIONS, None),
+        (&platform::MEMORY_FUNCTIONS, Some(MEMORY_EXTENSION)),
+        (&platform::SEMAPHORE_FUNCTIONS, Some(SEMAPHORE_EXTENSION)),
+        (
+            &HOST_MEMORY_FUNCTIONS,
+            Some(ext::external_memory_host::NAME),
+        ),
+        (
+            &BINARY_IMPORT_FUNCTIONS,
+            Some(ash::nvx::binary_import::NAME),
+        ),
+    ];
+    for (names, provider) in groups {
+        if provider.is_some_and(|p| !enabled(p)) {
+            continue;
+        }
+        let provided_by = provider.map_or(core.clone(), |p| p.to_string_lossy().into_owned());
+        for &name in names {
+            // SAFETY: a valid device of this instance (caller's promise), a NUL-terminated
+            // name.
+            let f = unsafe {
+                e.instance
+                    .get_device_proc_addr(e.device.handle(), name.as_ptr())
+            };
+            if f.is_none() {
+                return Err(missing(name, "device", provided_by));
+            }
         }
     }
     Ok(())

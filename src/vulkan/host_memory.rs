@@ -125,7 +125,10 @@ impl<'a> HostImportedBuffer<'a> {
     }
 }
 
-impl AsVkBuffer for HostImportedBuffer<'_> {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl AsVkBuffer for HostImportedBuffer<'_> {
     fn vk_buffer(&self) -> vk::Buffer {
         self.bound.vk_buffer()
     }

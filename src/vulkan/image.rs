@@ -630,7 +630,13 @@ impl BoundImage {
 
 /// Anything that is a live `vk::Image` following the layout protocol of this module: what the
 /// barrier and one-shot helpers accept.
-pub trait AsVkImage {
+///
+/// # Safety
+/// The safe helpers record GPU reads and writes from these answers alone, so an implementation
+/// must guarantee, for as long as `&self` is borrowed: `vk_image` is a live image created on
+/// `vk_image_context`'s device as `vk_image_desc` says, bound to memory, and between uses in
+/// this module's shared layout; `vk_image_is_external` says truly whether its memory is shared.
+pub unsafe trait AsVkImage {
     /// The image handle (valid while `self` lives).
     fn vk_image(&self) -> vk::Image;
     /// What it was created as.
@@ -642,7 +648,10 @@ pub trait AsVkImage {
     fn vk_image_is_external(&self) -> bool;
 }
 
-impl AsVkImage for BoundImage {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl AsVkImage for BoundImage {
     fn vk_image(&self) -> vk::Image {
         self.image.image
     }

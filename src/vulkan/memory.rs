@@ -107,6 +107,7 @@ impl Buffer {
         if size == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
+        check_usage_features(ctx, usage)?;
         let exportable = !external.is_empty();
         let mut dedicated_only = false;
         if exportable {
@@ -279,6 +280,17 @@ impl Buffer {
         }
         layout::check_aligned("offset", offset, r.alignment, AlignmentRule::VulkanBuffer)?;
         layout::check_range(offset, r.size, "memory", memory.size)?;
+        if self
+            .usage
+            .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+            && !memory.device_address
+        {
+            return Err(Error::InvalidArgument(
+                "a buffer with SHADER_DEVICE_ADDRESS usage needs memory allocated with \
+                 DEVICE_ADDRESS (imported memory has none): drop the usage for this buffer"
+                    .into(),
+            ));
+        }
         if !memory.handle_types.is_empty() && !self.external.intersects(memory.handle_types) {
             return Err(Error::NotExportable {
                 what: "the buffer",
@@ -294,6 +306,19 @@ impl Drop for Buffer {
         // SAFETY: we created the buffer; GPU work using it was waited for by its users.
         unsafe { self.ctx.device().destroy_buffer(self.buffer, None) };
     }
+}
+
+/// Usage bits that need a device feature: `SHADER_DEVICE_ADDRESS` needs `bufferDeviceAddress`.
+pub(crate) fn check_usage_features(ctx: &VulkanContext, usage: vk::BufferUsageFlags) -> Result<()> {
+    if usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
+        && !ctx.info().capabilities.buffer_device_address
+    {
+        return Err(Error::FeatureNotEnabled {
+            feature: "bufferDeviceAddress",
+            needed_for: "a buffer with SHADER_DEVICE_ADDRESS usage",
+        });
+    }
+    Ok(())
 }
 
 /// Asks the device what it can do with an external buffer of this usage.
@@ -329,6 +354,9 @@ pub struct DeviceMemory {
     dedicated_to: Option<Dedication>,
     handle_types: vk::ExternalMemoryHandleTypeFlags,
     mapped: Option<std::ptr::NonNull<u8>>,
+    /// Allocated with `VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT`: buffers with device addresses
+    /// may be bound to it.
+    device_address: bool,
 }
 
 // SAFETY: the mapped pointer is only dereferenced through &mut self or by copying
@@ -359,11 +387,24 @@ impl DeviceMemory {
         dedicated: Option<&Buffer>,
     ) -> Result<Self> {
         if let Some(b) = dedicated {
+            if !ctx.same_device(&b.ctx) {
+                return Err(Error::WrongDevice(
+                    "the dedicated buffer belongs to another Vulkan device than the memory",
+                ));
+            }
             if info.exportable && b.external.is_empty() {
                 return Err(Error::NotExportable {
                     what: "the buffer",
                     handle_type: MEMORY_HANDLE_TYPE,
                 });
+            }
+            // VUID-VkMemoryDedicatedAllocateInfo-buffer-02965: exactly the buffer's size.
+            if info.size != b.requirements.size {
+                return Err(Error::InvalidArgument(format!(
+                    "a dedicated allocation for a buffer must be exactly its required size, {} \
+                     bytes, not {}",
+                    b.requirements.size, info.size
+                )));
             }
         }
         Self::allocate_dedicated(ctx, info, dedicated.map(|b| Dedication::Buffer(b.buffer)))
@@ -406,7 +447,9 @@ impl DeviceMemory {
         // SAFETY: valid device; the chain lives across the call.
         let memory =
             unsafe { ctx.device().allocate_memory(&alloc, None) }.vk("vkAllocateMemory")?;
-        Self::finish(ctx, memory, info.size, type_index, dedicated, handle_types)
+        let mut me = Self::finish(ctx, memory, info.size, type_index, dedicated, handle_types)?;
+        me.device_address = ctx.info().capabilities.buffer_device_address;
+        Ok(me)
     }
 
     /// Imports memory another allocation exported (the reverse of [`Self::export`]) as a new
@@ -495,6 +538,7 @@ impl DeviceMemory {
             dedicated_to: dedicated,
             handle_types,
             mapped: None,
+            device_address: false,
         };
         let flags = ctx.memory_properties().memory_types[memory_type_index as usize].property_flags;
         if flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE) {
@@ -759,7 +803,13 @@ impl BoundBuffer {
 
 /// Anything that is a live `vk::Buffer` of a known size on a known device: what the safe
 /// command helpers accept, so they never see a destroyed handle.
-pub trait AsVkBuffer {
+///
+/// # Safety
+/// The safe helpers record GPU reads and writes from these answers alone, so an implementation
+/// must guarantee, for as long as `&self` is borrowed: `vk_buffer` is a live buffer created
+/// on `vk_context`'s device, bound to memory, of at least `vk_size` bytes; and a GPU write to
+/// it cannot change memory a live Rust reference points at unless `&mut self` is borrowed.
+pub unsafe trait AsVkBuffer {
     /// The buffer handle (valid while `self` lives).
     fn vk_buffer(&self) -> vk::Buffer;
     /// Its size in bytes.
@@ -768,7 +818,10 @@ pub trait AsVkBuffer {
     fn vk_context(&self) -> &Arc<VulkanContext>;
 }
 
-impl AsVkBuffer for BoundBuffer {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl AsVkBuffer for BoundBuffer {
     fn vk_buffer(&self) -> vk::Buffer {
         self.buffer.buffer
     }
@@ -820,9 +873,9 @@ impl HostBuffer {
         })
     }
 
-    /// Reads the whole buffer as elements of `T` (size rounded down to whole elements).
+    /// Reads the whole buffer as elements of `T` (its size must be whole elements).
     pub fn read<T: bytemuck::Pod>(&self) -> Result<Vec<T>> {
-        let n = self.bound.buffer.size as usize / std::mem::size_of::<T>().max(1);
+        let n = layout::elements_in::<T>(self.bound.buffer.size)? as usize;
         let mut out = vec![T::zeroed(); n];
         self.bound
             .memory
@@ -840,7 +893,10 @@ impl HostBuffer {
     }
 }
 
-impl AsVkBuffer for HostBuffer {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl AsVkBuffer for HostBuffer {
     fn vk_buffer(&self) -> vk::Buffer {
         self.bound.vk_buffer()
     }

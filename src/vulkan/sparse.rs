@@ -136,7 +136,10 @@ impl Drop for SparseBuffer {
     }
 }
 
-impl AsVkBuffer for SparseBuffer {
+// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
+// context it names with the size or description it reports; host views of its memory are
+// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
+unsafe impl AsVkBuffer for SparseBuffer {
     fn vk_buffer(&self) -> vk::Buffer {
         self.buffer
     }
