@@ -266,7 +266,12 @@ fn bad_inputs_refused_nothing_changed_or_leaked() {
     common::assert_clean(bridge.vulkan());
 }
 
+/// Fills the whole GPU with 4 GiB blocks until the driver refuses. Run by name
+/// (`--ignored exhausting_the_heap`): in the full suite on the shared H200, the next test
+/// binary after it once hung for minutes in its first CUDA/Vulkan calls while the driver
+/// reclaimed ~140 GB (passed alone twice: error, then the smaller request works).
 #[test]
+#[ignore]
 fn exhausting_the_heap_then_a_smaller_request_works() {
     let _serial = common::serial();
     let Some(bridge) = common::bridge("exhausting_the_heap_then_a_smaller_request_works") else {
