@@ -25,7 +25,8 @@
 //! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
 //! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`FramePacer`], ...;
 //! - [`platform`] holds every OS difference (file descriptors vs NT handles);
-//! - [`layout`] and [`timeline`] are pure rules and bookkeeping, tested without a GPU.
+//! - [`layout`] and [`timeline`] are pure rules and bookkeeping, tested without a GPU;
+//! - `wgpu` (feature `wgpu`) makes the same pairings on a wgpu device.
 
 #[cfg(feature = "capi")]
 pub mod capi;
@@ -38,6 +39,9 @@ pub mod ptx;
 pub mod timeline;
 mod uuid;
 pub mod vulkan;
+#[cfg(feature = "wgpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+pub mod wgpu;
 
 pub use error::{Error, ErrorKind, Result};
 pub use interop::{
