@@ -10,12 +10,12 @@ mod memory;
 mod semaphore;
 mod sparse;
 
+#[cfg(feature = "wgpu")]
+pub(crate) use context::layer_available;
 pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, ExistingVulkan, Validation,
     VulkanConfig, VulkanContext, MIN_API_VERSION,
 };
-#[cfg(feature = "wgpu")]
-pub(crate) use context::layer_available;
 pub use cuda_kernels::{
     cuda_kernels_supported, limits as cuda_launch_limits, record_barrier_before_kernel,
     record_kernel_barrier, CuFunction, CuModule, KernelArg, LaunchDims,

@@ -23,7 +23,9 @@ use crate::Error;
 pub fn vk_buffer_usage(usage: ::wgpu::BufferUsages) -> Result<vk::BufferUsageFlags> {
     use ::wgpu::BufferUsages as U;
     if usage.is_empty() {
-        return Err(Error::InvalidArgument("the wgpu buffer usage is empty".into()));
+        return Err(Error::InvalidArgument(
+            "the wgpu buffer usage is empty".into(),
+        ));
     }
     if usage.intersects(U::MAP_READ | U::MAP_WRITE) {
         return Err(Error::InvalidArgument(format!(

@@ -11,8 +11,7 @@ use ash::vk;
 use crate::error::{ExtensionState, Result};
 use crate::platform::{MEMORY_EXTENSION, SEMAPHORE_EXTENSION};
 use crate::vulkan::{
-    physical_device_uuids, DeviceChoice, ExistingVulkan, Validation, VulkanContext,
-    MIN_API_VERSION,
+    physical_device_uuids, DeviceChoice, ExistingVulkan, Validation, VulkanContext, MIN_API_VERSION,
 };
 use crate::{Error, Uuid};
 
@@ -70,8 +69,10 @@ impl std::fmt::Debug for WgpuDevice {
 pub fn adapter_uuid(adapter: &::wgpu::Adapter) -> Result<Uuid> {
     // SAFETY: the hal adapter is only read (its instance and physical device handles).
     let hal = unsafe { adapter.as_hal::<Vk>() }.ok_or_else(|| wrong_backend_adapter(adapter))?;
-    let (uuid, _, _) =
-        physical_device_uuids(hal.shared_instance().raw_instance(), hal.raw_physical_device());
+    let (uuid, _, _) = physical_device_uuids(
+        hal.shared_instance().raw_instance(),
+        hal.raw_physical_device(),
+    );
     Ok(uuid)
 }
 
@@ -96,8 +97,15 @@ pub(crate) fn ready<F: Future>(call: &'static str, future: F) -> Result<F::Outpu
     }
 }
 
-/// A wgpu instance on the Vulkan backend with the validation wanted: `Required` fails with
-/// [`Error::ValidationLayerMissing`] where the Khronos layer is not installed.
+/// A wgpu instance on the Vulkan backend with the validation wanted, and whether the
+/// validation layer's messages can be recorded on it.
+///
+/// With validation, the instance has `InstanceFlags::VALIDATION` (the Khronos layer, with
+/// wgpu's synchronisation validation) and `VK_EXT_debug_utils`, added by cuvk so that
+/// [`WgpuDevice`] can record every message; not `InstanceFlags::DEBUG`, whose WGSL source
+/// embedded in SPIR-V (`OpSource` language 10) older layers (1.3.239, Debian 12) reject as
+/// invalid. `Required` fails with [`Error::ValidationLayerMissing`] where the layer is not
+/// installed.
 pub fn create_instance(validation: Validation) -> Result<(::wgpu::Instance, bool)> {
     let layer = match validation {
         Validation::Off => false,
@@ -111,14 +119,50 @@ pub fn create_instance(validation: Validation) -> Result<(::wgpu::Instance, bool
     if validation == Validation::Required && !layer {
         return Err(Error::ValidationLayerMissing);
     }
-    let mut desc = ::wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = ::wgpu::Backends::VULKAN;
-    desc.flags = if layer {
-        ::wgpu::InstanceFlags::VALIDATION | ::wgpu::InstanceFlags::DEBUG
-    } else {
-        ::wgpu::InstanceFlags::empty()
+    if !layer {
+        let mut desc = ::wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = ::wgpu::Backends::VULKAN;
+        desc.flags = ::wgpu::InstanceFlags::empty();
+        return Ok((::wgpu::Instance::new(desc), false));
+    }
+    let desc = hal::InstanceDescriptor {
+        name: "cuvk",
+        flags: ::wgpu::InstanceFlags::VALIDATION,
+        memory_budget_thresholds: Default::default(),
+        backend_options: Default::default(),
+        telemetry: None,
+        display: None,
     };
-    Ok((::wgpu::Instance::new(desc), layer))
+    let callback: Box<hal::vulkan::CreateInstanceCallback<'_>> = Box::new(
+        |args: hal::vulkan::CreateInstanceCallbackArgs<'_, '_, '_>| {
+            let debug_utils = ash::ext::debug_utils::NAME;
+            // SAFETY: a loaded entry; the query only reads.
+            let offered = unsafe { args.entry.enumerate_instance_extension_properties(None) }
+                .is_ok_and(|all| {
+                    all.iter()
+                        .any(|e| e.extension_name_as_c_str() == Ok(debug_utils))
+                });
+            if offered && !args.extensions.contains(&debug_utils) {
+                args.extensions.push(debug_utils);
+            }
+        },
+    );
+    // SAFETY: the callback only adds an extension the loader offers (checked).
+    let hal_instance = unsafe { hal::vulkan::Instance::init_with_callback(&desc, Some(callback)) }
+        .map_err(|e| Error::Wgpu {
+            call: "wgpu_hal::vulkan::Instance::init_with_callback",
+            message: e.to_string(),
+        })?;
+    let recorded = hal_instance
+        .shared_instance()
+        .extensions()
+        .contains(&ash::ext::debug_utils::NAME);
+    if validation == Validation::Required && !recorded {
+        return Err(Error::ValidationLayerMissing);
+    }
+    // SAFETY: a live hal instance of the Vulkan backend, handed over to wgpu.
+    let instance = unsafe { ::wgpu::Instance::from_hal::<Vk>(hal_instance) };
+    Ok((instance, recorded))
 }
 
 /// What a physical device offers that [`WgpuDevice::open`] turns on.
@@ -168,8 +212,8 @@ impl WgpuDevice {
         let open = {
             // SAFETY: the hal adapter is used to open a device as wgpu itself would, with
             // extensions and features added that the physical device offers (checked).
-            let hal = unsafe { adapter.as_hal::<Vk>() }
-                .ok_or_else(|| wrong_backend_adapter(adapter))?;
+            let hal =
+                unsafe { adapter.as_hal::<Vk>() }.ok_or_else(|| wrong_backend_adapter(adapter))?;
             let offer = offer(&hal, desc.required_features)?;
             let mut address = vk::PhysicalDeviceBufferDeviceAddressFeatures::default()
                 .buffer_device_address(true);
@@ -197,10 +241,12 @@ impl WgpuDevice {
         let (open, buffer_device_address) = open;
         // SAFETY: `open` was created from this adapter's hal adapter, with exactly
         // `desc.required_features` (which the adapter offers: checked).
-        let (device, queue) = unsafe { adapter.create_device_from_hal::<Vk>(open, desc) }
-            .map_err(|e| Error::Wgpu {
-                call: "wgpu::Adapter::create_device_from_hal",
-                message: e.to_string(),
+        let (device, queue) =
+            unsafe { adapter.create_device_from_hal::<Vk>(open, desc) }.map_err(|e| {
+                Error::Wgpu {
+                    call: "wgpu::Adapter::create_device_from_hal",
+                    message: e.to_string(),
+                }
             })?;
         Self::wrap(device, queue, buffer_device_address, validation_log)
     }
@@ -432,8 +478,10 @@ fn choose_adapter(instance: &::wgpu::Instance, choice: DeviceChoice) -> Result<:
     for adapter in adapters {
         let uuid = adapter_uuid(&adapter)?;
         // SAFETY: the hal adapter is only read.
-        let can_share = unsafe { adapter.as_hal::<Vk>() }
-            .is_some_and(|h| h.physical_device_capabilities().supports_extension(MEMORY_EXTENSION));
+        let can_share = unsafe { adapter.as_hal::<Vk>() }.is_some_and(|h| {
+            h.physical_device_capabilities()
+                .supports_extension(MEMORY_EXTENSION)
+        });
         described.push((adapter, uuid, can_share));
     }
     let available = described

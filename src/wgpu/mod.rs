@@ -40,6 +40,7 @@ use cudarc::driver::CudaContext;
 
 use crate::error::Result;
 use crate::interop::{Bridge, CudaDeviceChoice};
+use crate::platform::SEMAPHORE_EXTENSION;
 use crate::vulkan::{DeviceChoice, Validation};
 use crate::Uuid;
 
@@ -82,9 +83,20 @@ impl WgpuBridge {
     }
 
     /// Pairs a wgpu device (opened or adopted by [`WgpuDevice`]) with a CUDA context,
-    /// checking that both are the same GPU ([`crate::Error::DeviceMismatch`] otherwise).
+    /// checking that both are the same GPU ([`crate::Error::DeviceMismatch`] otherwise) and
+    /// that the device can share semaphores with CUDA ([`crate::Error::MissingExtension`]
+    /// otherwise: `NotEnabled` for a device wgpu opened on its own, which does not enable the
+    /// external semaphore extension; open it with [`WgpuDevice::open`]).
     pub fn from_parts(wgpu: WgpuDevice, cuda: Arc<CudaContext>) -> Result<Self> {
-        let bridge = Bridge::from_parts(wgpu.vulkan().clone(), cuda)?;
+        let vk = wgpu.vulkan();
+        if !vk.info().capabilities.external_semaphore {
+            return Err(crate::Error::MissingExtension {
+                extension: SEMAPHORE_EXTENSION.to_string_lossy().into_owned(),
+                state: vk.extension_state(SEMAPHORE_EXTENSION),
+                needed_for: "ordering CUDA and wgpu work on the GPU (WgpuFramePacer)",
+            });
+        }
+        let bridge = Bridge::from_parts(vk.clone(), cuda)?;
         Ok(Self { wgpu, bridge })
     }
 

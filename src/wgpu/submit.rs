@@ -289,20 +289,21 @@ impl WgpuFramePacer {
             // SAFETY: ownership barriers of live buffers of this device (checked); the caller's
             // submission keeps using them only through wgpu objects it owns.
             all.push(unsafe {
-                self.wgpu.raw_commands("cuvk acquire from CUDA", |ctx, cmd| {
-                    record_transfer(
-                        ctx,
-                        cmd,
-                        shared,
-                        (vk::QUEUE_FAMILY_EXTERNAL, family),
-                        (wait_stage, vk::PipelineStageFlags::ALL_COMMANDS),
-                        (
-                            vk::AccessFlags::empty(),
-                            vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
-                        ),
-                    );
-                    Ok(())
-                })
+                self.wgpu
+                    .raw_commands("cuvk acquire from CUDA", |ctx, cmd| {
+                        record_transfer(
+                            ctx,
+                            cmd,
+                            shared,
+                            (vk::QUEUE_FAMILY_EXTERNAL, family),
+                            (wait_stage, vk::PipelineStageFlags::ALL_COMMANDS),
+                            (
+                                vk::AccessFlags::empty(),
+                                vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
+                            ),
+                        );
+                        Ok(())
+                    })
             }?);
         }
         all.extend(command_buffers);
