@@ -70,6 +70,26 @@ impl Errors {
     }
 }
 
+/// A CUDA + wgpu bridge under the validation layer, wgpu errors collected; `None` (printed)
+/// where there is no CUDA GPU, a failure with REQUIRE_GPU=1.
+pub fn bridge(test: &str) -> Option<(cuvk::wgpu::WgpuBridge, Errors)> {
+    use cuvk::wgpu::{WgpuBridge, WgpuBridgeConfig};
+    match WgpuBridge::new(WgpuBridgeConfig {
+        validation: Validation::Required,
+        ..Default::default()
+    }) {
+        Ok(b) => {
+            let errors = Errors::install(b.device());
+            Some((b, errors))
+        }
+        Err(e) if e.is_unavailable() && !required("REQUIRE_GPU") => {
+            eprintln!("SKIP {test}: no CUDA + wgpu GPU: {e}");
+            None
+        }
+        Err(e) => panic!("{test}: GPU required but not usable: {e}"),
+    }
+}
+
 /// Fails if the validation layer said anything on the wgpu device (or was not active).
 pub fn assert_clean(w: &WgpuDevice) {
     let ctx = w.vulkan();
@@ -100,21 +120,60 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
 const CHECKER: &str = r#"
 @group(0) @binding(0) var<storage, read> data: array<u32>;
+// x: the value; y: 0 every element is x, 1 element i is pattern(i, x), 2 element i is x + i.
 @group(0) @binding(1) var<uniform> expected: vec4<u32>;
+// 0: mismatching elements, 1: workgroups run, 2: last bad value, 3: 1 once any mismatched.
 @group(0) @binding(2) var<storage, read_write> result: array<atomic<u32>, 4>;
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+fn main(@builtin(global_invocation_id) id: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    if (li == 0u) {
+        atomicAdd(&result[1], 1u);
+    }
     let i = id.x + id.y * 65535u * 256u;
     if (i < arrayLength(&data)) {
+        var want = expected.x;
+        if (expected.y == 1u) {
+            want = (i * 2654435761u) ^ expected.x;
+        } else if (expected.y == 2u) {
+            want = expected.x + i;
+        }
         let v = data[i];
-        atomicAdd(&result[1], 1u);
-        if (v != expected.x) {
+        if (v != want) {
             atomicAdd(&result[0], 1u);
             atomicStore(&result[2], v);
+            atomicOr(&result[3], 1u);
         }
     }
 }
 "#;
+
+/// What a [`Checker`] expects element `i` to be.
+#[derive(Clone, Copy, Debug)]
+pub enum Expect {
+    /// Every element is this value.
+    All(u32),
+    /// `pattern(i, seed)`.
+    Pattern(u32),
+    /// `value + i` (the inline `stamp` kernel).
+    Stamp(u32),
+}
+
+impl Expect {
+    fn words(self) -> [u32; 4] {
+        match self {
+            Expect::All(v) => [v, 0, 0, 0],
+            Expect::Pattern(s) => [s, 1, 0, 0],
+            Expect::Stamp(v) => [v, 2, 0, 0],
+        }
+    }
+}
+
+/// The workgroups a checker dispatches for `n` elements.
+pub fn checker_workgroups(n: u32) -> u32 {
+    let (x, y) = workgroups(n, 256);
+    x * y
+}
 
 fn workgroups(n: u32, size: u32) -> (u32, u32) {
     let groups = n.div_ceil(size);
@@ -151,7 +210,7 @@ impl Writer {
         n: u32,
         seed: u32,
     ) -> wgpu::CommandBuffer {
-        let uniform = uniform(device, seed);
+        let uniform = uniform(device, [seed, 0, 0, 0]);
         let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
             layout: &self.pipeline.get_bind_group_layout(0),
@@ -178,8 +237,9 @@ impl Writer {
     }
 }
 
-/// A compute pipeline counting the elements of a buffer that differ from an expected value
-/// into a result buffer: (mismatches, checks, last bad value, 0), accumulated across frames.
+/// A compute pipeline counting the elements of a buffer that differ from what is expected into
+/// a result buffer (mismatches, workgroups run, last bad value, any-mismatch flag),
+/// accumulated across frames.
 pub struct Checker {
     pipeline: wgpu::ComputePipeline,
     pub result: wgpu::Buffer,
@@ -214,9 +274,9 @@ impl Checker {
         device: &wgpu::Device,
         buf: &wgpu::Buffer,
         n: u32,
-        expected: u32,
+        expected: Expect,
     ) -> wgpu::CommandBuffer {
-        let uniform = uniform(device, expected);
+        let uniform = uniform(device, expected.words());
         let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
             layout: &self.pipeline.get_bind_group_layout(0),
@@ -246,14 +306,14 @@ impl Checker {
         enc.finish()
     }
 
-    /// (mismatches, checks, last bad value).
-    pub fn read(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> (u32, u32, u32) {
+    /// (mismatches, workgroups run, last bad value, any mismatch).
+    pub fn read(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> [u32; 4] {
         let r = read_words(device, queue, &self.result, 16);
-        (r[0], r[1], r[2])
+        [r[0], r[1], r[2], r[3]]
     }
 }
 
-fn uniform(device: &wgpu::Device, value: u32) -> wgpu::Buffer {
+fn uniform(device: &wgpu::Device, words: [u32; 4]) -> wgpu::Buffer {
     let buf = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("value"),
         size: 16,
@@ -263,7 +323,7 @@ fn uniform(device: &wgpu::Device, value: u32) -> wgpu::Buffer {
     buf.slice(..)
         .get_mapped_range_mut()
         .expect("mapped at creation")
-        .copy_from_slice(bytemuck::cast_slice(&[value, 0, 0, 0]));
+        .copy_from_slice(bytemuck::cast_slice(&words));
     buf.unmap();
     buf
 }
