@@ -55,6 +55,8 @@ pub struct WgpuDevice {
     device: ::wgpu::Device,
     queue: ::wgpu::Queue,
     vulkan: Arc<VulkanContext>,
+    adapter: Option<::wgpu::Adapter>,
+    instance: Option<::wgpu::Instance>,
 }
 
 impl std::fmt::Debug for WgpuDevice {
@@ -179,15 +181,17 @@ impl WgpuDevice {
     /// Creates a wgpu instance (Vulkan backend, validation as `config` says), picks the adapter
     /// `config.device` names and opens it with [`Self::open`].
     pub fn new(config: WgpuConfig) -> Result<Self> {
-        let (instance, layer) = create_instance(config.validation)?;
-        let adapter = choose_adapter(&instance, config.device)?;
+        let (instance, _) = create_instance(config.validation)?;
+        let adapter = adapter_for(&instance, config.device)?;
         let desc = ::wgpu::DeviceDescriptor {
             label: Some("cuvk"),
             required_features: config.features,
             required_limits: config.limits.unwrap_or_else(|| adapter.limits()),
             ..Default::default()
         };
-        Self::open_inner(&adapter, &desc, layer)
+        let mut me = Self::open(&adapter, &desc)?;
+        me.instance = Some(instance);
+        Ok(me)
     }
 
     /// Opens `adapter` (Vulkan backend) as a wgpu device with what cuvk needs besides what
@@ -199,15 +203,10 @@ impl WgpuDevice {
     /// Everything is checked before the device is created: the adapter's backend and Vulkan
     /// version, the extensions and features above, and `desc`'s features and limits against
     /// the adapter's (as wgpu's `request_device` checks them).
+    ///
+    /// Where the instance has `VK_EXT_debug_utils` ([`create_instance`] with validation),
+    /// the validation layer's messages are recorded ([`Self::validation_messages`]).
     pub fn open(adapter: &::wgpu::Adapter, desc: &::wgpu::DeviceDescriptor<'_>) -> Result<Self> {
-        Self::open_inner(adapter, desc, false)
-    }
-
-    fn open_inner(
-        adapter: &::wgpu::Adapter,
-        desc: &::wgpu::DeviceDescriptor<'_>,
-        validation_log: bool,
-    ) -> Result<Self> {
         validate_request(adapter, desc)?;
         let open = {
             // SAFETY: the hal adapter is used to open a device as wgpu itself would, with
@@ -236,9 +235,13 @@ impl WgpuDevice {
                 call: "wgpu_hal::vulkan::Adapter::open_with_callback",
                 message: e.to_string(),
             })?;
-            (open, offer.buffer_device_address)
+            let record = hal
+                .shared_instance()
+                .extensions()
+                .contains(&ash::ext::debug_utils::NAME);
+            (open, offer.buffer_device_address, record)
         };
-        let (open, buffer_device_address) = open;
+        let (open, buffer_device_address, validation_log) = open;
         // SAFETY: `open` was created from this adapter's hal adapter, with exactly
         // `desc.required_features` (which the adapter offers: checked).
         let (device, queue) =
@@ -248,7 +251,9 @@ impl WgpuDevice {
                     message: e.to_string(),
                 }
             })?;
-        Self::wrap(device, queue, buffer_device_address, validation_log)
+        let mut me = Self::wrap(device, queue, buffer_device_address, validation_log)?;
+        me.adapter = Some(adapter.clone());
+        Ok(me)
     }
 
     /// Adopts a device an application opened itself (Vulkan backend), after checking it has
@@ -328,12 +333,23 @@ impl WgpuDevice {
             device,
             queue,
             vulkan,
+            adapter: None,
+            instance: None,
         })
     }
 
     /// The wgpu device.
     pub fn device(&self) -> &::wgpu::Device {
         &self.device
+    }
+    /// The adapter the device was opened on ([`Self::new`], [`Self::open`]; `None` when
+    /// adopted): for surface capabilities.
+    pub fn adapter(&self) -> Option<&::wgpu::Adapter> {
+        self.adapter.as_ref()
+    }
+    /// The instance [`Self::new`] created (`None` otherwise): for window surfaces.
+    pub fn instance(&self) -> Option<&::wgpu::Instance> {
+        self.instance.as_ref()
     }
     /// The wgpu queue: every submission goes through it.
     pub fn queue(&self) -> &::wgpu::Queue {
@@ -468,8 +484,10 @@ fn offer(hal: &hal::vulkan::Adapter, features: ::wgpu::Features) -> Result<Offer
     })
 }
 
-/// The adapter `choice` names among the Vulkan adapters of `instance`.
-fn choose_adapter(instance: &::wgpu::Instance, choice: DeviceChoice) -> Result<::wgpu::Adapter> {
+/// The Vulkan adapter of `instance` that `choice` names: the one with a `deviceUUID` (a CUDA
+/// device's), or the best that can share memory (discrete, integrated, virtual GPUs, then CPU
+/// implementations).
+pub fn adapter_for(instance: &::wgpu::Instance, choice: DeviceChoice) -> Result<::wgpu::Adapter> {
     let adapters = ready(
         "wgpu::Instance::enumerate_adapters",
         instance.enumerate_adapters(::wgpu::Backends::VULKAN),

@@ -31,7 +31,7 @@ mod submit;
 pub use ::wgpu;
 
 pub use buffer::{vk_buffer_usage, WgpuSharedBuffer};
-pub use device::{adapter_uuid, create_instance, WgpuConfig, WgpuDevice};
+pub use device::{adapter_for, adapter_uuid, create_instance, WgpuConfig, WgpuDevice};
 pub use submit::{KernelLaunch, WgpuFramePacer};
 
 use std::sync::Arc;
