@@ -11,3 +11,6 @@ export REQUIRE_VULKAN=1
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo test
+# The wgpu integration (feature `wgpu`, off by default).
+cargo clippy --all-targets --features wgpu -- -D warnings
+cargo test --features wgpu

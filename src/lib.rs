@@ -41,6 +41,7 @@ mod uuid;
 pub mod vulkan;
 #[cfg(feature = "wgpu")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+#[clippy::msrv = "1.87"] // wgpu 30's own minimum
 pub mod wgpu;
 
 pub use error::{Error, ErrorKind, Result};

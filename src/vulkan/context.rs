@@ -214,6 +214,7 @@ pub struct VulkanContext {
     owned: bool,
     /// What keeps a wrapped device alive (e.g. the `wgpu::Device` it belongs to): dropped
     /// after [`Drop::drop`] has destroyed everything the context made on the device.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     keep_alive: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
@@ -357,6 +358,7 @@ impl VulkanContext {
     ///
     /// # Safety
     /// As [`Self::from_existing`]; `keep_alive` must keep the instance and device alive.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub(crate) unsafe fn from_existing_kept(
         existing: ExistingVulkan<'_>,
         keep_alive: Box<dyn std::any::Any + Send + Sync>,

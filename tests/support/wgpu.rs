@@ -14,6 +14,7 @@ fn required(var: &str) -> bool {
 }
 
 /// Runs a wgpu future that is ready at once (wgpu-core's are, on native backends).
+#[clippy::msrv = "1.87"] // wgpu 30's own minimum
 pub fn ready<F: Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
