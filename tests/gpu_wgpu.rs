@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
 use cuvk::error::ExtensionState;
-use cuvk::vulkan::{AsVkBuffer, CuModule, KernelArg, LaunchDims, SemaphoreOp};
-use cuvk::wgpu::{wgpu, KernelLaunch, WgpuBridge, WgpuDevice, WgpuFramePacer, WgpuSharedBuffer};
+use cuvk::vulkan::{CuModule, KernelArg, LaunchDims, SemaphoreOp};
+use cuvk::wgpu::{
+    wgpu, KernelLaunch, PacedBuffer, WgpuBridge, WgpuDevice, WgpuFramePacer, WgpuSharedBuffer,
+};
 use cuvk::Error;
 use kernels::Kernels;
 use support::{checker_workgroups, pattern, Checker, Expect, Writer};
@@ -248,7 +250,7 @@ fn run_frames(
         match fault {
             Fault::None => {
                 pacer
-                    .submit(&frame, &[&slot.shared as &dyn AsVkBuffer], [check], stage)
+                    .submit(&frame, &[slot as &dyn PacedBuffer], [check], stage)
                     .unwrap();
             }
             Fault::SkipWgpuWait => {

@@ -77,14 +77,16 @@ fn vulkan_present() -> bool {
     o.status.success()
 }
 
-fn headless_frame(sim: &str, transfer: &str) -> Option<f64> {
-    let dir = temp_dir(&format!("wgpu-{sim}-{transfer}"));
+fn headless_frame(sim: &str, transfer: &str, draw: &str) -> Option<f64> {
+    let dir = temp_dir(&format!("wgpu-{sim}-{transfer}-{draw}"));
     let o = run(&[
         "--headless",
         "--sim",
         sim,
         "--transfer",
         transfer,
+        "--draw",
+        draw,
         "--frames",
         "6",
         "--particles",
@@ -113,18 +115,16 @@ fn headless_wgsl_frames_show_the_particles_where_the_simulation_puts_them() {
         eprintln!("SKIP: no Vulkan device");
         return;
     }
-    let share = headless_frame("wgsl", "zero-copy").unwrap();
-    assert!(
-        share > 0.99,
-        "only {:.2}% of the particles' pixels are lit",
-        100.0 * share
-    );
+    for draw in ["splat", "points"] {
+        let share = headless_frame("wgsl", "zero-copy", draw).unwrap();
+        assert!(share > 0.99, "{draw}: only {:.2}% lit", 100.0 * share);
+    }
 }
 
 #[test]
 fn headless_cuda_frames_zero_copy_and_write_buffer_match_the_simulation() {
     for transfer in ["zero-copy", "write-buffer"] {
-        if let Some(share) = headless_frame("cuda", transfer) {
+        if let Some(share) = headless_frame("cuda", transfer, "splat") {
             assert!(share > 0.99, "{transfer}: only {:.2}% lit", 100.0 * share);
         }
     }
@@ -146,6 +146,7 @@ fn bad_input_gives_a_clear_message_and_exit_code_2() {
             "--particles must be",
         ),
         (vec!["--headless", "--size", "big"], "--size must look like"),
+        (vec!["--headless", "--draw", "crayon"], "--draw must be"),
     ] {
         let o = run(&argv);
         assert_eq!(o.status.code(), Some(2), "{argv:?}");

@@ -10,6 +10,7 @@
 //! Options: --particles N (1000000), --frames N (300), --headless, --out DIR (out-wgpu),
 //! --save-every K (0: last frame only), --size WxH (1280x720), --sim cuda|wgsl, --transfer
 //! zero-copy|write-buffer (CUDA → host → Queue::write_buffer, what wgpu users do today),
+//! --draw splat|points (compute splat resolved by a render pass, or rasterised points),
 //! --frames-in-flight K (2..4, 3), --seed N, --exit-after N (window), --bench [--json FILE].
 
 #[allow(dead_code)] // the native demo's engine: the benchmark's comparison rows
@@ -29,7 +30,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use cuvk::vulkan::{DeviceChoice, Validation};
 use cuvk::wgpu::{wgpu, WgpuBridge, WgpuBridgeConfig, WgpuConfig, WgpuDevice};
-use scene::{Mode, Renderer, Scene};
+use scene::{Draw, Mode, Renderer, Scene};
 
 /// Bad command-line input: exit code 2.
 #[derive(Debug)]
@@ -54,6 +55,7 @@ pub struct Args {
     pub size: (u32, u32),
     pub sim: Option<&'static str>,
     pub mode: Mode,
+    pub draw: Draw,
     pub k: u32,
     pub seed: u64,
     pub exit_after: Option<u64>,
@@ -71,6 +73,7 @@ fn parse() -> anyhow::Result<Args> {
         size: (1280, 720),
         sim: None,
         mode: Mode::ZeroCopy,
+        draw: Draw::Splat,
         k: 3,
         seed: 1,
         exit_after: None,
@@ -111,6 +114,13 @@ fn parse() -> anyhow::Result<Args> {
                     v => bail!(usage(format!("--sim must be cuda or wgsl, not '{v}'"))),
                 })
             }
+            "--draw" => {
+                a.draw = match value()?.as_str() {
+                    "splat" => Draw::Splat,
+                    "points" => Draw::Points,
+                    v => bail!(usage(format!("--draw must be splat or points, not '{v}'"))),
+                }
+            }
             "--transfer" => {
                 a.mode = match value()?.as_str() {
                     "zero-copy" => Mode::ZeroCopy,
@@ -134,7 +144,7 @@ fn parse() -> anyhow::Result<Args> {
             "-h" | "--help" => bail!(usage(
                 include_str!("main.rs")
                     .lines()
-                    .take(13)
+                    .take(14)
                     .map(|l| l.trim_start_matches("//!"))
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -158,8 +168,19 @@ pub struct Devices {
     pub wgpu: WgpuDevice,
 }
 
+/// Validation: where the layer is installed, except for the benchmark (CUVK_VALIDATION=1 forces
+/// it on).
+fn validation(args: &Args) -> Validation {
+    let default = if args.bench {
+        Validation::Off
+    } else {
+        Validation::IfAvailable
+    };
+    default.or_from_env()
+}
+
 pub fn open(args: &mut Args) -> anyhow::Result<Devices> {
-    let validation = Validation::IfAvailable.or_from_env();
+    let validation = validation(args);
     if args.sim != Some("wgsl") {
         match WgpuBridge::new(WgpuBridgeConfig {
             validation,
@@ -324,10 +345,11 @@ fn headless(args: &mut Args) -> anyhow::Result<()> {
     check_memory(&dev, args)?;
     let device = dev.wgpu.device();
     println!(
-        "device: {}; {} particles; {:?}; {} frames in flight",
+        "device: {}; {} particles; {:?}, draw {:?}; {} frames in flight",
         dev.wgpu.vulkan().info().describe(),
         args.particles,
         args.mode,
+        args.draw,
         args.k
     );
     let target = Offscreen::new(device, args.size);
@@ -336,6 +358,7 @@ fn headless(args: &mut Args) -> anyhow::Result<()> {
         args.size,
         wgpu::TextureFormat::Rgba8Unorm,
         args.particles,
+        args.draw,
     );
     let mut scene = Scene::new(
         dev.bridge.as_ref(),
@@ -419,7 +442,7 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
     };
     let native = {
         let b = cuvk::Bridge::new(cuvk::BridgeConfig {
-            validation: Validation::IfAvailable.or_from_env(),
+            validation: validation(args),
             ..Default::default()
         })?;
         engine::Devices {
@@ -435,9 +458,18 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
     let shaders = engine::Shaders::load(&shader_dir)?;
     let device = dev.wgpu.device();
     for n in [1_000_000usize, 10_000_000] {
-        for (name, mode) in [
-            ("wgpu, zero-copy (cuvk)", Mode::ZeroCopy),
-            ("wgpu, CUDA->host->write_buffer", Mode::WriteBuffer),
+        for (name, mode, draw) in [
+            ("wgpu, zero-copy (cuvk)", Mode::ZeroCopy, Draw::Splat),
+            (
+                "wgpu, CUDA->host->write_buffer",
+                Mode::WriteBuffer,
+                Draw::Splat,
+            ),
+            (
+                "wgpu, zero-copy, raster points",
+                Mode::ZeroCopy,
+                Draw::Points,
+            ),
         ] {
             let a = Args {
                 particles: n,
@@ -449,7 +481,8 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
                 continue;
             }
             let target = Offscreen::new(device, args.size);
-            let renderer = Renderer::new(device, args.size, wgpu::TextureFormat::Rgba8Unorm, n);
+            let renderer =
+                Renderer::new(device, args.size, wgpu::TextureFormat::Rgba8Unorm, n, draw);
             let mut scene = Scene::new(Some(bridge), device, mode, n, args.seed, args.k, renderer)?;
             let mut starts = Vec::new();
             for _ in 0..frames {

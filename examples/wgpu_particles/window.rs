@@ -86,6 +86,7 @@ impl App {
             (config.width, config.height),
             config.format,
             self.args.particles,
+            self.args.draw,
         );
         let a = &self.args;
         let scene = Scene::new(

@@ -32,7 +32,7 @@ pub use ::wgpu;
 
 pub use buffer::{vk_buffer_usage, WgpuSharedBuffer};
 pub use device::{adapter_for, adapter_uuid, create_instance, WgpuConfig, WgpuDevice};
-pub use submit::{KernelLaunch, WgpuFramePacer};
+pub use submit::{KernelLaunch, PacedBuffer, WgpuFramePacer};
 
 use std::sync::Arc;
 

@@ -3,21 +3,81 @@
 //! `add_signal_semaphore`), raw command buffers made through `CommandEncoder::as_hal_mut`
 //! (queue-family transfers, CUDA kernels launched in the queue), and [`WgpuFramePacer`].
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ash::vk;
 use cudarc::driver::CudaStream;
 
 use crate::error::Result;
-use crate::interop::{Frame, FramePacer};
+use crate::interop::{Frame, FramePacer, SharedBuffer, DEFAULT_SLOT_TIMEOUT};
 use crate::timeline::SignalLedger;
 use crate::vulkan::{
-    record_barrier_before_kernel, record_kernel_barrier, AsVkBuffer, CuFunction, KernelArg,
-    LaunchDims, Semaphore, SemaphoreKind, SemaphoreOp,
+    record_barrier_before_kernel, record_kernel_barrier, AsVkBuffer, BoundBuffer, CuFunction,
+    KernelArg, LaunchDims, Semaphore, SemaphoreKind, SemaphoreOp,
 };
 use crate::wgpu::device::Vk;
-use crate::wgpu::{WgpuBridge, WgpuDevice};
+use crate::wgpu::{WgpuBridge, WgpuDevice, WgpuSharedBuffer};
 use crate::Error;
+
+/// Semaphore operations attached to wgpu's next submission, withdrawn on drop where wgpu did
+/// not consume them, so none is left for a later submission to pick up.
+struct Attached<'a> {
+    queue: &'a ::wgpu::hal::vulkan::Queue,
+    waits: Vec<vk::Semaphore>,
+    signals: Vec<vk::Semaphore>,
+}
+
+impl Attached<'_> {
+    /// Withdraws what is still attached; returns how many were.
+    fn withdraw(mut self) -> usize {
+        self.withdraw_all()
+    }
+
+    fn withdraw_all(&mut self) -> usize {
+        let waits = std::mem::take(&mut self.waits);
+        let signals = std::mem::take(&mut self.signals);
+        let w = waits
+            .into_iter()
+            .filter(|&s| self.queue.remove_wait_semaphore(s))
+            .count();
+        w + signals
+            .into_iter()
+            .filter(|&s| self.queue.remove_signal_semaphore(s))
+            .count()
+    }
+}
+
+impl Drop for Attached<'_> {
+    fn drop(&mut self) {
+        self.withdraw_all();
+    }
+}
+
+/// A buffer CUDA writes and wgpu reads in a frame: [`WgpuFramePacer::submit`] transfers its
+/// queue-family ownership and holds its Vulkan buffer until the frame's work completes.
+pub trait PacedBuffer {
+    /// The Vulkan buffer (and the memory it is bound to), shared.
+    fn paced_vk_buffer(&self) -> Arc<BoundBuffer>;
+}
+
+impl<T: bytemuck::Pod> PacedBuffer for SharedBuffer<T> {
+    fn paced_vk_buffer(&self) -> Arc<BoundBuffer> {
+        self.vulkan_buffer().clone()
+    }
+}
+
+impl<T: bytemuck::Pod> PacedBuffer for WgpuSharedBuffer<T> {
+    fn paced_vk_buffer(&self) -> Arc<BoundBuffer> {
+        self.shared.vulkan_buffer().clone()
+    }
+}
+
+impl PacedBuffer for Arc<BoundBuffer> {
+    fn paced_vk_buffer(&self) -> Arc<BoundBuffer> {
+        self.clone()
+    }
+}
 
 /// One CUDA kernel launch for [`WgpuDevice::kernel_commands`].
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +139,15 @@ impl WgpuDevice {
         let progress = &self.vulkan().progress;
         let number = progress.last_submitted() + 1;
         let index = SignalLedger::signal_all(&ledgers, || {
+            let attached = Attached {
+                queue: &hal,
+                waits: waits.iter().map(|o| o.semaphore.handle()).collect(),
+                signals: signals
+                    .iter()
+                    .map(|o| o.semaphore.handle())
+                    .chain([progress.semaphore])
+                    .collect(),
+            };
             for op in waits {
                 hal.add_wait_semaphore(op.semaphore.handle(), Some(op.value), op.stage);
             }
@@ -87,19 +156,12 @@ impl WgpuDevice {
             }
             hal.add_signal_semaphore(progress.semaphore, Some(number));
             let index = self.queue().submit(command_buffers);
-            // Whatever wgpu did not consume did not reach the driver: withdraw it.
-            let mut withdrawn = 0;
-            for op in waits {
-                withdrawn += usize::from(hal.remove_wait_semaphore(op.semaphore.handle()));
+            // Whatever wgpu did not consume did not reach the driver: withdraw it (also if
+            // wgpu's error handler panicked, through Attached's drop).
+            match attached.withdraw() {
+                0 => Ok(index),
+                withdrawn => Err(Error::NotSubmitted { withdrawn }),
             }
-            for s in signals.iter().map(|o| o.semaphore.handle()) {
-                withdrawn += usize::from(hal.remove_signal_semaphore(s));
-            }
-            withdrawn += usize::from(hal.remove_signal_semaphore(progress.semaphore));
-            if withdrawn > 0 {
-                return Err(Error::NotSubmitted { withdrawn });
-            }
-            Ok(index)
         })?;
         progress.submitted(number);
         drop(lock);
@@ -206,6 +268,8 @@ impl WgpuDevice {
 /// guarantees as [`FramePacer`]: CUDA never overwrites a slot wgpu has not finished reading,
 /// wgpu never reads a slot before CUDA has finished writing it, and neither waits on the CPU.
 pub struct WgpuFramePacer {
+    // Dropped after Drop::drop has waited for every frame (or leaked if that timed out).
+    held: Mutex<Vec<Vec<Arc<BoundBuffer>>>>,
     pacer: FramePacer,
     wgpu: WgpuDevice,
 }
@@ -214,8 +278,10 @@ impl WgpuFramePacer {
     /// Creates the pacer's timelines on the wgpu device and imports them into CUDA, for
     /// `frames_in_flight` (1 to 8) slots.
     pub fn new(bridge: &WgpuBridge, frames_in_flight: u32) -> Result<Self> {
+        let pacer = FramePacer::new(bridge.bridge(), frames_in_flight)?;
         Ok(Self {
-            pacer: FramePacer::new(bridge.bridge(), frames_in_flight)?,
+            held: Mutex::new(vec![Vec::new(); pacer.command_slots()]),
+            pacer,
             wgpu: bridge.wgpu().clone(),
         })
     }
@@ -233,9 +299,17 @@ impl WgpuFramePacer {
         self.pacer.frames_in_flight()
     }
 
-    /// The next frame ([`FramePacer::begin_frame`]).
+    /// The next frame ([`FramePacer::begin_frame`]): waits on the host only while the CPU is
+    /// 2K frames ahead; then the buffers held for the frame 2K earlier are released.
     pub fn begin_frame(&mut self) -> Result<Frame> {
-        self.pacer.begin_frame()
+        let frame = self.pacer.begin_frame()?;
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = held.get_mut(frame.command_slot) {
+            // Frame number - 2K, the last user of this command slot, has completed (the
+            // pacer waited for it) or never existed.
+            slot.clear();
+        }
+        Ok(frame)
     }
     /// On `stream`: wait (on the GPU) until wgpu has released the frame's slot.
     pub fn cuda_acquire(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
@@ -248,11 +322,29 @@ impl WgpuFramePacer {
 
     /// Submits the frame's wgpu work: it waits (on the GPU) for CUDA's release of the frame at
     /// `wait_stage` and signals the frame done. `shared` are the buffers CUDA wrote this
-    /// frame: their queue-family ownership is acquired from CUDA (`VK_QUEUE_FAMILY_EXTERNAL`)
-    /// before `command_buffers` and released back after them, in two raw command buffers of
-    /// the same submission. Checked before anything is made: the frame's values, and that
-    /// every buffer is on this device ([`WgpuDevice::submit`] for the rest).
+    /// frame and wgpu reads: their queue-family ownership is acquired from CUDA
+    /// (`VK_QUEUE_FAMILY_EXTERNAL`) before `command_buffers` and released back after them, in
+    /// two raw command buffers of the same submission, and the pacer holds their Vulkan
+    /// buffers until the frame completes. Checked before anything is made: the frame's values,
+    /// the stage, and that every buffer is on this device ([`WgpuDevice::submit`] for the rest).
     pub fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
+        &self,
+        frame: &Frame,
+        shared: &[&dyn PacedBuffer],
+        command_buffers: I,
+        wait_stage: vk::PipelineStageFlags,
+    ) -> Result<::wgpu::SubmissionIndex> {
+        let shared: Vec<Arc<BoundBuffer>> = shared.iter().map(|b| b.paced_vk_buffer()).collect();
+        let views: Vec<&dyn AsVkBuffer> = shared.iter().map(|b| &**b as &dyn AsVkBuffer).collect();
+        let index = self.submit_views(frame, &views, command_buffers, wait_stage)?;
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = held.get_mut(frame.command_slot) {
+            slot.extend(shared);
+        }
+        Ok(index)
+    }
+
+    fn submit_views<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         frame: &Frame,
         shared: &[&dyn AsVkBuffer],
@@ -336,6 +428,19 @@ impl WgpuFramePacer {
     pub fn wait_idle(&self, timeout: Duration) -> Result<()> {
         let done: &Semaphore = self.pacer.frames_complete();
         done.wait_host(done.highest_signal(), timeout)
+    }
+}
+
+impl Drop for WgpuFramePacer {
+    fn drop(&mut self) {
+        // The held buffers go only once every frame that used them has completed.
+        if let Err(e) = self.wait_idle(DEFAULT_SLOT_TIMEOUT) {
+            log::error!(
+                "WgpuFramePacer dropped with frames still running ({e}); leaking their buffers"
+            );
+            let held = std::mem::take(self.held.get_mut().unwrap_or_else(|p| p.into_inner()));
+            std::mem::forget(held);
+        }
     }
 }
 
