@@ -548,7 +548,9 @@ impl Scene {
                 let draw = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("positions"),
                     size: particles as u64 * 16,
-                    usage: wgpu::BufferUsages::VERTEX | wgpu::BufferUsages::COPY_DST,
+                    usage: wgpu::BufferUsages::VERTEX
+                        | wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
                 });
                 Store::WriteBuffer {
