@@ -231,6 +231,11 @@ fn submissions_wait_and_signal_cuvk_timelines() {
         stage: vk::PipelineStageFlags::ALL_COMMANDS,
     };
     assert_err!(w.submit([], &[bin_op], &[]), Error::InvalidArgument(_));
+    let no_stage = SemaphoreOp {
+        stage: vk::PipelineStageFlags::empty(),
+        ..wait(2)
+    };
+    assert_err!(w.submit([], &[no_stage], &[]), Error::InvalidArgument(_));
     assert_eq!(done.highest_signal(), 1);
     queue.submit([]);
     support::wait(device);

@@ -97,7 +97,8 @@ impl WgpuDevice {
     /// signal before and a CUDA wait after.
     ///
     /// Checked before anything reaches wgpu: every semaphore belongs to this device and is a
-    /// timeline (a binary wait with no pending signal would be invalid), and every signal value
+    /// timeline (a binary wait with no pending signal would be invalid), every wait names the
+    /// stages that wait, and every signal value
     /// exceeds every value scheduled on that semaphore by any API. The values are recorded
     /// only once wgpu has handed the submission to the driver; if it did not (a validation
     /// error in a command buffer, reported to wgpu's error handler), the semaphore operations
@@ -122,6 +123,11 @@ impl WgpuDevice {
                     "wgpu submissions wait on and signal timeline semaphores only".into(),
                 ));
             }
+        }
+        if waits.iter().any(|op| op.stage.is_empty()) {
+            return Err(Error::InvalidArgument(
+                "a semaphore wait needs the stages that wait (its stage is empty)".into(),
+            ));
         }
         let ledgers: Vec<(&SignalLedger, u64)> = signals
             .iter()
