@@ -292,13 +292,13 @@ impl WgpuFramePacer {
         })
     }
 
-    /// The pacer underneath (its timelines, `frames_in_flight`, `set_slot_timeout`).
+    /// The pacer underneath (its timelines, for submissions made another way).
     pub fn pacer(&self) -> &FramePacer {
         &self.pacer
     }
-    /// As [`Self::pacer`], mutably.
-    pub fn pacer_mut(&mut self) -> &mut FramePacer {
-        &mut self.pacer
+    /// Sets how long [`Self::begin_frame`] waits for a slot ([`FramePacer::set_slot_timeout`]).
+    pub fn set_slot_timeout(&mut self, timeout: Duration) {
+        self.pacer.set_slot_timeout(timeout);
     }
     /// Frames in flight (K).
     pub fn frames_in_flight(&self) -> u32 {
