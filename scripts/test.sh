@@ -24,3 +24,6 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib
 # then the doctests, which --all-targets leaves out.
 cargo test --all-targets
 cargo test --doc
+# The wgpu integration (feature `wgpu`, off by default).
+cargo clippy --all-targets --features wgpu -- -D warnings
+cargo test --features wgpu

@@ -311,6 +311,43 @@ pub enum Error {
     /// An argument broke a documented rule not covered by [`LayoutError`].
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The Vulkan context has no queue of its own: it wraps a device whose queue another
+    /// library owns (wgpu's), and cuvk never submits there behind that library's back.
+    #[error(
+        "this Vulkan context has no queue of its own (it wraps a device whose queue another \
+         library submits to, e.g. wgpu); {needed_for} needs one: submit through that library"
+    )]
+    NoQueue {
+        /// What needed a queue.
+        needed_for: &'static str,
+    },
+    /// A wgpu object is not on the Vulkan backend, the only one cuvk shares memory through.
+    #[error("the wgpu {object} is on the {backend} backend; cuvk shares memory and semaphores through Vulkan only")]
+    WrongBackend {
+        /// Which object (adapter, device, queue, command encoder).
+        object: &'static str,
+        /// The backend it is on.
+        backend: &'static str,
+    },
+    /// A wgpu call failed (its own message).
+    #[error("{call} failed: {message}")]
+    Wgpu {
+        /// The wgpu (or wgpu-hal) function.
+        call: &'static str,
+        /// What it reported.
+        message: String,
+    },
+    /// wgpu accepted a submission call but did not hand the work to the driver (a
+    /// validation error, which went to wgpu's error handler): its semaphore operations were
+    /// withdrawn and no timeline value was recorded, so the same values may be used again.
+    #[error(
+        "wgpu did not submit the work (its error handler has the reason); the submission's \
+         {withdrawn} semaphore operations were withdrawn and no timeline value was recorded"
+    )]
+    NotSubmitted {
+        /// How many semaphore waits and signals were withdrawn from wgpu's queue.
+        withdrawn: usize,
+    },
     /// An OS call failed.
     #[error("{call} failed: {source}")]
     Io {
@@ -360,10 +397,13 @@ impl Error {
             Error::ApiVersion { .. }
             | Error::Unsupported(_)
             | Error::NoMemoryType { .. }
-            | Error::NoQueueFamily(_) => K::Unsupported,
+            | Error::NoQueueFamily(_)
+            | Error::NoQueue { .. }
+            | Error::WrongBackend { .. } => K::Unsupported,
             Error::ExceedsHeap { .. } | Error::HostOutOfMemory { .. } => K::OutOfMemory,
             Error::DeviceMismatch { .. } | Error::WrongDevice(_) => K::WrongDevice,
             Error::Timeout { .. } => K::Timeout,
+            Error::Wgpu { .. } => K::Driver,
             Error::Io { .. } => K::Io,
             Error::Image(e) if e.is_unsupported() => K::Unsupported,
             Error::Nvrtc { .. }
@@ -375,7 +415,8 @@ impl Error {
             | Error::DedicatedHoldsOneBuffer
             | Error::UsageNotInPool { .. }
             | Error::TimelineNotIncreasing { .. }
-            | Error::InvalidArgument(_) => K::InvalidInput,
+            | Error::InvalidArgument(_)
+            | Error::NotSubmitted { .. } => K::InvalidInput,
         }
     }
 

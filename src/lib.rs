@@ -27,7 +27,8 @@
 //!   [`FramePacer`], ...;
 //! - [`platform`] holds every OS difference (file descriptors vs NT handles);
 //! - [`layout`], [`suballoc`], [`image_format`] and [`timeline`] are pure rules and
-//!   bookkeeping, tested without a GPU.
+//!   bookkeeping, tested without a GPU;
+//! - `wgpu` (feature `wgpu`) makes the same pairings on a wgpu device.
 
 #[cfg(feature = "capi")]
 pub mod capi;
@@ -42,6 +43,10 @@ pub mod suballoc;
 pub mod timeline;
 mod uuid;
 pub mod vulkan;
+#[cfg(feature = "wgpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+#[clippy::msrv = "1.87"] // wgpu 30's own minimum
+pub mod wgpu;
 
 pub use error::{Error, ErrorKind, Result};
 pub use image_format::ImageKind;

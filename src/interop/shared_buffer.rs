@@ -322,10 +322,12 @@ pub(crate) type BufferEvents = (Option<CudaEvent>, Option<CudaEvent>);
 /// an exported semaphore) before Vulkan reads, and the reverse.
 pub struct SharedBuffer<T> {
     // Declared before `cuda`: the events are waited for in Drop, then the Vulkan view goes,
-    // then the CUDA mapping (and through it the allocation).
+    // then the CUDA mapping (and through it the allocation). The Vulkan view is shared with
+    // a wgpu::Buffer made of it (feature `wgpu`), which may keep it, and the memory it is
+    // bound to, alive after this buffer and its CUDA mapping are gone.
     read: Option<CudaEvent>,
     write: Option<CudaEvent>,
-    bound: BoundBuffer,
+    bound: Arc<BoundBuffer>,
     cuda: CudaSide,
     device_ptr: sys::CUdeviceptr,
     stream: Arc<CudaStream>,
@@ -370,7 +372,7 @@ impl<T> SharedBuffer<T> {
             read,
             write,
             device_ptr: cuda.device_ptr(),
-            bound,
+            bound: Arc::new(bound),
             cuda,
             stream,
             len,
@@ -404,6 +406,12 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     /// The Vulkan buffer handle (valid while `self` lives).
     pub fn vk_buffer(&self) -> vk::Buffer {
         self.bound.buffer().handle()
+    }
+    /// The Vulkan buffer and the memory it is bound to, shared (a wgpu::Buffer made of this
+    /// buffer keeps them alive until wgpu is done with it).
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    pub(crate) fn vulkan_buffer(&self) -> &Arc<BoundBuffer> {
+        &self.bound
     }
     /// The Vulkan buffer's device address, where the device has `bufferDeviceAddress` (the
     /// pointer a CUDA kernel launched in a Vulkan queue takes).

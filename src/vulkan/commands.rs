@@ -20,6 +20,7 @@ impl VulkanContext {
         &self,
         record: impl FnOnce(&ash::Device, vk::CommandBuffer) -> R,
     ) -> Result<R> {
+        self.require_queue("one-shot commands (submit_and_wait, copy_buffer, fill_buffer)")?;
         let device = self.device();
         let pool_info = vk::CommandPoolCreateInfo::default()
             .queue_family_index(self.queue_family_index())

@@ -163,7 +163,10 @@ pub struct ExistingVulkan<'a> {
     pub device: ash::Device,
     /// The queue family of `queue`.
     pub queue_family_index: u32,
-    /// A queue the bridge may submit to (never concurrently with the engine).
+    /// A queue the bridge may submit to (never concurrently with the engine), or
+    /// `vk::Queue::null()` for none: the context then never submits (copies, one-shot commands
+    /// and [`VulkanContext::submit_with_semaphores`] return [`Error::NoQueue`]), which is how
+    /// cuvk wraps a device whose only queue another library submits to (wgpu's).
     pub queue: vk::Queue,
     /// The device extensions the engine enabled.
     pub enabled_extensions: &'a [&'a CStr],
@@ -209,6 +212,10 @@ pub struct VulkanContext {
     pub(crate) ext: DeviceExtensions,
     pub(crate) progress: Progress,
     owned: bool,
+    /// What keeps a wrapped device alive (e.g. the `wgpu::Device` it belongs to): dropped
+    /// after [`Drop::drop`] has destroyed everything the context made on the device.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    keep_alive: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Device-level functions above Vulkan 1.0 the crate calls: each must resolve on a wrapped
@@ -349,7 +356,34 @@ impl VulkanContext {
             ext,
             progress,
             owned: parts.owned,
+            keep_alive: None,
         }))
+    }
+
+    /// As [`Self::from_existing`], keeping `keep_alive` (what owns the device) until the
+    /// context and everything made from it are gone, and, with `validation_log`, recording
+    /// the validation layer's messages through a messenger of the context's own (the
+    /// instance must have `VK_EXT_debug_utils` enabled).
+    ///
+    /// # Safety
+    /// As [`Self::from_existing`]; `keep_alive` must keep the instance and device alive.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    pub(crate) unsafe fn from_existing_kept(
+        existing: ExistingVulkan<'_>,
+        keep_alive: Box<dyn std::any::Any + Send + Sync>,
+        validation_log: bool,
+    ) -> Result<Arc<Self>> {
+        // SAFETY: forwarded from the caller.
+        let mut ctx = unsafe { Self::from_existing(existing) }?;
+        let me = Arc::get_mut(&mut ctx).ok_or(Error::InvalidArgument(
+            "a context just created is shared".into(),
+        ))?;
+        me.keep_alive = Some(keep_alive);
+        if validation_log {
+            // On error `ctx` drops: its own semaphore is destroyed, then `keep_alive`.
+            me.debug = Some(create_messenger(&me.entry, &me.instance)?);
+        }
+        Ok(ctx)
     }
     /// The loaded Vulkan entry points.
     pub fn entry(&self) -> &ash::Entry {
@@ -372,9 +406,23 @@ impl VulkanContext {
         self.queue_family_index
     }
     /// Locks the queue for a submission (`vkQueueSubmit` needs external synchronisation).
+    /// The handle is `vk::Queue::null()` where the context has no queue ([`Self::has_queue`]).
     pub fn lock_queue(&self) -> MutexGuard<'_, vk::Queue> {
         // A poisoned lock only means another thread panicked mid-submit; the handle is fine.
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    /// Whether the context has a queue of its own to submit to (see [`ExistingVulkan::queue`]).
+    pub fn has_queue(&self) -> bool {
+        *self.lock_queue() != vk::Queue::null()
+    }
+    /// Refuses with [`Error::NoQueue`] where the context has no queue: checked before a
+    /// submitting call creates anything.
+    pub(crate) fn require_queue(&self, needed_for: &'static str) -> Result<()> {
+        if self.has_queue() {
+            Ok(())
+        } else {
+            Err(Error::NoQueue { needed_for })
+        }
     }
     /// Facts about the device.
     pub fn info(&self) -> &DeviceInfo {
@@ -480,8 +528,15 @@ impl Drop for VulkanContext {
             );
             return;
         }
-        // SAFETY: our own semaphore; every submission that signals it has completed.
-        unsafe { self.device.destroy_semaphore(self.progress.semaphore, None) };
+        // SAFETY: our own semaphore; every submission that signals it has completed. A
+        // messenger of ours (never the engine's) goes before the instance it was made on,
+        // which `keep_alive` (dropped after this) keeps alive.
+        unsafe {
+            self.device.destroy_semaphore(self.progress.semaphore, None);
+            if let Some(d) = self.debug.take() {
+                d.loader.destroy_debug_utils_messenger(d.messenger, None);
+            }
+        }
     }
 }
 
@@ -777,7 +832,7 @@ fn create_progress(device: &ash::Device) -> Result<Progress> {
     })
 }
 
-fn layer_available(entry: &ash::Entry) -> Result<bool> {
+pub(crate) fn layer_available(entry: &ash::Entry) -> Result<bool> {
     // SAFETY: entry is loaded.
     let layers = unsafe { entry.enumerate_instance_layer_properties() }
         .vk("vkEnumerateInstanceLayerProperties")?;

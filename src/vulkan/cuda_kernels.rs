@@ -263,6 +263,11 @@ impl KernelArg {
 }
 
 impl CuFunction {
+    /// The context of the device the kernel's module was loaded into.
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    pub(crate) fn context(&self) -> &Arc<VulkanContext> {
+        &self.module.ctx
+    }
     /// The kernel's PTX signature.
     pub fn signature(&self) -> &KernelSignature {
         &self.signature

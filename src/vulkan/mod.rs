@@ -13,6 +13,8 @@ mod pool;
 mod semaphore;
 mod sparse;
 
+#[cfg(feature = "wgpu")]
+pub(crate) use context::layer_available;
 pub use context::{
     physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, ExistingVulkan, Validation,
     VulkanConfig, VulkanContext, MIN_API_VERSION,

@@ -345,6 +345,7 @@ impl VulkanContext {
         signals: &[SemaphoreOp<'_>],
         fence: vk::Fence,
     ) -> Result<()> {
+        self.require_queue("submit_with_semaphores")?;
         for op in waits.iter().chain(signals) {
             if !self.same_device(op.semaphore.context()) {
                 return Err(Error::WrongDevice(
