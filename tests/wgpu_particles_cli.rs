@@ -53,8 +53,14 @@ fn required(var: &str) -> bool {
     std::env::var(var).as_deref() == Ok("1")
 }
 
-/// Whether the example finds a Vulkan device for wgpu (asked of the example itself).
+/// Whether the example finds a Vulkan device for wgpu (asked of the example itself, once per
+/// process: tests run on parallel threads and would share the probe's directory).
 fn vulkan_present() -> bool {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PRESENT.get_or_init(probe_vulkan)
+}
+
+fn probe_vulkan() -> bool {
     let dir = temp_dir("wgpu-probe");
     let o = run(&[
         "--headless",
