@@ -78,6 +78,14 @@ fn find_demo_binary() -> PathBuf {
     if let Some(triple) = profile_dir.parent().filter(|p| *p != target_dir) {
         build.arg("--target").arg(triple.file_name().unwrap());
     }
+    // The same features as this test binary: a build with others would rebuild the library
+    // in the shared target dir under the running `cargo test` (its doctests then link it).
+    if cfg!(feature = "wgpu") {
+        build.args(["--features", "wgpu"]);
+    }
+    if !cfg!(feature = "capi") {
+        build.arg("--no-default-features");
+    }
     let built = profile_dir.join("examples/particles");
     eprintln!("building the particles demo: {build:?}");
     match build.status() {
