@@ -1,0 +1,55 @@
+#version 450
+// Draws the fluid demo's dye: samples the dye image (bilinear, through a sampler) for each
+// output pixel, shades it by the dye's slope so filaments read as relief, tone-maps
+// (1 - exp(-exposure * dye)), encodes for display and packs RGBA8 (R in the low byte).
+layout(local_size_x = 16, local_size_y = 16) in;
+
+layout(set = 0, binding = 0) uniform sampler2D dye;
+layout(std430, set = 0, binding = 1) writeonly buffer Pixels { uint pixels[]; };
+layout(push_constant) uniform Push {
+    uint width;      // output pixels
+    uint height;
+    uint bgra;       // 1: pack for a B8G8R8A8 target (swapchains that lack R8G8B8A8)
+    float exposure;
+    vec2 uv_scale;   // output uv -> dye uv (the dye covers the output, cropped to its aspect)
+    vec2 uv_offset;
+} pc;
+
+float hash(uvec2 p) {
+    uint h = p.x * 1664525u + p.y * 1013904223u;
+    h ^= h >> 16;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    return float(h & 0xffffu) / 65535.0;
+}
+
+void main() {
+    uvec2 px = gl_GlobalInvocationID.xy;
+    if (px.x >= pc.width || px.y >= pc.height) return;
+    vec2 uv = (vec2(px) + 0.5) / vec2(pc.width, pc.height) * pc.uv_scale + pc.uv_offset;
+    vec2 texel = 1.0 / vec2(textureSize(dye, 0));
+    vec3 c = max(texture(dye, uv).rgb, vec3(0.0));
+
+    // Relief: a normal from the dye's brightness gradient, lit from above-left.
+    float l = length(texture(dye, uv - vec2(texel.x, 0.0)).rgb);
+    float r = length(texture(dye, uv + vec2(texel.x, 0.0)).rgb);
+    float b = length(texture(dye, uv - vec2(0.0, texel.y)).rgb);
+    float t = length(texture(dye, uv + vec2(0.0, texel.y)).rgb);
+    vec3 n = normalize(vec3(l - r, b - t, 0.35));
+    float light = clamp(dot(n, normalize(vec3(-0.4, -0.5, 1.0))) + 0.25, 0.55, 1.15);
+
+    vec3 mapped = vec3(1.0) - exp(-c * pc.exposure * light);
+    // A deep blue-black background with a soft vignette where there is no dye.
+    vec2 d = uv - 0.5;
+    vec3 bg = vec3(0.012, 0.016, 0.035) * (1.0 - 0.9 * dot(d, d));
+    float cover = max(mapped.r, max(mapped.g, mapped.b));
+    vec3 rgb = mapped + bg * (1.0 - cover);
+    // Highlights go towards white as the dye gets dense.
+    rgb = mix(rgb, vec3(1.0), 0.25 * cover * cover * cover);
+    rgb = pow(clamp(rgb, 0.0, 1.0), vec3(1.0 / 2.2));
+    rgb += (hash(px) - 0.5) / 255.0;
+
+    uvec3 q = uvec3(clamp(rgb, 0.0, 1.0) * 255.0 + 0.5);
+    if (pc.bgra != 0u) q = q.bgr;
+    pixels[px.y * pc.width + px.x] = q.r | (q.g << 8) | (q.b << 16) | (255u << 24);
+}
