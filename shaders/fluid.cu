@@ -88,6 +88,17 @@ __device__ __forceinline__ void store2(u64 s, int x, int y, float2 v) {
                  "r"(__float_as_int(v.x)), "r"(__float_as_int(v.y)) : "memory");
 }
 
+// x rounded to the nearest half float (ties to even) while still an f32, so that the store's
+// conversion is exact whatever rounding it uses (CUDA's cvt.rn rounds to nearest; Vulkan lets
+// RGBA16F stores round either way, and lavapipe and NVIDIA's driver truncate); below the
+// smallest normal half, 0. Integer operations only: the same bits on every implementation.
+__device__ __forceinline__ float to_half_exact(float x) {
+    if (fabsf(x) < 6.103515625e-05f) return 0.0f;
+    unsigned int b = __float_as_uint(x);
+    b = (b + 0x0fffu + ((b >> 13) & 1u)) & 0xffffe000u;
+    return __uint_as_float(b);
+}
+
 __device__ __forceinline__ void store_half4(u64 s, int x, int y, float4 v) {
     unsigned int lo = (unsigned int)float_to_half(v.x) | ((unsigned int)float_to_half(v.y) << 16);
     unsigned int hi = (unsigned int)float_to_half(v.z) | ((unsigned int)float_to_half(v.w) << 16);
@@ -268,5 +279,9 @@ extern "C" __global__ void fluid_advect_dye(Params p, u64 vel, u64 dye_in, u64 d
             d.w = add(d.w, k);
         }
     }
+    d.x = to_half_exact(d.x);
+    d.y = to_half_exact(d.y);
+    d.z = to_half_exact(d.z);
+    d.w = to_half_exact(d.w);
     store_half4(dye_out, x, y, d);
 }

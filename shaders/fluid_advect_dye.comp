@@ -38,5 +38,5 @@ void main() {
             d.w = d.w + k;
         }
     }
-    imageStore(dye_out, c, d);
+    imageStore(dye_out, c, vec4(to_half_exact(d.x), to_half_exact(d.y), to_half_exact(d.z), to_half_exact(d.w)));
 }

@@ -72,3 +72,14 @@ float falloff(uint i, vec2 p) {
     precise float r = 1.0 - (d.x * d.x + d.y * d.y) * P.emitter[i].color.w;
     return r;
 }
+
+// x rounded to the nearest half float (ties to even) while still an f32, so that an RGBA16F
+// store converts it exactly whatever rounding the implementation uses (Vulkan allows either;
+// lavapipe and NVIDIA's driver truncate, CUDA's cvt.rn rounds to nearest); below the smallest
+// normal half, 0. Integer operations only (fluid.cu: to_half_exact).
+float to_half_exact(float x) {
+    if (abs(x) < 6.103515625e-05) return 0.0;
+    uint b = floatBitsToUint(x);
+    b = (b + 0x0fffu + ((b >> 13) & 1u)) & 0xffffe000u;
+    return uintBitsToFloat(b);
+}

@@ -35,18 +35,21 @@ void main() {
     float r = length(texture(dye, uv + vec2(texel.x, 0.0)).rgb);
     float b = length(texture(dye, uv - vec2(0.0, texel.y)).rgb);
     float t = length(texture(dye, uv + vec2(0.0, texel.y)).rgb);
-    vec3 n = normalize(vec3(l - r, b - t, 0.35));
+    vec3 n = normalize(vec3(l - r, b - t, 0.08));
     float light = clamp(dot(n, normalize(vec3(-0.4, -0.5, 1.0))) + 0.25, 0.55, 1.15);
 
-    vec3 mapped = vec3(1.0) - exp(-c * pc.exposure * light);
+    // Tone mapping: mostly hue-preserving (dense dye stays its colour), a little per channel
+    // (the densest cores glow towards white).
+    vec3 e = c * pc.exposure * light;
+    float m = max(e.r, max(e.g, e.b));
+    vec3 keep_hue = e / max(m, 1e-6) * (1.0 - exp(-m));
+    vec3 mapped = mix(keep_hue, vec3(1.0) - exp(-e), 0.3);
+    vec3 rgb = pow(clamp(mapped, 0.0, 1.0), vec3(1.0 / 2.2));
     // A deep blue-black background with a soft vignette where there is no dye.
     vec2 d = uv - 0.5;
-    vec3 bg = vec3(0.012, 0.016, 0.035) * (1.0 - 0.9 * dot(d, d));
-    float cover = max(mapped.r, max(mapped.g, mapped.b));
-    vec3 rgb = mapped + bg * (1.0 - cover);
-    // Highlights go towards white as the dye gets dense.
-    rgb = mix(rgb, vec3(1.0), 0.25 * cover * cover * cover);
-    rgb = pow(clamp(rgb, 0.0, 1.0), vec3(1.0 / 2.2));
+    vec3 bg = vec3(0.030, 0.036, 0.070) * (1.0 - 1.2 * dot(d, d));
+    float cover = max(rgb.r, max(rgb.g, rgb.b));
+    rgb += bg * (1.0 - cover);
     rgb += (hash(px) - 0.5) / 255.0;
 
     uvec3 q = uvec3(clamp(rgb, 0.0, 1.0) * 255.0 + 0.5);

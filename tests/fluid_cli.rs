@@ -81,26 +81,16 @@ fn vulkan_fallback_computes_what_the_cpu_reference_computes() {
     );
     assert!(d.velocity_scale > 0.1, "the jets did not move the fluid");
     assert!(d.dye_scale > 0.1, "the jets left no dye");
-    // Velocity: every operation is an add, subtract or multiply, correctly rounded on both
-    // sides and never fused (NoContraction, checked by tests/shaders.rs), except the vorticity
-    // force's inversesqrt (2 ULP in Vulkan, exact here): lavapipe matched bit for bit; 1e-4
-    // leaves room for another inversesqrt's last bits grown over ten steps.
+    // Every operation is an add, subtract or multiply, correctly rounded on both sides and
+    // never fused (NoContraction, checked by tests/shaders.rs); the dye is rounded to half
+    // floats by integer operations before its store (whose own rounding Vulkan leaves open;
+    // lavapipe truncates). The one approximation is the vorticity force's inversesqrt (a few
+    // ULP; the CPU's 1 / sqrt is exact): lavapipe matched the CPU bit for bit. An inversesqrt
+    // that differs in its last bits moved velocity by 2.4e-5 and dye by 3.9e-5 of their largest
+    // values over 12 steps (CUDA vs CPU on the H200, tests/gpu_fluid.rs): 4× and 25× margin.
     assert!(d.velocity_rel() < 1e-4, "velocity differs: {d:?}");
-    // Dye: the one rounding that may differ is the store into RGBA16F (round to nearest here,
-    // as CUDA's cvt.rn; lavapipe rounds towards zero, which Vulkan allows): at most one half
-    // ULP of the largest value per step, and advection (a convex combination) and dissipation
-    // (< 1) never grow an error, the dye being passive. So after n steps: n ULPs.
-    let ulp = half_ulp(d.dye_scale);
-    assert!(
-        d.dye_max <= frames as f32 * ulp,
-        "dye differs by more than {frames} half ULPs ({ulp}): {d:?}"
-    );
+    assert!(d.dye_rel() < 1e-3, "dye differs: {d:?}");
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// The spacing of half floats at magnitude `x` (1 ULP).
-fn half_ulp(x: f32) -> f32 {
-    2f32.powi(x.max(6.2e-5).log2().floor() as i32 - 10)
 }
 
 #[test]

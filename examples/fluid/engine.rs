@@ -765,7 +765,7 @@ impl Engine {
             paused: false,
             jets: true,
             bgra: false,
-            exposure: 1.6,
+            exposure: 3.0,
             opts,
         })
     }

@@ -191,7 +191,14 @@ pub fn open_devices(
     instance_ext: Vec<&'static std::ffi::CStr>,
     device_ext: Vec<&'static std::ffi::CStr>,
 ) -> anyhow::Result<Devices> {
-    let validation = Validation::IfAvailable.or_from_env();
+    // A benchmark runs without the validation layer (it costs CPU time per call) unless
+    // CUVK_VALIDATION=1 asks for it.
+    let default = if args.bench {
+        Validation::Off
+    } else {
+        Validation::IfAvailable
+    };
+    let validation = default.or_from_env();
     if args.opts.sim == SimKind::Cuda {
         match Bridge::new(BridgeConfig {
             validation,

@@ -65,14 +65,22 @@ fn unit(state: &mut u64) -> f32 {
     (splitmix(state) >> 40) as f32 / (1u64 << 24) as f32
 }
 
-/// Hue (0..1, wrapping) at full saturation and value, as linear RGB.
+/// The dye colours, as linear RGB: saturated, and none that turns muddy when dim.
+const PALETTE: [[f32; 3]; 5] = [
+    [1.0, 0.12, 0.5],  // pink
+    [0.05, 0.7, 1.0],  // sky blue
+    [1.0, 0.42, 0.04], // orange
+    [0.5, 0.18, 1.0],  // violet
+    [0.08, 1.0, 0.55], // spring green
+];
+
+/// A colour on the palette's circle (0..1, wrapping), blending neighbours.
 pub fn hue(h: f32) -> [f32; 3] {
-    let h = (h - h.floor()) * 6.0;
-    let f = |n: f32| {
-        let k = (n + h) % 6.0;
-        1.0 - (k.min(4.0 - k).clamp(0.0, 1.0))
-    };
-    [f(5.0), f(3.0), f(1.0)]
+    let x = (h - h.floor()) * PALETTE.len() as f32;
+    let i = x.floor() as usize % PALETTE.len();
+    let f = x - x.floor();
+    let (a, b) = (PALETTE[i], PALETTE[(i + 1) % PALETTE.len()]);
+    std::array::from_fn(|c| a[c] + (b[c] - a[c]) * f)
 }
 
 /// How one scripted jet moves: a Lissajous orbit about the centre, a nozzle that sweeps,
@@ -106,7 +114,7 @@ impl Script {
             sweep: 0.4 + 0.8 * unit(&mut s),
             burst: 0.3 + 0.5 * unit(&mut s),
             burst_phase: unit(&mut s) * std::f32::consts::TAU,
-            hue: (i as f32 + 0.6 * unit(&mut s)) / JETS as f32,
+            hue: (i as f32 + 0.5 * unit(&mut s).powi(4)) / JETS as f32,
         });
         Self {
             jets,
@@ -122,7 +130,7 @@ impl Script {
 
     /// Splat radius in texels.
     pub fn radius(&self) -> f32 {
-        14.0 * self.scale()
+        10.0 * self.scale()
     }
 
     /// The scripted jets' emitters at frame `n` (from 1).
@@ -140,10 +148,10 @@ impl Script {
                 // The nozzle points at the centre, swept to either side.
                 let aim = (0.5 * h - y).atan2(0.5 * w - x) + j.sweep * (0.9 * t + j.phase).sin();
                 // Bursts: on for part of each cycle, smoothly.
-                let on = (0.5 + 0.5 * (j.burst * t + j.burst_phase).sin()).powi(2);
-                let strength = 9.0 * self.scale() * on;
-                let rgb = hue(j.hue + 0.03 * t);
-                let dye = 0.25 * (0.2 + on);
+                let on = (0.5 + 0.5 * (j.burst * t + j.burst_phase).sin()).powi(4);
+                let strength = 16.0 * self.scale() * on;
+                let rgb = hue(j.hue + 0.01 * t);
+                let dye = 0.4 * (0.05 + on);
                 Emitter {
                     pos: [x, y],
                     force: [strength * aim.cos(), strength * aim.sin()],
@@ -161,9 +169,9 @@ impl Params {
             width,
             height,
             dt: 1.0,
-            vorticity: 0.35,
-            velocity_keep: 0.998,
-            dye_keep: 0.994,
+            vorticity: 0.12,
+            velocity_keep: 0.995,
+            dye_keep: 0.98,
             emitters: 0,
             pad: 0,
             emitter: [Emitter::default(); MAX_EMITTERS],
@@ -204,36 +212,16 @@ pub struct Fields {
     pub dye: Vec<[f32; 4]>,
 }
 
-/// f32 → IEEE half (round to nearest even), as CUDA's `cvt.rn.f16.f32` and Vulkan's RGBA16F
-/// stores (`VkFormat` conversion rules: round to nearest).
-pub fn f32_to_f16(x: f32) -> u16 {
+/// `x` rounded to the nearest half float (ties to even) while still an f32, 0 below the
+/// smallest normal half: what the GPU passes do before storing dye, so that the store's own
+/// conversion (which Vulkan lets round either way) is exact (`to_half_exact` in fluid.cu and
+/// fluid_common.glsl).
+pub fn to_half_exact(x: f32) -> f32 {
+    if x.abs() < 1.0 / 16384.0 {
+        return 0.0;
+    }
     let b = x.to_bits();
-    let sign = ((b >> 16) & 0x8000) as u16;
-    let exp = ((b >> 23) & 0xff) as i32;
-    let man = b & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 31 {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = man | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = m >> shift;
-        let rem = m & ((1 << shift) - 1);
-        let mid = 1 << (shift - 1);
-        let round = rem > mid || (rem == mid && half & 1 == 1);
-        return sign | (half + u32::from(round)) as u16;
-    }
-    let half = ((e as u32) << 10) | (man >> 13);
-    let rem = man & 0x1fff;
-    let round = rem > 0x1000 || (rem == 0x1000 && half & 1 == 1);
-    sign | (half + u32::from(round)) as u16
+    f32::from_bits((b + 0x0fff + ((b >> 13) & 1)) & 0xffff_e000)
 }
 
 /// IEEE half → f32 (exact).
@@ -472,7 +460,7 @@ pub fn step_cpu(f: &mut Fields, p: &Params, iterations: u32) {
                 d[2] += e.color[2] * k;
                 d[3] += k;
             });
-            d.map(|c| f16_to_f32(f32_to_f16(c)))
+            d.map(to_half_exact)
         })
         .collect();
     f.dye = dye;
