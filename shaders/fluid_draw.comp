@@ -43,8 +43,11 @@ void main() {
     vec3 e = c * pc.exposure * light;
     float m = max(e.r, max(e.g, e.b));
     vec3 keep_hue = e / max(m, 1e-6) * (1.0 - exp(-m));
-    vec3 mapped = mix(keep_hue, vec3(1.0) - exp(-e), 0.3);
+    vec3 mapped = mix(keep_hue, vec3(1.0) - exp(-e), 0.12);
     vec3 rgb = pow(clamp(mapped, 0.0, 1.0), vec3(1.0 / 2.2));
+    // Encoding for display pales colours; give them back some saturation.
+    float grey = dot(rgb, vec3(0.2126, 0.7152, 0.0722));
+    rgb = clamp(mix(vec3(grey), rgb, 1.35), 0.0, 1.0);
     // A deep blue-black background with a soft vignette where there is no dye.
     vec2 d = uv - 0.5;
     vec3 bg = vec3(0.030, 0.036, 0.070) * (1.0 - 1.2 * dot(d, d));

@@ -765,7 +765,7 @@ impl Engine {
             paused: false,
             jets: true,
             bgra: false,
-            exposure: 3.0,
+            exposure: 4.5,
             opts,
         })
     }

@@ -65,30 +65,33 @@ fn unit(state: &mut u64) -> f32 {
     (splitmix(state) >> 40) as f32 / (1u64 << 24) as f32
 }
 
-/// The dye colours, as linear RGB: saturated, and none that turns muddy when dim.
+/// The dye colours as displayed (gamma-encoded RGB): saturated, none that turns muddy dim,
+/// in hue order (neighbours blend into colours, not greys).
 const PALETTE: [[f32; 3]; 5] = [
-    [1.0, 0.12, 0.5],  // pink
-    [0.05, 0.7, 1.0],  // sky blue
-    [1.0, 0.42, 0.04], // orange
-    [0.5, 0.18, 1.0],  // violet
-    [0.08, 1.0, 0.55], // spring green
+    [1.0, 0.1, 0.45], // pink
+    [1.0, 0.5, 0.0],  // orange
+    [0.1, 1.0, 0.4],  // spring green
+    [0.0, 0.6, 1.0],  // sky blue
+    [0.55, 0.1, 1.0], // violet
 ];
 
-/// A colour on the palette's circle (0..1, wrapping), blending neighbours.
+/// A colour on the palette's circle (0..1, wrapping), blending neighbours, as linear RGB
+/// (the dye is linear; the draw shader encodes for display).
 pub fn hue(h: f32) -> [f32; 3] {
     let x = (h - h.floor()) * PALETTE.len() as f32;
     let i = x.floor() as usize % PALETTE.len();
     let f = x - x.floor();
     let (a, b) = (PALETTE[i], PALETTE[(i + 1) % PALETTE.len()]);
-    std::array::from_fn(|c| a[c] + (b[c] - a[c]) * f)
+    std::array::from_fn(|c| (a[c] + (b[c] - a[c]) * f).powf(2.2))
 }
 
-/// How one scripted jet moves: a Lissajous orbit about the centre, a nozzle that sweeps,
-/// bursts that come and go, a colour that drifts round the hue circle.
+/// How one scripted jet moves: it sits on a ring about the centre (the jets evenly spaced,
+/// so no side wins and the dye stays in view), wobbles along it, and fires in bursts at the
+/// centre, its nozzle swept to one side and back; each has its own colour.
 #[derive(Clone, Copy, Debug)]
 struct Jet {
-    orbit: f32,
-    speed: f32,
+    angle: f32,
+    wobble: f32,
     phase: f32,
     sweep: f32,
     burst: f32,
@@ -107,14 +110,18 @@ pub struct Script {
 impl Script {
     pub fn new(seed: u64, width: u32, height: u32) -> Self {
         let mut s = seed ^ 0xf1d0_5eed_c0de_0001;
-        let jets = std::array::from_fn(|i| Jet {
-            orbit: 0.18 + 0.17 * unit(&mut s),
-            speed: (0.25 + 0.35 * unit(&mut s)) * if i % 2 == 0 { 1.0 } else { -1.0 },
-            phase: unit(&mut s) * std::f32::consts::TAU,
-            sweep: 0.4 + 0.8 * unit(&mut s),
-            burst: 0.3 + 0.5 * unit(&mut s),
-            burst_phase: unit(&mut s) * std::f32::consts::TAU,
-            hue: (i as f32 + 0.5 * unit(&mut s).powi(4)) / JETS as f32,
+        let turn = unit(&mut s);
+        let jets = std::array::from_fn(|i| {
+            let side = if i % 2 == 0 { 1.0 } else { -1.0 };
+            Jet {
+                angle: (i as f32 + turn) / JETS as f32 * std::f32::consts::TAU,
+                wobble: 0.2 + 0.3 * unit(&mut s),
+                phase: unit(&mut s) * std::f32::consts::TAU,
+                sweep: side * (0.2 + 0.3 * unit(&mut s)),
+                burst: 0.5 + 0.6 * unit(&mut s),
+                burst_phase: unit(&mut s) * std::f32::consts::TAU,
+                hue: (i as f32 + 0.4 * unit(&mut s)) / JETS as f32,
+            }
         });
         Self {
             jets,
@@ -142,16 +149,18 @@ impl Script {
         self.jets
             .iter()
             .map(|j| {
-                let a = j.speed * t + j.phase;
-                let x = 0.5 * w + j.orbit * size * a.cos();
-                let y = 0.5 * h + j.orbit * size * (1.3 * a + 0.7 * j.phase).sin();
-                // The nozzle points at the centre, swept to either side.
-                let aim = (0.5 * h - y).atan2(0.5 * w - x) + j.sweep * (0.9 * t + j.phase).sin();
+                let a = j.angle + j.wobble * (0.35 * t + j.phase).sin();
+                let ring = 0.36 + 0.04 * (0.5 * t + j.phase).cos();
+                let x = 0.5 * w + ring * size * a.cos();
+                let y = 0.5 * h + ring * size * a.sin();
+                // The nozzle points along the ring, a little inwards, and sweeps: the jets
+                // chase each other round the centre.
+                let aim = a + 0.62 * std::f32::consts::PI + j.sweep * (0.6 * t + j.phase).sin();
                 // Bursts: on for part of each cycle, smoothly.
-                let on = (0.5 + 0.5 * (j.burst * t + j.burst_phase).sin()).powi(4);
-                let strength = 16.0 * self.scale() * on;
+                let on = (0.5 + 0.5 * (j.burst * t + j.burst_phase).sin()).powi(2);
+                let strength = 22.0 * self.scale() * on;
                 let rgb = hue(j.hue + 0.01 * t);
-                let dye = 0.4 * (0.05 + on);
+                let dye = 1.2 * (0.1 + on);
                 Emitter {
                     pos: [x, y],
                     force: [strength * aim.cos(), strength * aim.sin()],
@@ -169,9 +178,9 @@ impl Params {
             width,
             height,
             dt: 1.0,
-            vorticity: 0.12,
-            velocity_keep: 0.995,
-            dye_keep: 0.98,
+            vorticity: 0.2,
+            velocity_keep: 0.99,
+            dye_keep: 0.975,
             emitters: 0,
             pad: 0,
             emitter: [Emitter::default(); MAX_EMITTERS],
