@@ -85,10 +85,11 @@ fn vulkan_fallback_computes_what_the_cpu_reference_computes() {
     // never fused (NoContraction, checked by tests/shaders.rs); the dye is rounded to half
     // floats by integer operations before its store (whose own rounding Vulkan leaves open;
     // lavapipe truncates). The one approximation is the vorticity force's inversesqrt (a few
-    // ULP; the CPU's 1 / sqrt is exact): lavapipe matched the CPU bit for bit. An inversesqrt
-    // that differs in its last bits moved velocity by 2.4e-5 and dye by 3.9e-5 of their largest
-    // values over 12 steps (CUDA vs CPU on the H200, tests/gpu_fluid.rs): 4× and 25× margin.
-    assert!(d.velocity_rel() < 1e-4, "velocity differs: {d:?}");
+    // ULP; the CPU's 1 / sqrt is exact): lavapipe matched the CPU bit for bit. A reciprocal
+    // square root that differs in its last bits moved velocity by 7.4e-5 and dye by 1.1e-4 of
+    // their largest values over 12 steps (CUDA vs CPU on the H200, tests/gpu_fluid.rs): the
+    // tolerances leave 7× and 9× that.
+    assert!(d.velocity_rel() < 5e-4, "velocity differs: {d:?}");
     assert!(d.dye_rel() < 1e-3, "dye differs: {d:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -184,36 +185,38 @@ fn bad_input_gives_a_clear_message_and_a_failing_exit() {
             "--frames-in-flight must be 2, 3 or 4",
         ),
         (vec!["--colour", "blue"], "unknown argument '--colour'"),
-        (
-            vec![
-                "--headless",
-                "--sim",
-                "vulkan",
-                "--size",
-                "8192",
-                "--frames",
-                "1",
-                "--out",
-                out,
-            ],
-            // lavapipe's images stop at 16384: memory is the limit it hits (on a GPU with
-            // that much memory the run would simply start; 8192 is the largest --size).
-            "8192×8192 grid needs",
-        ),
     ];
     for (argv, expect) in cases {
         let o = run_demo(&argv);
         let err = String::from_utf8_lossy(&o.stderr);
-        if expect == "8192×8192 grid needs" && o.status.success() {
-            eprintln!("(this device holds an 8192² grid)");
-            continue;
-        }
         assert_eq!(o.status.code(), Some(2), "{argv:?}");
         assert!(
             err.contains(expect),
             "{argv:?}: stderr lacks '{expect}': {err}"
         );
     }
+    // The largest grid: lavapipe's memory is the limit it hits (its images would allow
+    // 16384); a GPU with that much memory simply runs it (one frame, in a folder of its own).
+    let big = temp_dir("big");
+    let o = run_demo(&[
+        "--headless",
+        "--sim",
+        "vulkan",
+        "--size",
+        "8192",
+        "--frames",
+        "1",
+        "--out",
+        big.to_str().unwrap(),
+    ]);
+    if o.status.success() {
+        eprintln!("(this device holds an 8192² grid)");
+    } else {
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("8192×8192 grid needs"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(big);
     // An --out that cannot be a directory (a file is in the way).
     let file = out_dir.join("a-file");
     std::fs::write(&file, b"x").unwrap();
