@@ -533,6 +533,7 @@ unsafe fn compute_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer) {
     unsafe { d.cmd_pipeline_barrier(cmd, cs, cs, vk::DependencyFlags::empty(), &b, &[], &[]) };
 }
 
+#[allow(clippy::large_enum_variant)] // one per engine
 enum Sim {
     Cuda(CudaSim),
     Vulkan(VulkanSim),

@@ -306,7 +306,7 @@ pub fn image_view(
             layer_count: 1,
         });
     // SAFETY: a live image of this device; the caller destroys the view before the image.
-    Ok(unsafe { ctx.device().create_image_view(&info, None) }.context("vkCreateImageView")?)
+    unsafe { ctx.device().create_image_view(&info, None) }.context("vkCreateImageView")
 }
 
 /// A bilinear, clamp-to-edge sampler with normalized coordinates, destroyed on drop.
