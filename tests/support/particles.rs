@@ -8,100 +8,15 @@ use std::process::{Command, Output};
 #[path = "../../examples/particles/sim.rs"]
 pub mod sim;
 
-/// The demo binary, once per test process. Staged (the GPU machine: `.gpu/bin/particles` beside
-/// `.gpu/bin/test-*`, no cargo there): the binary beside this test binary. Under cargo: built
-/// here with `cargo build --example particles` for the profile and target dir this test binary
-/// was built for, because `cargo test --test X` does not build examples and
-/// `cargo test --all-targets` builds them only as test harnesses (`examples/particles-<hash>`),
-/// and because a `particles` left by an earlier build may be stale. `$CUVK_PARTICLES_BIN`
-/// overrides both.
+#[path = "demo.rs"]
+mod demo;
+
+/// The particle demo binary, once per test process (see [`demo::binary`]);
+/// `$CUVK_PARTICLES_BIN` overrides it.
 pub fn demo_binary() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(find_demo_binary).clone()
-}
-
-fn find_demo_binary() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CUVK_PARTICLES_BIN") {
-        let bin = PathBuf::from(bin);
-        assert!(
-            bin.is_file(),
-            "CUVK_PARTICLES_BIN={} is not a file",
-            bin.display()
-        );
-        return bin;
-    }
-    let exe = std::env::current_exe().expect("current exe");
-    let dir = exe.parent().expect("exe dir");
-    let staged = dir.join("particles");
-    if staged.is_file() {
-        return staged;
-    }
-    // cargo's layout: <target dir>[/<triple>]/<profile>/deps/<test binary>.
-    let profile_dir = match dir.file_name() {
-        Some(n) if n == "deps" => dir.parent().expect("profile dir"),
-        _ => panic!(
-            "the particles demo is neither beside {} (staged) nor is this a cargo build \
-             (no deps/ folder); set CUVK_PARTICLES_BIN",
-            exe.display()
-        ),
-    };
-    let target_dir = profile_dir
-        .ancestors()
-        .skip(1)
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .unwrap_or_else(|| panic!("no cargo target dir above {}", profile_dir.display()));
-    let profile = profile_dir
-        .file_name()
-        .unwrap()
-        .to_str()
-        .expect("profile name");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(&cargo);
-    build
-        .args(["build", "--example", "particles", "--target-dir"])
-        .arg(target_dir);
-    // cargo sets CARGO_MANIFEST_DIR for the test processes it runs; else the current directory.
-    if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
-        build
-            .arg("--manifest-path")
-            .arg(PathBuf::from(dir).join("Cargo.toml"));
-    }
-    match profile {
-        "debug" => {}
-        "release" => {
-            build.arg("--release");
-        }
-        other => {
-            build.args(["--profile", other]);
-        }
-    }
-    if let Some(triple) = profile_dir.parent().filter(|p| *p != target_dir) {
-        build.arg("--target").arg(triple.file_name().unwrap());
-    }
-    // The same features as this test binary: a build with others would rebuild the library
-    // in the shared target dir under the running `cargo test` (its doctests then link it).
-    if cfg!(feature = "wgpu") {
-        build.args(["--features", "wgpu"]);
-    }
-    if !cfg!(feature = "capi") {
-        build.arg("--no-default-features");
-    }
-    let built = profile_dir.join("examples/particles");
-    eprintln!("building the particles demo: {build:?}");
-    match build.status() {
-        Ok(st) if st.success() => {}
-        // No cargo (or it failed to start): a demo already built there still does.
-        Err(e) if built.is_file() => {
-            eprintln!("cannot run {cargo:?} ({e}); using {}", built.display())
-        }
-        other => panic!("cannot build the particles demo with {build:?}: {other:?}"),
-    }
-    assert!(
-        built.is_file(),
-        "{build:?} succeeded but left no {}",
-        built.display()
-    );
-    built
+    BIN.get_or_init(|| demo::binary("particles", "CUVK_PARTICLES_BIN"))
+        .clone()
 }
 
 pub fn run_demo(args: &[&str]) -> Output {

@@ -1,0 +1,1245 @@
+//! The fluid demo's engine: the fields (shared images CUDA writes through surfaces, or plain
+//! Vulkan storage images for the fallback), the two simulations of one stable-fluids step,
+//! the compute pass that samples the dye and draws it, and the frame loop ordered by the frame
+//! pacer (CUDA) or a local timeline (Vulkan).
+//!
+//! Frame N (from 1) starts from velocity `vel[(N+1) % 2]` and ends in `vel[N % 2]`; it
+//! advects the dye of slot `(N-1) % K` into slot `N % K`, which Vulkan then samples. Only the
+//! dye slots are shared between the two APIs within a frame; the pacer keeps CUDA from
+//! writing a slot until Vulkan has drawn it (K frames earlier).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use cuvk::ash::vk;
+use cuvk::cuda::SurfaceObject;
+use cuvk::cudarc::driver::{sys, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cuvk::vulkan::{
+    AsVkBuffer, AsVkImage, BoundBuffer, BoundImage, HostBuffer, ImageOptions, ImageRegion,
+    Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
+};
+use cuvk::{Bridge, Frame, FramePacer, ImageDesc, SharedImage};
+use cuvk_dev::{unpaced_frame, CommandSlots, UnpacedFrame};
+
+use crate::pipeline::{image_view, Pass, Resource, Sampler, SetLayout};
+use crate::sim::{hue, Emitter, Params, Script, MAX_EMITTERS, PRESSURE_KEEP};
+
+/// Which API simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimKind {
+    Cuda,
+    Vulkan,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Grid texels per side.
+    pub grid: u32,
+    /// Output (window or PNG) pixels.
+    pub width: u32,
+    pub height: u32,
+    pub sim: SimKind,
+    pub seed: u64,
+    pub frames_in_flight: u32,
+    /// Jacobi iterations per step (even).
+    pub iterations: u32,
+    pub shader_dir: PathBuf,
+}
+
+/// The simulation passes, in the order a step runs them (kernel names in fluid.cu, shader
+/// files `<name>.spv`).
+pub const PASSES: [&str; 7] = [
+    "fluid_curl",
+    "fluid_force",
+    "fluid_advect_velocity",
+    "fluid_divergence",
+    "fluid_jacobi",
+    "fluid_gradient",
+    "fluid_advect_dye",
+];
+
+/// The shader files the demo reads at start-up.
+pub struct Shaders {
+    pub passes: Vec<Vec<u8>>,
+    pub draw: Vec<u8>,
+    pub fluid_cu: String,
+}
+
+impl Shaders {
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let read = |name: &str| {
+            std::fs::read(dir.join(name))
+                .with_context(|| format!("cannot read shader {}", dir.join(name).display()))
+        };
+        Ok(Self {
+            passes: PASSES
+                .iter()
+                .map(|p| read(&format!("{p}.spv")))
+                .collect::<anyhow::Result<_>>()?,
+            draw: read("fluid_draw.spv")?,
+            fluid_cu: String::from_utf8(read("fluid.cu")?).context("fluid.cu is not UTF-8")?,
+        })
+    }
+}
+
+/// The devices, made once and shared by every engine (benchmark runs make several).
+pub struct Devices {
+    pub vk: Arc<VulkanContext>,
+    pub bridge: Option<Bridge>,
+}
+
+/// Per-frame timings in milliseconds; `frame` is the GPU frame period (see the particle demo).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameTimes {
+    pub number: u64,
+    pub end_ns: f64,
+    pub frame: f64,
+    pub sim: f64,
+    pub draw: f64,
+    pub wait: f64,
+}
+
+/// Where a frame's pixels go.
+pub enum Target<'a> {
+    /// Offscreen; with `Some(path)`, written there as PNG once the frame completes.
+    Offscreen(Option<&'a Path>),
+    /// A swapchain image: copied in, then the caller presents it.
+    Swapchain {
+        image: vk::Image,
+        acquired: &'a Semaphore,
+        rendered: &'a Semaphore,
+    },
+}
+
+const VELOCITY: vk::Format = vk::Format::R32G32_SFLOAT;
+const SCALAR: vk::Format = vk::Format::R32_SFLOAT;
+const DYE: vk::Format = vk::Format::R16G16B16A16_SFLOAT;
+
+/// Bytes of GPU memory the fields of `opts` take.
+pub fn bytes_needed(opts: &Options) -> u64 {
+    let texels = u64::from(opts.grid) * u64::from(opts.grid);
+    // velocity ×2 (8 B), pressure ×2 + scratch (4 B), dye ×K (8 B)
+    texels * (2 * 8 + 3 * 4 + 8 * u64::from(opts.frames_in_flight))
+}
+
+/// An image of the simulation: shared with CUDA (a surface for its kernels) or Vulkan's own.
+enum Store {
+    Shared {
+        // Declared first: dropped before the image (either order is safe).
+        surface: SurfaceObject,
+        image: SharedImage,
+    },
+    Local(BoundImage),
+}
+
+struct Field {
+    vk: Arc<VulkanContext>,
+    view: vk::ImageView,
+    store: Store,
+}
+
+impl Field {
+    fn new(
+        vk: &Arc<VulkanContext>,
+        bridge: Option<&Bridge>,
+        format: vk::Format,
+        n: u32,
+        extra_usage: vk::ImageUsageFlags,
+    ) -> anyhow::Result<Self> {
+        let usage = vk::ImageUsageFlags::STORAGE
+            | vk::ImageUsageFlags::TRANSFER_SRC
+            | vk::ImageUsageFlags::TRANSFER_DST
+            | extra_usage;
+        let desc = ImageDesc::d2(format, n, n, usage);
+        let store = match bridge {
+            Some(b) => {
+                let image = b.create_image(&desc)?;
+                Store::Shared {
+                    surface: image.surface(0)?,
+                    image,
+                }
+            }
+            None => Store::Local(BoundImage::new(vk, &desc, ImageOptions::LOCAL)?),
+        };
+        let mut me = Self {
+            vk: vk.clone(),
+            view: vk::ImageView::null(),
+            store,
+        };
+        me.view = image_view(vk, me.image().vk_image(), format)?;
+        me.clear()?;
+        Ok(me)
+    }
+
+    fn image(&self) -> &dyn AsVkImage {
+        match &self.store {
+            Store::Shared { image, .. } => image,
+            Store::Local(image) => image,
+        }
+    }
+
+    /// Zero everywhere (waits; the GPU must not be using the image).
+    fn clear(&mut self) -> anyhow::Result<()> {
+        let zero = vk::ClearColorValue { float32: [0.0; 4] };
+        let image: &mut dyn AsVkImage = match &mut self.store {
+            Store::Shared { image, .. } => image,
+            Store::Local(image) => image,
+        };
+        self.vk.clear_color_image(image, zero)?;
+        Ok(())
+    }
+
+    /// The CUDA surface object (shared images only).
+    fn surface(&self) -> anyhow::Result<&sys::CUsurfObject> {
+        match &self.store {
+            Store::Shared { surface, .. } => Ok(surface.kernel_arg()),
+            Store::Local(_) => bail!("a Vulkan-only image has no CUDA surface"),
+        }
+    }
+
+    /// The whole image, tightly packed (waits; the GPU must not be writing it).
+    fn read(&self) -> anyhow::Result<Vec<u8>> {
+        let desc = self.image().vk_image_desc();
+        let texel = cuvk::image_format::format_info(desc.format)?.texel_bytes();
+        let bytes = u64::from(desc.extent.width) * u64::from(desc.extent.height) * u64::from(texel);
+        let mut host = HostBuffer::new(&self.vk, bytes, vk::BufferUsageFlags::empty())?;
+        self.vk
+            .copy_image_to_buffer(self.image(), ImageRegion::level(desc, 0), &mut host, 0)?;
+        Ok(host.read()?)
+    }
+}
+
+impl Drop for Field {
+    fn drop(&mut self) {
+        // SAFETY: the engine waited for the GPU before dropping its fields; the view is ours.
+        unsafe { self.vk.device().destroy_image_view(self.view, None) };
+    }
+}
+
+/// The simulation's images.
+struct Fields {
+    vel: [Field; 2],
+    pressure: [Field; 2],
+    /// Curl, then divergence, within a step.
+    scratch: Field,
+    /// One per frame slot: CUDA writes slot N % K in frame N, Vulkan samples it.
+    dye: Vec<Field>,
+}
+
+impl Fields {
+    fn new(
+        vk: &Arc<VulkanContext>,
+        bridge: Option<&Bridge>,
+        opts: &Options,
+    ) -> anyhow::Result<Self> {
+        let n = opts.grid;
+        let none = vk::ImageUsageFlags::empty();
+        let f = |format| Field::new(vk, bridge, format, n, none);
+        Ok(Self {
+            vel: [f(VELOCITY)?, f(VELOCITY)?],
+            pressure: [f(SCALAR)?, f(SCALAR)?],
+            scratch: f(SCALAR)?,
+            dye: (0..opts.frames_in_flight)
+                .map(|_| Field::new(vk, bridge, DYE, n, vk::ImageUsageFlags::SAMPLED))
+                .collect::<anyhow::Result<_>>()?,
+        })
+    }
+
+    fn all_mut(&mut self) -> impl Iterator<Item = &mut Field> {
+        self.vel
+            .iter_mut()
+            .chain(self.pressure.iter_mut())
+            .chain(std::iter::once(&mut self.scratch))
+            .chain(self.dye.iter_mut())
+    }
+}
+
+/// Which images a step reads and writes: frame `number`'s parities and slots.
+#[derive(Clone, Copy, Debug)]
+struct StepIndices {
+    /// Velocity at the start (`(N+1) % 2`) and at the end (`N % 2`).
+    a: usize,
+    b: usize,
+    /// Dye read (`(N-1) % K`) and written (`N % K`).
+    prev: usize,
+    slot: usize,
+}
+
+impl StepIndices {
+    fn of(number: u64, k: usize) -> Self {
+        let n = number as usize;
+        Self {
+            a: (n + 1) % 2,
+            b: n % 2,
+            prev: (n + k - 1) % k,
+            slot: n % k,
+        }
+    }
+}
+
+/// The CUDA simulation: the kernels of fluid.cu on their own stream, timing events per
+/// command slot.
+struct CudaSim {
+    stream: Arc<CudaStream>,
+    kernels: Vec<CudaFunction>,
+    events: Vec<(CudaEvent, CudaEvent)>,
+}
+
+impl CudaSim {
+    fn new(bridge: &Bridge, source: &str, command_slots: usize) -> anyhow::Result<Self> {
+        let module = cuvk::cuda::compile_module(bridge.cuda(), "fluid.cu", source)?;
+        let kernels = PASSES
+            .iter()
+            .map(|name| module.load_function(name))
+            .collect::<Result<_, _>>()?;
+        let events = (0..command_slots)
+            .map(|_| {
+                let e = || {
+                    bridge
+                        .cuda()
+                        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                };
+                Ok((e()?, e()?))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            stream: bridge.cuda().new_stream()?,
+            kernels,
+            events,
+        })
+    }
+
+    /// Enqueues one step (not synchronised): the passes of [`crate::sim::step_cpu`].
+    fn step(
+        &self,
+        fields: &Fields,
+        p: &Params,
+        ix: StepIndices,
+        iterations: u32,
+    ) -> anyhow::Result<()> {
+        let s = &self.stream;
+        let n = p.width;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(16), p.height.div_ceil(16), 1),
+            block_dim: (16, 16, 1),
+            shared_mem_bytes: 0,
+        };
+        let k = |i: usize| &self.kernels[i];
+        let surf = Field::surface;
+        let (va, vb) = (surf(&fields.vel[ix.a])?, surf(&fields.vel[ix.b])?);
+        let (p0, p1) = (surf(&fields.pressure[0])?, surf(&fields.pressure[1])?);
+        let scratch = surf(&fields.scratch)?;
+        // SAFETY (every launch below): each surface is a live SURFACE_LDST level of an n×n
+        // image of the format the kernel reads and writes (Fields::new); the kernels stay
+        // within the grid; the images outlive the launches (the engine waits for the stream
+        // before dropping them).
+        unsafe {
+            if !p.is_paused() {
+                s.launch_builder(k(0))
+                    .arg(p)
+                    .arg(va)
+                    .arg(scratch)
+                    .launch(cfg)?;
+                s.launch_builder(k(1))
+                    .arg(p)
+                    .arg(va)
+                    .arg(scratch)
+                    .arg(vb)
+                    .launch(cfg)?;
+                s.launch_builder(k(2)).arg(p).arg(vb).arg(va).launch(cfg)?;
+                s.launch_builder(k(3))
+                    .arg(p)
+                    .arg(va)
+                    .arg(scratch)
+                    .launch(cfg)?;
+                for i in 0..iterations {
+                    let (from, to) = if i % 2 == 0 { (p0, p1) } else { (p1, p0) };
+                    let scale = if i == 0 { PRESSURE_KEEP } else { 1.0f32 };
+                    s.launch_builder(k(4))
+                        .arg(p)
+                        .arg(from)
+                        .arg(scratch)
+                        .arg(to)
+                        .arg(&scale)
+                        .launch(cfg)?;
+                }
+                s.launch_builder(k(5))
+                    .arg(p)
+                    .arg(p0)
+                    .arg(va)
+                    .arg(vb)
+                    .launch(cfg)?;
+            } else {
+                // Paused: the force pass with no force copies the velocity to where the next
+                // frame looks for it.
+                s.launch_builder(k(1))
+                    .arg(p)
+                    .arg(va)
+                    .arg(scratch)
+                    .arg(vb)
+                    .launch(cfg)?;
+            }
+            s.launch_builder(k(6))
+                .arg(p)
+                .arg(vb)
+                .arg(surf(&fields.dye[ix.prev])?)
+                .arg(surf(&fields.dye[ix.slot])?)
+                .launch(cfg)?;
+        }
+        Ok(())
+    }
+}
+
+/// The Vulkan simulation: the passes as compute shaders, descriptor sets for each parity and
+/// slot, and the parameters in a uniform buffer per command slot.
+struct VulkanSim {
+    passes: Vec<Pass>,
+    // Sets live as long as their layouts (declared after the passes: dropped after them).
+    curl: [vk::DescriptorSet; 2],
+    force: [vk::DescriptorSet; 2],
+    advect_velocity: [vk::DescriptorSet; 2],
+    divergence: [vk::DescriptorSet; 2],
+    jacobi: [vk::DescriptorSet; 2],
+    gradient: [vk::DescriptorSet; 2],
+    /// `[slot][parity of the velocity it reads]`.
+    advect_dye: Vec<[vk::DescriptorSet; 2]>,
+    params: Vec<vk::DescriptorSet>,
+    ubos: Vec<HostBuffer>,
+    _layouts: [SetLayout; 3],
+}
+
+impl VulkanSim {
+    fn new(
+        vk: &Arc<VulkanContext>,
+        shaders: &Shaders,
+        fields: &Fields,
+        command_slots: usize,
+    ) -> anyhow::Result<Self> {
+        let k = fields.dye.len();
+        let img = vk::DescriptorType::STORAGE_IMAGE;
+        let two = SetLayout::new(vk, &[img, img], 6)?;
+        let three = SetLayout::new(vk, &[img, img, img], (6 + 2 * k) as u32)?;
+        let params = SetLayout::new(
+            vk,
+            &[vk::DescriptorType::UNIFORM_BUFFER],
+            command_slots as u32,
+        )?;
+        let pass_layout = |i: usize| if matches!(i, 0 | 2 | 3) { &two } else { &three };
+        let passes = shaders
+            .passes
+            .iter()
+            .enumerate()
+            .map(|(i, spv)| {
+                Pass::new(
+                    vk,
+                    spv,
+                    &[pass_layout(i), &params],
+                    if i == 4 { 4 } else { 0 },
+                )
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let v = |f: &Field| Resource::StorageImage(f.view);
+        let (vel, pr, scratch) = (&fields.vel, &fields.pressure, &fields.scratch);
+        let per_parity = |layout: &SetLayout, f: &dyn Fn(usize) -> Vec<Resource>| {
+            Ok::<_, anyhow::Error>([layout.allocate(&f(0))?, layout.allocate(&f(1))?])
+        };
+        let ubos = (0..command_slots)
+            .map(|_| {
+                HostBuffer::new(
+                    vk,
+                    std::mem::size_of::<Params>() as u64,
+                    vk::BufferUsageFlags::UNIFORM_BUFFER,
+                )
+            })
+            .collect::<cuvk::Result<Vec<_>>>()?;
+        Ok(Self {
+            curl: per_parity(&two, &|a| vec![v(&vel[a]), v(scratch)])?,
+            force: per_parity(&three, &|a| vec![v(&vel[a]), v(scratch), v(&vel[1 - a])])?,
+            advect_velocity: per_parity(&two, &|a| vec![v(&vel[a]), v(&vel[1 - a])])?,
+            divergence: per_parity(&two, &|a| vec![v(&vel[a]), v(scratch)])?,
+            jacobi: per_parity(&three, &|i| vec![v(&pr[i]), v(scratch), v(&pr[1 - i])])?,
+            gradient: per_parity(&three, &|a| vec![v(&pr[0]), v(&vel[a]), v(&vel[1 - a])])?,
+            advect_dye: (0..k)
+                .map(|s| {
+                    let prev = (s + k - 1) % k;
+                    per_parity(&three, &|b| {
+                        vec![v(&vel[b]), v(&fields.dye[prev]), v(&fields.dye[s])]
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?,
+            params: ubos
+                .iter()
+                .map(|u| params.allocate(&[Resource::Uniform(u.vk_buffer())]))
+                .collect::<anyhow::Result<_>>()?,
+            ubos,
+            passes,
+            _layouts: [two, three, params],
+        })
+    }
+
+    /// Records one step, a barrier after each pass (the passes of [`CudaSim::step`]).
+    ///
+    /// # Safety
+    /// `cmd` is recording; the fields and the uniform buffer of `command_slot` (holding `p`)
+    /// outlive the commands.
+    unsafe fn record(
+        &self,
+        d: &cuvk::ash::Device,
+        cmd: vk::CommandBuffer,
+        p: &Params,
+        ix: StepIndices,
+        command_slot: usize,
+        iterations: u32,
+    ) {
+        let ps = self.params[command_slot];
+        let size = (p.width, p.height);
+        let run = |pass: usize, set: vk::DescriptorSet, push: &[u8]| {
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                self.passes[pass].record(cmd, &[set, ps], push, size);
+                compute_barrier(d, cmd);
+            }
+        };
+        if !p.is_paused() {
+            run(0, self.curl[ix.a], &[]);
+            run(1, self.force[ix.a], &[]);
+            run(2, self.advect_velocity[ix.b], &[]);
+            run(3, self.divergence[ix.a], &[]);
+            for i in 0..iterations {
+                let scale = if i == 0 { PRESSURE_KEEP } else { 1.0f32 };
+                run(4, self.jacobi[(i % 2) as usize], &scale.to_ne_bytes());
+            }
+            run(5, self.gradient[ix.a], &[]);
+        } else {
+            run(1, self.force[ix.a], &[]);
+        }
+        run(6, self.advect_dye[ix.slot][ix.b], &[]);
+    }
+}
+
+/// A compute→compute barrier: shader writes before it are visible to shader reads and writes
+/// after it.
+///
+/// # Safety
+/// `cmd` is recording on `d`.
+unsafe fn compute_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer) {
+    let b = [vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+        .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+    let cs = vk::PipelineStageFlags::COMPUTE_SHADER;
+    // SAFETY: forwarded from the caller.
+    unsafe { d.cmd_pipeline_barrier(cmd, cs, cs, vk::DependencyFlags::empty(), &b, &[], &[]) };
+}
+
+#[allow(clippy::large_enum_variant)] // one per engine
+enum Sim {
+    Cuda(CudaSim),
+    Vulkan(VulkanSim),
+}
+
+/// What depends on the output size: the draw pass, its sets (one per dye slot), the pixels
+/// and their readback buffer.
+struct Canvas {
+    width: u32,
+    height: u32,
+    draw: Pass,
+    sets: Vec<vk::DescriptorSet>,
+    _layout: SetLayout,
+    pixels: BoundBuffer,
+    readback: HostBuffer,
+}
+
+impl Canvas {
+    fn new(
+        vk: &Arc<VulkanContext>,
+        draw_spv: &[u8],
+        fields: &Fields,
+        sampler: vk::Sampler,
+        width: u32,
+        height: u32,
+    ) -> anyhow::Result<Self> {
+        let bytes = u64::from(width) * u64::from(height) * 4;
+        let pixels = BoundBuffer::new_exportable(
+            vk,
+            bytes,
+            vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC,
+            vk::MemoryPropertyFlags::DEVICE_LOCAL,
+        )?;
+        let readback = HostBuffer::new(vk, bytes, vk::BufferUsageFlags::empty())?;
+        let layout = SetLayout::new(
+            vk,
+            &[
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::STORAGE_BUFFER,
+            ],
+            fields.dye.len() as u32,
+        )?;
+        let draw = Pass::new(vk, draw_spv, &[&layout], 32)?;
+        let sets = fields
+            .dye
+            .iter()
+            .map(|d| {
+                layout.allocate(&[
+                    Resource::Sampled(d.view, sampler),
+                    Resource::StorageBuffer(pixels.vk_buffer()),
+                ])
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self {
+            width,
+            height,
+            draw,
+            sets,
+            _layout: layout,
+            pixels,
+            readback,
+        })
+    }
+
+    /// The draw pass's push constants: output size, packing, exposure, and the mapping from
+    /// output uv to dye uv that covers the output with the (square) grid, cropping its edges.
+    fn push(&self, bgra: bool, exposure: f32) -> Vec<u8> {
+        let (w, h) = (self.width as f32, self.height as f32);
+        let (scale, offset) = if w >= h {
+            ([1.0, h / w], [0.0, 0.5 * (1.0 - h / w)])
+        } else {
+            ([w / h, 1.0], [0.5 * (1.0 - w / h), 0.0])
+        };
+        let mut v: Vec<u8> = Vec::with_capacity(32);
+        v.extend_from_slice(bytemuck::cast_slice(&[
+            self.width,
+            self.height,
+            u32::from(bgra),
+        ]));
+        v.extend_from_slice(bytemuck::cast_slice(&[
+            exposure, scale[0], scale[1], offset[0], offset[1],
+        ]));
+        v
+    }
+
+    /// Output pixel → grid texel coordinates (the inverse of the draw's mapping).
+    fn to_grid(&self, grid: u32, x: f32, y: f32) -> [f32; 2] {
+        let (w, h) = (self.width as f32, self.height as f32);
+        let (sx, sy, ox, oy) = if w >= h {
+            (1.0, h / w, 0.0, 0.5 * (1.0 - h / w))
+        } else {
+            (w / h, 1.0, 0.5 * (1.0 - w / h), 0.0)
+        };
+        let g = grid as f32;
+        [(x / w * sx + ox) * g, (y / h * sy + oy) * g]
+    }
+}
+
+/// Frame ordering: the pacer where CUDA simulates, a local timeline otherwise.
+#[allow(clippy::large_enum_variant)] // one per engine
+enum Sync {
+    Pacer(FramePacer),
+    Local {
+        timeline: Arc<Semaphore>,
+        next: u64,
+        k: u64,
+    },
+}
+
+#[derive(Clone, Copy)]
+enum LoopFrame {
+    Paced(Frame),
+    Local(UnpacedFrame),
+}
+
+impl LoopFrame {
+    fn number(&self) -> u64 {
+        match self {
+            LoopFrame::Paced(f) => f.number,
+            LoopFrame::Local(f) => f.number,
+        }
+    }
+    fn command_slot(&self) -> usize {
+        match self {
+            LoopFrame::Paced(f) => f.command_slot,
+            LoopFrame::Local(f) => f.command_slot,
+        }
+    }
+}
+
+pub struct Engine {
+    vk: Arc<VulkanContext>,
+    opts: Options,
+    script: Script,
+    // Field order is drop order: the GPU work is waited for in Drop; the canvas and the
+    // simulation (descriptor sets, pipelines) go before the images they point at.
+    canvas: Canvas,
+    sim: Sim,
+    fields: Fields,
+    sampler: Sampler,
+    sync: Sync,
+    draw_spv: Vec<u8>,
+    cmds: CommandSlots,
+    queries: vk::QueryPool,
+    timestamp_ns: f64,
+    pending: Vec<Option<FrameTimes>>,
+    times: Vec<FrameTimes>,
+    /// The mouse's splat for the next frame: where, and the drag (texels) since the last.
+    stir: Option<([f32; 2], [f32; 2])>,
+    pub paused: bool,
+    /// Whether the scripted jets run (the window's E key).
+    pub jets: bool,
+    pub bgra: bool,
+    pub exposure: f32,
+}
+
+/// A pool of `count` timestamp queries, reset once on the GPU, and the nanoseconds per tick.
+fn timestamp_queries(vk: &Arc<VulkanContext>, count: u32) -> anyhow::Result<(vk::QueryPool, f64)> {
+    let qinfo = vk::QueryPoolCreateInfo::default()
+        .query_type(vk::QueryType::TIMESTAMP)
+        .query_count(count);
+    // SAFETY: valid device; the engine destroys it in Drop.
+    let queries = unsafe { vk.device().create_query_pool(&qinfo, None) }?;
+    // SAFETY: valid instance/physical device.
+    let timestamp_ns = unsafe {
+        vk.instance()
+            .get_physical_device_properties(vk.physical_device())
+    }
+    .limits
+    .timestamp_period as f64;
+    // SAFETY: reset once on the GPU before first use (host reset needs hostQueryReset).
+    unsafe { vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, count))? };
+    Ok((queries, timestamp_ns))
+}
+
+impl Engine {
+    pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
+        let vk = dev.vk.clone();
+        let k = opts.frames_in_flight as usize;
+        let command_slots = 2 * k;
+        let bridge = match opts.sim {
+            SimKind::Cuda => Some(
+                dev.bridge
+                    .as_ref()
+                    .context("the CUDA simulation needs a CUDA device (use --sim vulkan)")?,
+            ),
+            SimKind::Vulkan => None,
+        };
+        let fields = Fields::new(&vk, bridge, &opts)?;
+        let (sim, sync) = match bridge {
+            Some(b) => (
+                Sim::Cuda(CudaSim::new(b, &shaders.fluid_cu, command_slots)?),
+                Sync::Pacer(FramePacer::new(b, k as u32)?),
+            ),
+            None => (
+                Sim::Vulkan(VulkanSim::new(&vk, shaders, &fields, command_slots)?),
+                Sync::Local {
+                    timeline: Semaphore::new(&vk, SemaphoreDesc::LOCAL_TIMELINE)?,
+                    next: 1,
+                    k: k as u64,
+                },
+            ),
+        };
+        let sampler = Sampler::linear(&vk)?;
+        let canvas = Canvas::new(
+            &vk,
+            &shaders.draw,
+            &fields,
+            sampler.handle,
+            opts.width,
+            opts.height,
+        )?;
+        let cmds = CommandSlots::new(&vk, command_slots)?;
+        let (queries, timestamp_ns) = timestamp_queries(&vk, 4 * command_slots as u32)?;
+        Ok(Self {
+            script: Script::new(opts.seed, opts.grid, opts.grid),
+            vk,
+            canvas,
+            sim,
+            fields,
+            sampler,
+            sync,
+            draw_spv: shaders.draw.clone(),
+            cmds,
+            queries,
+            timestamp_ns,
+            pending: vec![None; command_slots],
+            times: Vec::new(),
+            stir: None,
+            paused: false,
+            jets: true,
+            bgra: false,
+            exposure: 4.5,
+            opts,
+        })
+    }
+
+    /// Where the simulation runs, for the log.
+    pub fn sim_path(&self) -> &'static str {
+        match self.sim {
+            Sim::Cuda(_) => {
+                "CUDA kernels writing shared images through surfaces, frames ordered by the pacer's semaphores"
+            }
+            Sim::Vulkan(_) => "Vulkan compute shaders on Vulkan storage images",
+        }
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Draws at a new size from now on (waits for the GPU; the simulation goes on).
+    pub fn resize(&mut self, width: u32, height: u32) -> anyhow::Result<()> {
+        self.wait_idle()?;
+        self.canvas = Canvas::new(
+            &self.vk,
+            &self.draw_spv,
+            &self.fields,
+            self.sampler.handle,
+            width,
+            height,
+        )?;
+        self.opts.width = width;
+        self.opts.height = height;
+        Ok(())
+    }
+
+    /// Clears the fluid: no motion, no dye (waits for the GPU first).
+    pub fn reset(&mut self) -> anyhow::Result<()> {
+        self.wait_idle()?;
+        for f in self.fields.all_mut() {
+            f.clear()?;
+        }
+        Ok(())
+    }
+
+    /// Mouse drag from output pixel `from` to `to`: force along the drag and dye, next frame.
+    pub fn stir(&mut self, from: [f32; 2], to: [f32; 2]) {
+        let g = self.opts.grid;
+        let (a, b) = (
+            self.canvas.to_grid(g, from[0], from[1]),
+            self.canvas.to_grid(g, to[0], to[1]),
+        );
+        let drag = match self.stir {
+            Some((_, d)) => [d[0] + b[0] - a[0], d[1] + b[1] - a[1]],
+            None => [b[0] - a[0], b[1] - a[1]],
+        };
+        self.stir = Some((b, drag));
+    }
+
+    /// The parameters of frame `number`: the script's jets (and the mouse), or a pause.
+    pub fn params_for(&mut self, number: u64) -> Params {
+        let n = self.opts.grid;
+        if self.paused {
+            self.stir = None;
+            return Params::paused(n, n);
+        }
+        let mut emitters = if self.jets {
+            self.script.emitters(number)
+        } else {
+            Vec::new()
+        };
+        if let Some((pos, drag)) = self.stir.take() {
+            let r = 1.6 * self.script.radius();
+            let rgb = hue(number as f32 / 240.0);
+            let len = (drag[0] * drag[0] + drag[1] * drag[1]).sqrt();
+            let limit = 0.06 * n as f32;
+            let k = if len > limit { limit / len } else { 1.0 };
+            emitters.push(Emitter {
+                pos,
+                force: [drag[0] * k, drag[1] * k],
+                color: [rgb[0] * 0.6, rgb[1] * 0.6, rgb[2] * 0.6, 1.0 / (r * r)],
+            });
+        }
+        emitters.truncate(MAX_EMITTERS);
+        Params::new(n, n, &emitters)
+    }
+
+    /// The number of the last frame submitted.
+    pub fn last_frame(&self) -> u64 {
+        match &self.sync {
+            Sync::Pacer(p) => p.vulkan_done().highest_signal(),
+            Sync::Local { next, .. } => next - 1,
+        }
+    }
+
+    fn begin(&mut self) -> anyhow::Result<LoopFrame> {
+        match &mut self.sync {
+            Sync::Pacer(p) => Ok(LoopFrame::Paced(p.begin_frame()?)),
+            Sync::Local { timeline, next, k } => {
+                let number = *next;
+                if let Some(prev) = number.checked_sub(2 * *k).filter(|&n| n > 0) {
+                    timeline.wait_host(prev, Duration::from_secs(30))?;
+                }
+                *next += 1;
+                Ok(LoopFrame::Local(unpaced_frame(number, *k as u32)))
+            }
+        }
+    }
+
+    /// Runs one frame into `target`. Returns when it is submitted (or, for a PNG, written).
+    pub fn frame(&mut self, target: Target<'_>) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        let frame = self.begin()?;
+        let wait_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let c = frame.command_slot();
+        self.collect(c)?;
+        let params = self.params_for(frame.number());
+        let ix = StepIndices::of(frame.number(), self.fields.dye.len());
+        match (&mut self.sim, &self.sync, &frame) {
+            (Sim::Cuda(cuda), Sync::Pacer(pacer), LoopFrame::Paced(f)) => {
+                let s = &cuda.stream;
+                // Dye slot N % K was last drawn by frame N - K: wait (on the GPU) for it.
+                pacer.cuda_acquire(f, s)?;
+                let (ev0, ev1) = &cuda.events[c];
+                ev0.record(s)?;
+                cuda.step(&self.fields, &params, ix, self.opts.iterations)?;
+                ev1.record(s)?;
+                pacer.cuda_release(f, s)?;
+            }
+            (Sim::Vulkan(v), _, _) => v.ubos[c].write(std::slice::from_ref(&params))?,
+            _ => bail!("the CUDA simulation runs under the pacer"),
+        }
+        let cmd = self.record(&frame, &target, &params, ix)?;
+        let mut waits = Vec::new();
+        let mut signals = Vec::new();
+        if let Target::Swapchain {
+            acquired, rendered, ..
+        } = &target
+        {
+            waits.push(SemaphoreOp {
+                semaphore: acquired,
+                value: 0,
+                stage: vk::PipelineStageFlags::TRANSFER,
+            });
+            signals.push(SemaphoreOp {
+                semaphore: rendered,
+                value: 0,
+                stage: vk::PipelineStageFlags::empty(),
+            });
+        }
+        // SAFETY: the command buffer and everything it uses live in `self`, which waits for
+        // the GPU before dropping them.
+        unsafe {
+            match (&self.sync, &frame) {
+                (Sync::Pacer(p), LoopFrame::Paced(f)) => p.vulkan_submit(
+                    f,
+                    &[cmd],
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    &waits,
+                    &signals,
+                    vk::Fence::null(),
+                )?,
+                (Sync::Pacer(_), LoopFrame::Local(_)) => bail!("an unpaced frame under the pacer"),
+                (Sync::Local { timeline, .. }, _) => {
+                    signals.push(SemaphoreOp {
+                        semaphore: timeline,
+                        value: frame.number(),
+                        stage: vk::PipelineStageFlags::empty(),
+                    });
+                    self.vk
+                        .submit_with_semaphores(&[cmd], &waits, &signals, vk::Fence::null())?
+                }
+            }
+        }
+        self.pending[c] = Some(FrameTimes {
+            number: frame.number(),
+            wait: wait_ms,
+            ..Default::default()
+        });
+        if let Target::Offscreen(Some(path)) = target {
+            self.wait_for(frame.number())?;
+            write_png(
+                path,
+                self.canvas.width,
+                self.canvas.height,
+                &self.canvas.readback.read::<u8>()?,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn record(
+        &self,
+        frame: &LoopFrame,
+        target: &Target<'_>,
+        params: &Params,
+        ix: StepIndices,
+    ) -> anyhow::Result<vk::CommandBuffer> {
+        let d = self.vk.device();
+        let c = frame.command_slot();
+        let q0 = 4 * c as u32;
+        let cv = &self.canvas;
+        let dye = self.fields.dye[ix.slot].image();
+        let general = vk::ImageLayout::GENERAL;
+        let cs = vk::PipelineStageFlags::COMPUTE_SHADER;
+        // SAFETY: the command slot's previous frame completed (begin); every handle is ours
+        // and outlives the submission.
+        unsafe {
+            let cmd = self.cmds.begin(c)?;
+            d.cmd_reset_query_pool(cmd, self.queries, q0, 4);
+            d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.queries, q0);
+            // Everything earlier frames wrote is visible to this frame.
+            let all = vk::PipelineStageFlags::ALL_COMMANDS;
+            let b = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+                .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE)];
+            d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]);
+            match (&self.sim, &self.sync) {
+                (Sim::Vulkan(v), _) => {
+                    v.record(d, cmd, params, ix, c, self.opts.iterations);
+                }
+                (Sim::Cuda(_), Sync::Pacer(p)) => {
+                    // The dye CUDA just wrote: from VK_QUEUE_FAMILY_EXTERNAL, staying in
+                    // GENERAL (CUDA may read it for the next step while this draws it).
+                    p.record_image_acquire_from_cuda(
+                        cmd,
+                        &[(dye, general)],
+                        cs,
+                        vk::AccessFlags::SHADER_READ,
+                    );
+                }
+                (Sim::Cuda(_), _) => bail!("the CUDA simulation runs under the pacer"),
+            }
+            d.cmd_write_timestamp(
+                cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                self.queries,
+                q0 + 1,
+            );
+            cv.draw.record(
+                cmd,
+                &[cv.sets[ix.slot]],
+                &cv.push(self.bgra, self.exposure),
+                (cv.width, cv.height),
+            );
+            d.cmd_write_timestamp(
+                cmd,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                self.queries,
+                q0 + 2,
+            );
+            if let (Sim::Cuda(_), Sync::Pacer(p)) = (&self.sim, &self.sync) {
+                p.record_image_release_to_cuda(
+                    cmd,
+                    &[(dye, general)],
+                    cs,
+                    vk::AccessFlags::SHADER_READ,
+                );
+            }
+            let b = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::TRANSFER_READ)];
+            d.cmd_pipeline_barrier(
+                cmd,
+                cs,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::DependencyFlags::empty(),
+                &b,
+                &[],
+                &[],
+            );
+            let (w, h) = (cv.width, cv.height);
+            match target {
+                Target::Offscreen(Some(_)) => {
+                    let region = [vk::BufferCopy {
+                        src_offset: 0,
+                        dst_offset: 0,
+                        size: u64::from(w * h * 4),
+                    }];
+                    d.cmd_copy_buffer(cmd, cv.pixels.vk_buffer(), cv.readback.vk_buffer(), &region);
+                }
+                Target::Offscreen(None) => {}
+                Target::Swapchain { image, .. } => {
+                    record_to_swapchain(d, cmd, cv.pixels.vk_buffer(), *image, w, h)
+                }
+            }
+            d.end_command_buffer(cmd)?;
+            Ok(cmd)
+        }
+    }
+
+    /// Waits on the host until frame `number` has completed on the GPU.
+    pub fn wait_for(&self, number: u64) -> anyhow::Result<()> {
+        let t = Duration::from_secs(60);
+        match &self.sync {
+            Sync::Pacer(p) => p.frames_complete().wait_host(number, t)?,
+            Sync::Local { timeline, .. } => timeline.wait_host(number, t)?,
+        }
+        Ok(())
+    }
+
+    /// Waits for every submitted frame and collects the remaining timings.
+    pub fn wait_idle(&mut self) -> anyhow::Result<()> {
+        self.wait_for(self.last_frame())?;
+        if let Sim::Cuda(c) = &self.sim {
+            c.stream.synchronize()?;
+        }
+        for c in 0..self.pending.len() {
+            self.collect(c)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the timings of the frame that last used command slot `c` (it has completed).
+    fn collect(&mut self, c: usize) -> anyhow::Result<()> {
+        let Some(cpu) = self.pending[c].take() else {
+            return Ok(());
+        };
+        let mut ts = [0u64; 3];
+        // SAFETY: the frame that wrote these queries has completed (begin / wait_idle).
+        unsafe {
+            self.vk.device().get_query_pool_results(
+                self.queries,
+                4 * c as u32,
+                &mut ts,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )?;
+        }
+        let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 * self.timestamp_ns * 1e-6;
+        let sim = match &self.sim {
+            Sim::Cuda(side) => side.events[c].0.elapsed_ms(&side.events[c].1)? as f64,
+            Sim::Vulkan(_) => ms(ts[0], ts[1]),
+        };
+        self.times.push(FrameTimes {
+            sim,
+            draw: ms(ts[1], ts[2]),
+            end_ns: ts[2] as f64 * self.timestamp_ns,
+            ..cpu
+        });
+        Ok(())
+    }
+
+    /// Timings of the collected frames in frame order, with `frame` = GPU frame period.
+    pub fn frame_times(&self) -> Vec<FrameTimes> {
+        let mut t = self.times.clone();
+        t.sort_by_key(|f| f.number);
+        for i in 1..t.len() {
+            t[i].frame = (t[i].end_ns - t[i - 1].end_ns) * 1e-6;
+        }
+        if !t.is_empty() {
+            t.remove(0); // no previous frame to measure against
+        }
+        t
+    }
+
+    /// The fields after the last frame: velocity (RG32F texels) then dye (RGBA16F texels),
+    /// each grid × grid, tightly packed — what `--dump` writes. Waits for the GPU.
+    pub fn dump(&mut self) -> anyhow::Result<Vec<u8>> {
+        self.wait_idle()?;
+        let last = self.last_frame();
+        let ix = StepIndices::of(last, self.fields.dye.len());
+        let mut out = self.fields.vel[ix.b].read()?;
+        out.extend(self.fields.dye[ix.slot].read()?);
+        Ok(out)
+    }
+}
+
+/// Records copying the pixel buffer into a swapchain image and its layout transitions.
+///
+/// # Safety
+/// `cmd` must be recording; `image` must be an acquired swapchain image of `w`×`h` pixels.
+unsafe fn record_to_swapchain(
+    d: &cuvk::ash::Device,
+    cmd: vk::CommandBuffer,
+    pixels: vk::Buffer,
+    image: vk::Image,
+    w: u32,
+    h: u32,
+) {
+    let range = vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: 0,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: 1,
+    };
+    let to_dst = [vk::ImageMemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::empty())
+        .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .old_layout(vk::ImageLayout::UNDEFINED)
+        .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+        .image(image)
+        .subresource_range(range)];
+    // SAFETY: recording state; the image is a live swapchain image acquired for this frame.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_dst,
+        );
+        let region = [vk::BufferImageCopy::default()
+            .image_subresource(vk::ImageSubresourceLayers {
+                aspect_mask: vk::ImageAspectFlags::COLOR,
+                mip_level: 0,
+                base_array_layer: 0,
+                layer_count: 1,
+            })
+            .image_extent(vk::Extent3D {
+                width: w,
+                height: h,
+                depth: 1,
+            })];
+        d.cmd_copy_buffer_to_image(
+            cmd,
+            pixels,
+            image,
+            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+            &region,
+        );
+        let to_present = [vk::ImageMemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::empty())
+            .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+            .new_layout(vk::ImageLayout::PRESENT_SRC_KHR)
+            .image(image)
+            .subresource_range(range)];
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_present,
+        );
+    }
+}
+
+/// Writes RGBA8 pixels as a PNG, through a temporary file renamed into place, so a failure
+/// leaves no half-written image.
+pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("png.partial");
+    let result = (|| -> anyhow::Result<()> {
+        let file = std::fs::File::create(&tmp)?;
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+        enc.set_color(png::ColorType::Rgba);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(&rgba[..(w * h * 4) as usize])?;
+        writer.finish()?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.context(format!("writing {}", path.display())))
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.wait_idle();
+        let d = self.vk.device();
+        // SAFETY: all frames completed (waited above, or the device is lost and idle anyway).
+        unsafe {
+            let _ = d.device_wait_idle();
+            d.destroy_query_pool(self.queries, None);
+        }
+    }
+}
