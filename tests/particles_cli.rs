@@ -4,10 +4,10 @@
 
 #[path = "support/particles.rs"]
 mod particles;
+#[path = "support/xvfb.rs"]
+mod xvfb;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use particles::{check_frame, run_demo, temp_dir};
 
@@ -180,120 +180,31 @@ fn bad_input_gives_a_clear_message_and_a_failing_exit() {
     let _ = std::fs::remove_dir_all(empty);
 }
 
-/// Parses an XWD screenshot (32 bits per pixel, ZPixmap) into (width, height, rgb rows).
-fn parse_xwd(data: &[u8]) -> (u32, u32, Vec<[u8; 3]>) {
-    let be = |i: usize| u32::from_be_bytes(data[i * 4..i * 4 + 4].try_into().unwrap());
-    let (header, w, h) = (be(0) as usize, be(4), be(5));
-    let (byte_order, bpp, line, ncolors) = (be(7), be(11), be(12) as usize, be(19) as usize);
-    let (rmask, gmask, bmask) = (be(14), be(15), be(16));
-    assert_eq!(bpp, 32, "expected a 32-bit screenshot");
-    let pixels = &data[header + 12 * ncolors..];
-    let channel = |v: u32, mask: u32| ((v & mask) >> mask.trailing_zeros()) as u8;
-    let mut out = Vec::with_capacity((w * h) as usize);
-    for y in 0..h as usize {
-        for x in 0..w as usize {
-            let b: [u8; 4] = pixels[y * line + x * 4..y * line + x * 4 + 4]
-                .try_into()
-                .unwrap();
-            let v = if byte_order == 0 {
-                u32::from_le_bytes(b)
-            } else {
-                u32::from_be_bytes(b)
-            };
-            out.push([channel(v, rmask), channel(v, gmask), channel(v, bmask)]);
-        }
-    }
-    (w, h, out)
-}
-
 #[test]
 fn window_under_xvfb_presents_frames_and_closes_cleanly() {
-    let have = |tool: &str| {
-        Command::new("which")
-            .arg(tool)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !have("Xvfb") || !have("xwd") {
-        assert_ne!(
-            std::env::var("REQUIRE_VULKAN").as_deref(),
-            Ok("1"),
-            "Xvfb and xwd are required (Debian xvfb, x11-apps)"
-        );
-        eprintln!("SKIP: Xvfb or xwd not installed");
+    if !xvfb::tools_present() {
         return;
     }
     let display = format!(":{}", 90 + std::process::id() % 9);
-    // Killed on drop, also when the test panics: a leaked Xvfb holds the test's stdout open, so a
-    // caller reading it through a pipe would wait forever.
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let xvfb = KillOnDrop(
-        Command::new("Xvfb")
-            .args([
-                display.as_str(),
-                "-screen",
-                "0",
-                "800x600x24",
-                "-nolisten",
-                "tcp",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(700));
-    let mut demo = Command::new(particles::demo_binary())
-        .args([
-            "--sim",
-            "vulkan",
-            "--particles",
-            "30000",
-            "--size",
-            "640x480",
-            "--exit-after",
-            "150",
-            "--resize-at",
-            "60:520x360",
-        ])
-        .env("DISPLAY", &display)
-        .env("CUVK_VALIDATION", "1")
-        .env("XDG_RUNTIME_DIR", "/tmp")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
-    let start = Instant::now();
-    let mut seen = Vec::new();
-    let mut shot = None;
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        if line == "presented 30 frames" {
-            let o = Command::new("xwd")
-                .args(["-root", "-silent", "-display", display.as_str()])
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "xwd failed");
-            shot = Some(o.stdout);
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "window demo too slow: {seen:?}"
-        );
-    }
-    let status = demo.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut demo.stderr.take().unwrap(), &mut err).unwrap();
-    drop(xvfb);
-    eprintln!("{}\n{err}", seen.join("\n"));
+    let mut demo = Command::new(particles::demo_binary());
+    demo.args([
+        "--sim",
+        "vulkan",
+        "--particles",
+        "30000",
+        "--size",
+        "640x480",
+        "--exit-after",
+        "150",
+        "--resize-at",
+        "60:520x360",
+    ]);
+    let xvfb::WindowRun {
+        status,
+        seen,
+        err,
+        shot,
+    } = xvfb::run_window(&display, "800x600x24", demo);
     assert!(status.success(), "demo exited with {status}: {err}");
     assert!(
         seen.iter().any(|l| l == "swapchain recreated at 520x360"),
@@ -303,7 +214,7 @@ fn window_under_xvfb_presents_frames_and_closes_cleanly() {
         seen.iter().any(|l| l == "closed after 150 frames"),
         "did not close cleanly"
     );
-    let (w, h, rgb) = parse_xwd(&shot.expect("no screenshot taken"));
+    let (w, h, rgb) = xvfb::parse_xwd(&shot.expect("no screenshot taken"));
     let bright = rgb
         .iter()
         .filter(|p| p.iter().map(|&c| c as u32).sum::<u32>() > 40)

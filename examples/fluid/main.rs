@@ -13,6 +13,10 @@
 //! --bench: the table as JSON), --exit-after N, --resize-at F:WxH (window).
 //! Window: drag to stir, Space pauses, E toggles the jets, R clears, Esc quits.
 
+#[path = "../common/demo.rs"]
+mod demo;
+#[path = "../common/window.rs"]
+mod driver;
 mod engine;
 #[path = "../common/logger.rs"]
 mod logger;
@@ -25,23 +29,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use cuvk::vulkan::{Validation, VulkanConfig, VulkanContext};
-use cuvk::{Bridge, BridgeConfig};
-use engine::{Devices, Engine, Options, Shaders, SimKind, Target};
-
-/// Bad command-line input: reported with exit code 2.
-#[derive(Debug)]
-struct Usage(String);
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for Usage {}
-
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    Usage(msg.into()).into()
-}
+use cuvk::vulkan::Validation;
+use demo::{
+    check_out_dir, check_validation, exit_code, has_display, percentile, usage, write_bench_json,
+    Devices, FrameTimes, Target,
+};
+use engine::{Engine, Options, Shaders, SimKind};
 
 pub struct Args {
     pub opts: Options,
@@ -199,35 +192,19 @@ pub fn open_devices(
         Validation::IfAvailable
     };
     let validation = default.or_from_env();
-    if args.opts.sim == SimKind::Cuda {
-        match Bridge::new(BridgeConfig {
-            validation,
-            instance_extensions: instance_ext.clone(),
-            device_extensions: device_ext.clone(),
-            ..Default::default()
-        }) {
-            Ok(b) => {
-                return Ok(Devices {
-                    vk: b.vulkan().clone(),
-                    bridge: Some(b),
-                })
-            }
-            Err(e) if e.is_unavailable() && !args.sim_forced => {
-                println!("no CUDA GPU ({e}): simulating with the Vulkan compute shaders instead");
-                args.opts.sim = SimKind::Vulkan;
-            }
-            Err(e) => {
-                return Err(e).context("opening CUDA device 0 and the Vulkan device with its UUID")
-            }
-        }
-    }
-    let vk = VulkanContext::new(VulkanConfig {
+    let cuda = args.opts.sim == SimKind::Cuda;
+    let dev = demo::open_devices(
         validation,
-        instance_extensions: instance_ext,
-        device_extensions: device_ext,
-        ..Default::default()
-    })?;
-    Ok(Devices { vk, bridge: None })
+        cuda,
+        args.sim_forced,
+        "the Vulkan compute shaders",
+        instance_ext,
+        device_ext,
+    )?;
+    if cuda && dev.bridge.is_none() {
+        args.opts.sim = SimKind::Vulkan;
+    }
+    Ok(dev)
 }
 
 /// Refuses grids the GPU cannot hold, before allocating anything.
@@ -276,29 +253,12 @@ pub fn check_memory(dev: &Devices, opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Makes sure `dir` exists and takes files before any frame is rendered.
-fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
-    let probe = dir.join(".cuvk-write-test");
-    std::fs::create_dir_all(dir)
-        .and_then(|_| std::fs::write(&probe, b""))
-        .and_then(|_| std::fs::remove_file(&probe))
-        .map_err(|e| usage(format!("--out {}: not writable: {e}", dir.display())))
-}
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}
-
 /// p50 and p99 of frame (GPU frame period), sim, draw and wait times, and the mean frame
 /// period, skipping `warmup` frames.
 fn summary(engine: &Engine, warmup: usize) -> ([(f64, f64); 4], f64) {
     let all = engine.frame_times();
     let t = &all[warmup.min(all.len())..];
-    let col = |f: fn(&engine::FrameTimes) -> f64| {
+    let col = |f: fn(&FrameTimes) -> f64| {
         let mut v: Vec<f64> = t.iter().map(f).collect();
         (percentile(&mut v, 0.5), percentile(&mut v, 0.99))
     };
@@ -372,18 +332,6 @@ fn headless(args: &mut Args) -> anyhow::Result<()> {
     check_validation(&dev)
 }
 
-pub fn check_validation(dev: &Devices) -> anyhow::Result<()> {
-    let msgs = dev.vk.validation_messages();
-    if !msgs.is_empty() {
-        bail!(
-            "{} Vulkan validation message(s), first: {}",
-            msgs.len(),
-            msgs[0]
-        );
-    }
-    Ok(())
-}
-
 fn bench(args: &mut Args) -> anyhow::Result<()> {
     let shaders = Shaders::load(&args.opts.shader_dir)?;
     let dev = open_devices(args, vec![], vec![])?;
@@ -428,21 +376,9 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.dump {
-        std::fs::write(
-            path,
-            format!(
-                "{{\"device\":\"{}\",\"frames\":{frames},\"rows\":[{}]}}\n",
-                dev.vk.info().name,
-                json.join(",")
-            ),
-        )?;
-        println!("wrote {}", path.display());
+        write_bench_json(path, &dev, frames, &json)?;
     }
     check_validation(&dev)
-}
-
-fn has_display() -> bool {
-    std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty())
 }
 
 fn run() -> anyhow::Result<()> {
@@ -466,15 +402,5 @@ fn run() -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     logger::init();
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is::<Usage>() => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(run())
 }

@@ -19,6 +19,7 @@ use cuvk::vulkan::{
 use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer, StagingBuffer};
 use cuvk_dev::{unpaced_frame, CommandSlots, ComputePipeline, UnpacedFrame};
 
+use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, Target};
 use crate::sim::{initial_state, Camera, Params};
 
 /// Which API simulates.
@@ -83,37 +84,6 @@ impl Shaders {
                 .context("particles.cu is not UTF-8")?,
         })
     }
-}
-
-/// The devices, made once and shared by every engine (benchmark runs make several).
-pub struct Devices {
-    pub vk: Arc<VulkanContext>,
-    pub bridge: Option<Bridge>,
-}
-
-/// Per-frame timings in milliseconds. `frame` is the GPU's frame period: the time between this
-/// frame's last GPU command and the previous frame's (timestamps), so pipelined frames are
-/// measured by how often they complete, not by how fast the CPU enqueues them.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FrameTimes {
-    pub number: u64,
-    pub end_ns: f64,
-    pub frame: f64,
-    pub sim: f64,
-    pub draw: f64,
-    pub wait: f64,
-}
-
-/// Where a frame's pixels go.
-pub enum Target<'a> {
-    /// Offscreen; with `Some(path)`, written there as PNG once the frame completes.
-    Offscreen(Option<&'a Path>),
-    /// A swapchain image: copied in, then the caller presents it.
-    Swapchain {
-        image: vk::Image,
-        acquired: &'a Semaphore,
-        rendered: &'a Semaphore,
-    },
 }
 
 /// What depends on the image size: per-pixel counts, RGBA pixels, the readback buffer, and the
@@ -1009,106 +979,6 @@ impl Engine {
             }
         }
         Ok(host.read()?)
-    }
-}
-
-/// Records copying the pixel buffer into a swapchain image and its layout transitions.
-///
-/// # Safety
-/// `cmd` must be recording; `image` must be an acquired swapchain image of `w`×`h` pixels.
-unsafe fn record_to_swapchain(
-    d: &cuvk::ash::Device,
-    cmd: vk::CommandBuffer,
-    pixels: vk::Buffer,
-    image: vk::Image,
-    w: u32,
-    h: u32,
-) {
-    let range = vk::ImageSubresourceRange {
-        aspect_mask: vk::ImageAspectFlags::COLOR,
-        base_mip_level: 0,
-        level_count: 1,
-        base_array_layer: 0,
-        layer_count: 1,
-    };
-    let to_dst = [vk::ImageMemoryBarrier::default()
-        .src_access_mask(vk::AccessFlags::empty())
-        .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-        .old_layout(vk::ImageLayout::UNDEFINED)
-        .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
-        .image(image)
-        .subresource_range(range)];
-    // SAFETY: recording state; the image is a live swapchain image acquired for this frame.
-    unsafe {
-        d.cmd_pipeline_barrier(
-            cmd,
-            vk::PipelineStageFlags::TRANSFER,
-            vk::PipelineStageFlags::TRANSFER,
-            vk::DependencyFlags::empty(),
-            &[],
-            &[],
-            &to_dst,
-        );
-        let region = [vk::BufferImageCopy::default()
-            .image_subresource(vk::ImageSubresourceLayers {
-                aspect_mask: vk::ImageAspectFlags::COLOR,
-                mip_level: 0,
-                base_array_layer: 0,
-                layer_count: 1,
-            })
-            .image_extent(vk::Extent3D {
-                width: w,
-                height: h,
-                depth: 1,
-            })];
-        d.cmd_copy_buffer_to_image(
-            cmd,
-            pixels,
-            image,
-            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-            &region,
-        );
-        let to_present = [vk::ImageMemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::empty())
-            .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
-            .new_layout(vk::ImageLayout::PRESENT_SRC_KHR)
-            .image(image)
-            .subresource_range(range)];
-        d.cmd_pipeline_barrier(
-            cmd,
-            vk::PipelineStageFlags::TRANSFER,
-            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-            vk::DependencyFlags::empty(),
-            &[],
-            &[],
-            &to_present,
-        );
-    }
-}
-
-/// Writes RGBA8 pixels as a PNG, through a temporary file renamed into place, so a failure
-/// leaves no half-written image.
-pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("png.partial");
-    let result = (|| -> anyhow::Result<()> {
-        let file = std::fs::File::create(&tmp)?;
-        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
-        enc.set_color(png::ColorType::Rgba);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut writer = enc.write_header()?;
-        writer.write_image_data(&rgba[..(w * h * 4) as usize])?;
-        writer.finish()?;
-        Ok(())
-    })();
-    match result {
-        Ok(()) => {
-            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e.context(format!("writing {}", path.display())))
-        }
     }
 }
 

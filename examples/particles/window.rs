@@ -1,433 +1,137 @@
 //! The windowed demo: winit window, Vulkan swapchain, mouse orbit (drag) and zoom (wheel),
 //! Space pauses, R resets, Esc or closing the window exits. Particle count and fps in the title.
+//! The window and swapchain are the shared driver's (`examples/common/window.rs`).
 
 use std::ffi::CStr;
-use std::io::Write;
-use std::sync::Arc;
-use std::time::Instant;
 
-use anyhow::{bail, Context};
-use cuvk::ash::{khr, vk};
-use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind};
-use raw_window_handle::{HasDisplayHandle, HasWindowHandle};
-use winit::application::ApplicationHandler;
-use winit::dpi::{LogicalSize, PhysicalPosition};
-use winit::event::{ElementState, MouseButton, MouseScrollDelta, WindowEvent};
-use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop};
+use cuvk::ash::vk;
+use cuvk::vulkan::Semaphore;
+use winit::dpi::PhysicalPosition;
+use winit::event::MouseScrollDelta;
 use winit::keyboard::{Key, NamedKey};
-use winit::window::{Window, WindowId};
 
-use crate::engine::{Devices, Engine, Shaders, Target};
+use crate::demo::{Devices, Target};
+use crate::driver::{self, Demo, Scene};
+use crate::engine::{Engine, Shaders};
 use crate::Args;
 
-/// The swapchain's acquire and present semaphores: binary, for this device only.
-const BINARY: SemaphoreDesc = SemaphoreDesc {
-    kind: SemaphoreKind::Binary,
-    exportable: false,
-};
-
-struct Swapchain {
-    loader: khr::swapchain::Device,
-    handle: vk::SwapchainKHR,
-    images: Vec<vk::Image>,
-    rendered: Vec<Arc<Semaphore>>, // one per image: the frame's copy is done, present may go
-}
-
-struct Running {
-    // Field order is drop order: engine (waits for the GPU), then swapchain, then surface.
-    engine: Engine,
-    swapchain: Option<Swapchain>,
-    acquired: Vec<Arc<Semaphore>>, // one per command slot
-    surface: vk::SurfaceKHR,
-    surface_loader: khr::surface::Instance,
-    devices: Devices,
-    window: Arc<Window>,
-    frames: u64,
-    fps_frames: u64,
-    fps_since: Instant,
-    drag: Option<PhysicalPosition<f64>>,
-    resize: bool,
-}
-
-struct App {
+struct Particles {
     args: Args,
-    run: Option<Running>,
-    error: Option<anyhow::Error>,
+    shaders: Option<Shaders>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let event_loop = EventLoop::new().context("opening the display")?;
-    event_loop.set_control_flow(ControlFlow::Poll);
-    let mut app = App {
-        args,
-        run: None,
-        error: None,
+    let opts = driver::Options {
+        title: "cuvk particles",
+        width: args.opts.width,
+        height: args.opts.height,
+        frames_in_flight: args.opts.frames_in_flight,
+        exit_after: args.exit_after,
+        resize_at: args.resize_at,
     };
-    event_loop.run_app(&mut app)?;
-    if let Some(e) = app.error.take() {
-        return Err(e);
-    }
-    Ok(())
+    driver::run(
+        Particles {
+            args,
+            shaders: None,
+        },
+        opts,
+    )
 }
 
-impl App {
-    fn start(&mut self, el: &ActiveEventLoop) -> anyhow::Result<Running> {
-        let (w, h) = (self.args.opts.width, self.args.opts.height);
-        let window = Arc::new(
-            el.create_window(
-                Window::default_attributes()
-                    .with_title("cuvk particles")
-                    .with_inner_size(LogicalSize::new(w, h)),
-            )?,
-        );
-        let display = window.display_handle()?.as_raw();
-        let required = ash_window::enumerate_required_extensions(display)?;
-        // SAFETY: ash-window returns pointers to static extension-name strings.
-        let instance_ext: Vec<&'static CStr> = required
-            .iter()
-            .map(|&p| unsafe { CStr::from_ptr(p) })
-            .collect();
-        let shaders = Shaders::load(&self.args.opts.shader_dir)?;
-        let devices =
-            crate::open_devices(&mut self.args, instance_ext, vec![khr::swapchain::NAME])?;
-        let vk = devices.vk.clone();
-        // SAFETY: the handles come from a live window that outlives the surface (Running's
-        // field order drops the surface first... the window last).
-        let surface = unsafe {
-            ash_window::create_surface(
-                vk.entry(),
-                vk.instance(),
-                display,
-                window.window_handle()?.as_raw(),
-                None,
-            )
-        }?;
-        let surface_loader = khr::surface::Instance::new(vk.entry(), vk.instance());
-        // SAFETY: valid physical device, queue family and surface.
-        let can_present = unsafe {
-            surface_loader.get_physical_device_surface_support(
-                vk.physical_device(),
-                vk.queue_family_index(),
-                surface,
-            )
-        }?;
-        if !can_present {
-            // SAFETY: nothing uses the surface yet.
-            unsafe { surface_loader.destroy_surface(surface, None) };
-            bail!("the Vulkan queue cannot present to this window");
-        }
-        let size = window.inner_size();
+impl Demo for Particles {
+    type Engine = Engine;
+
+    fn open(
+        &mut self,
+        instance_ext: Vec<&'static CStr>,
+        device_ext: Vec<&'static CStr>,
+    ) -> anyhow::Result<Devices> {
+        self.shaders = Some(Shaders::load(&self.args.opts.shader_dir)?);
+        crate::open_devices(&mut self.args, instance_ext, device_ext)
+    }
+
+    fn engine(&mut self, devices: &Devices, width: u32, height: u32) -> anyhow::Result<Engine> {
         let mut opts = self.args.opts.clone();
-        (opts.width, opts.height) = (size.width.max(1), size.height.max(1));
-        let k = opts.frames_in_flight as usize;
-        crate::check_memory(&devices, &opts)?;
-        let engine = Engine::new(&devices, &shaders, opts)?;
-        let acquired = (0..2 * k)
-            .map(|_| Semaphore::new(&vk, BINARY))
-            .collect::<cuvk::Result<Vec<_>>>()?;
-        let mut run = Running {
-            engine,
-            swapchain: None,
-            acquired,
-            surface,
-            surface_loader,
-            devices,
-            window,
-            frames: 0,
-            fps_frames: 0,
-            fps_since: Instant::now(),
-            drag: None,
-            resize: false,
-        };
-        run.recreate_swapchain()?;
-        println!(
-            "window: {}x{}, device {}",
-            run.engine.options().width,
-            run.engine.options().height,
-            vk.info().describe()
-        );
-        Ok(run)
+        (opts.width, opts.height) = (width, height);
+        crate::check_memory(devices, &opts)?;
+        let shaders = self.shaders.as_ref().expect("open loads the shaders");
+        Engine::new(devices, shaders, opts)
     }
 }
 
-impl Running {
-    fn recreate_swapchain(&mut self) -> anyhow::Result<()> {
-        let vk = self.devices.vk.clone();
-        self.engine.wait_idle()?;
-        let (pd, surface, sl) = (vk.physical_device(), self.surface, &self.surface_loader);
-        // SAFETY: valid physical device and surface.
-        let caps = unsafe { sl.get_physical_device_surface_capabilities(pd, surface) }?;
-        // SAFETY: as above.
-        let formats = unsafe { sl.get_physical_device_surface_formats(pd, surface) }?;
-        let pick = |f: vk::Format| formats.iter().find(|s| s.format == f).copied();
-        let (format, bgra) = match (
-            pick(vk::Format::R8G8B8A8_UNORM),
-            pick(vk::Format::B8G8R8A8_UNORM),
-        ) {
-            (Some(f), _) => (f, false),
-            (None, Some(f)) => (f, true),
-            _ => bail!("the surface offers neither R8G8B8A8_UNORM nor B8G8R8A8_UNORM"),
-        };
-        if !caps
-            .supported_usage_flags
-            .contains(vk::ImageUsageFlags::TRANSFER_DST)
-        {
-            bail!("the surface's images cannot be copy destinations");
-        }
-        let size = self.window.inner_size();
-        let extent = if caps.current_extent.width != u32::MAX {
-            caps.current_extent
-        } else {
-            vk::Extent2D {
-                width: size
-                    .width
-                    .clamp(caps.min_image_extent.width, caps.max_image_extent.width),
-                height: size
-                    .height
-                    .clamp(caps.min_image_extent.height, caps.max_image_extent.height),
-            }
-        };
-        if extent.width == 0 || extent.height == 0 {
-            return Ok(()); // minimised: keep the old swapchain, draw nothing
-        }
-        let mut images = caps.min_image_count + 1;
-        if caps.max_image_count > 0 {
-            images = images.min(caps.max_image_count);
-        }
-        let loader = khr::swapchain::Device::new(vk.instance(), vk.device());
-        let old = self
-            .swapchain
-            .as_ref()
-            .map_or(vk::SwapchainKHR::null(), |s| s.handle);
-        let info = vk::SwapchainCreateInfoKHR::default()
-            .surface(surface)
-            .min_image_count(images)
-            .image_format(format.format)
-            .image_color_space(format.color_space)
-            .image_extent(extent)
-            .image_array_layers(1)
-            .image_usage(vk::ImageUsageFlags::TRANSFER_DST)
-            .image_sharing_mode(vk::SharingMode::EXCLUSIVE)
-            .pre_transform(caps.current_transform)
-            .composite_alpha(vk::CompositeAlphaFlagsKHR::OPAQUE)
-            .present_mode(vk::PresentModeKHR::FIFO)
-            .clipped(true)
-            .old_swapchain(old);
-        // SAFETY: valid device and surface; the old swapchain is retired by this call.
-        let handle = unsafe { loader.create_swapchain(&info, None) }?;
-        if let Some(old) = self.swapchain.take() {
-            // SAFETY: the device is idle (waited above), so no present uses it.
-            unsafe { old.loader.destroy_swapchain(old.handle, None) };
-        }
-        // SAFETY: the swapchain was just created.
-        let images = unsafe { loader.get_swapchain_images(handle) }?;
-        let rendered = images
-            .iter()
-            .map(|_| Semaphore::new(&vk, BINARY))
-            .collect::<cuvk::Result<Vec<_>>>()?;
-        self.swapchain = Some(Swapchain {
-            loader,
-            handle,
-            images,
-            rendered,
-        });
-        self.engine.bgra = bgra;
-        if (extent.width, extent.height)
-            != (self.engine.options().width, self.engine.options().height)
-        {
-            self.engine.resize(extent.width, extent.height)?;
-        }
-        println!("swapchain recreated at {}x{}", extent.width, extent.height);
-        Ok(())
+impl Scene for Engine {
+    fn size(&self) -> (u32, u32) {
+        (self.options().width, self.options().height)
     }
 
-    /// One frame: acquire an image, simulate + draw + copy into it, present.
-    fn draw(&mut self) -> anyhow::Result<()> {
-        if self.resize {
-            self.resize = false;
-            self.recreate_swapchain()?;
-        }
-        let Some(sc) = &self.swapchain else {
-            return Ok(());
-        };
-        let n = self.engine.last_frame() + 1;
-        let k2 = self.acquired.len() as u64;
-        // The acquire semaphore of this command slot was last waited on by frame n - 2K.
-        if n > k2 {
-            self.engine.wait_for(n - k2)?;
-        }
-        let acquired = &self.acquired[(n % k2) as usize];
-        // SAFETY: valid swapchain; the semaphore has no pending operation (waited above).
-        let index = match unsafe {
-            sc.loader
-                .acquire_next_image(sc.handle, u64::MAX, acquired.handle(), vk::Fence::null())
-        } {
-            Ok((i, _)) => i,
-            Err(vk::Result::ERROR_OUT_OF_DATE_KHR) => {
-                self.resize = true;
-                return Ok(());
-            }
-            Err(e) => return Err(e).context("vkAcquireNextImageKHR"),
-        };
-        let (image, rendered) = (
-            sc.images[index as usize],
-            sc.rendered[index as usize].clone(),
-        );
-        self.engine.frame(Target::Swapchain {
+    fn resize(&mut self, width: u32, height: u32) -> anyhow::Result<()> {
+        Engine::resize(self, width, height)
+    }
+
+    fn set_bgra(&mut self, bgra: bool) {
+        self.bgra = bgra;
+    }
+
+    fn last_frame(&self) -> u64 {
+        Engine::last_frame(self)
+    }
+
+    fn wait_for(&self, frame: u64) -> anyhow::Result<()> {
+        Engine::wait_for(self, frame)
+    }
+
+    fn wait_idle(&mut self) -> anyhow::Result<()> {
+        Engine::wait_idle(self)
+    }
+
+    fn render(
+        &mut self,
+        image: vk::Image,
+        acquired: &Semaphore,
+        rendered: &Semaphore,
+    ) -> anyhow::Result<()> {
+        self.frame(Target::Swapchain {
             image,
             acquired,
-            rendered: &rendered,
-        })?;
-        let waits = [rendered.handle()];
-        let swapchains = [sc.handle];
-        let indices = [index];
-        let present = vk::PresentInfoKHR::default()
-            .wait_semaphores(&waits)
-            .swapchains(&swapchains)
-            .image_indices(&indices);
-        let queue = *self.devices.vk.lock_queue();
-        // SAFETY: the image was acquired and its copy submitted to signal `rendered`.
-        match unsafe { sc.loader.queue_present(queue, &present) } {
-            Ok(false) => {}
-            Ok(true) | Err(vk::Result::ERROR_OUT_OF_DATE_KHR) => self.resize = true,
-            Err(e) => return Err(e).context("vkQueuePresentKHR"),
-        }
-        self.frames += 1;
-        self.fps_frames += 1;
-        if [1, 10, 30, 100].contains(&self.frames) || self.frames % 1000 == 0 {
-            println!("presented {} frames", self.frames);
-            let _ = std::io::stdout().flush();
-        }
-        let elapsed = self.fps_since.elapsed().as_secs_f64();
-        if elapsed >= 0.5 {
-            let o = self.engine.options();
-            self.window.set_title(&format!(
-                "cuvk particles — {} particles — {:.1} fps — sim {:?}, {:?}{}",
-                o.particles,
-                self.fps_frames as f64 / elapsed,
-                o.sim,
-                o.transfer,
-                if self.engine.paused {
-                    " — paused"
-                } else {
-                    ""
-                }
-            ));
-            self.fps_frames = 0;
-            self.fps_since = Instant::now();
-        }
-        Ok(())
+            rendered,
+        })
     }
-}
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.engine.wait_idle();
-        // SAFETY: the GPU is idle; the swapchain is destroyed before its surface.
-        unsafe {
-            let _ = self.devices.vk.device().device_wait_idle();
-            if let Some(sc) = self.swapchain.take() {
-                sc.loader.destroy_swapchain(sc.handle, None);
-            }
-            self.surface_loader.destroy_surface(self.surface, None);
-        }
+    fn title(&self, fps: f64) -> String {
+        let o = self.options();
+        format!(
+            "cuvk particles — {} particles — {:.1} fps — sim {:?}, {:?}{}",
+            o.particles,
+            fps,
+            o.sim,
+            o.transfer,
+            if self.paused { " — paused" } else { "" }
+        )
     }
-}
 
-impl ApplicationHandler for App {
-    fn resumed(&mut self, el: &ActiveEventLoop) {
-        if self.run.is_none() && self.error.is_none() {
-            match self.start(el) {
-                Ok(r) => self.run = Some(r),
-                Err(e) => {
-                    self.error = Some(e);
-                    el.exit();
-                }
-            }
+    fn drag(&mut self, from: Option<PhysicalPosition<f64>>, to: PhysicalPosition<f64>) {
+        if let Some(last) = from {
+            let cam = &mut self.camera;
+            cam.yaw += ((to.x - last.x) * 0.005) as f32;
+            cam.pitch = (cam.pitch + ((to.y - last.y) * 0.005) as f32).clamp(-1.5, 1.5);
         }
     }
 
-    fn window_event(&mut self, el: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
-        let Some(run) = self.run.as_mut() else { return };
-        match event {
-            WindowEvent::CloseRequested => el.exit(),
-            WindowEvent::Resized(size) => {
-                println!("window resized to {}x{}", size.width, size.height);
-                run.resize = true;
-            }
-            WindowEvent::RedrawRequested => {
-                let result = run.draw();
-                if let Err(e) = result {
-                    self.error = Some(e);
-                    el.exit();
-                } else if self.args.exit_after.is_some_and(|n| run.frames >= n) {
-                    el.exit();
-                } else if let Some((at, w, h)) = self.args.resize_at.filter(|r| r.0 == run.frames) {
-                    println!("requesting a {w}x{h} window after {at} frames");
-                    let _ = run
-                        .window
-                        .request_inner_size(winit::dpi::PhysicalSize::new(w, h));
-                }
-            }
-            WindowEvent::MouseInput {
-                state,
-                button: MouseButton::Left,
-                ..
-            } => {
-                run.drag = (state == ElementState::Pressed)
-                    .then_some(PhysicalPosition::new(f64::NAN, f64::NAN));
-            }
-            WindowEvent::CursorMoved { position, .. } => {
-                if let Some(last) = run.drag {
-                    if !last.x.is_nan() {
-                        let cam = &mut run.engine.camera;
-                        cam.yaw += ((position.x - last.x) * 0.005) as f32;
-                        cam.pitch =
-                            (cam.pitch + ((position.y - last.y) * 0.005) as f32).clamp(-1.5, 1.5);
-                    }
-                    run.drag = Some(position);
-                }
-            }
-            WindowEvent::MouseWheel { delta, .. } => {
-                let steps = match delta {
-                    MouseScrollDelta::LineDelta(_, y) => y,
-                    MouseScrollDelta::PixelDelta(p) => (p.y / 40.0) as f32,
-                };
-                let cam = &mut run.engine.camera;
-                cam.distance = (cam.distance * 0.9f32.powf(steps)).clamp(0.5, 50.0);
-            }
-            WindowEvent::KeyboardInput { event, .. } if event.state == ElementState::Pressed => {
-                match event.logical_key {
-                    Key::Named(NamedKey::Escape) => el.exit(),
-                    Key::Named(NamedKey::Space) => run.engine.paused = !run.engine.paused,
-                    Key::Character(c) if c.eq_ignore_ascii_case("r") => {
-                        if let Err(e) = run.engine.reset() {
-                            self.error = Some(e);
-                            el.exit();
-                        }
-                    }
-                    _ => {}
-                }
-            }
+    fn wheel(&mut self, delta: MouseScrollDelta) {
+        let steps = match delta {
+            MouseScrollDelta::LineDelta(_, y) => y,
+            MouseScrollDelta::PixelDelta(p) => (p.y / 40.0) as f32,
+        };
+        let cam = &mut self.camera;
+        cam.distance = (cam.distance * 0.9f32.powf(steps)).clamp(0.5, 50.0);
+    }
+
+    fn key(&mut self, key: &Key) -> anyhow::Result<()> {
+        match key {
+            Key::Named(NamedKey::Space) => self.paused = !self.paused,
+            Key::Character(c) if c.eq_ignore_ascii_case("r") => self.reset()?,
             _ => {}
         }
-    }
-
-    fn about_to_wait(&mut self, _el: &ActiveEventLoop) {
-        if let Some(run) = &self.run {
-            run.window.request_redraw();
-        }
-    }
-
-    fn exiting(&mut self, _el: &ActiveEventLoop) {
-        if let Some(run) = self.run.take() {
-            let frames = run.frames;
-            let result = crate::check_validation(&run.devices);
-            drop(run);
-            println!("closed after {frames} frames");
-            if let Err(e) = result {
-                self.error.get_or_insert(e);
-            }
-        }
+        Ok(())
     }
 }

@@ -13,6 +13,9 @@
 //! --draw splat|points (compute splat resolved by a render pass, or rasterised points),
 //! --frames-in-flight K (2..4, 3), --seed N, --exit-after N (window), --bench [--json FILE].
 
+#[allow(dead_code)] // what the native demo's engine needs: the benchmark's comparison rows
+#[path = "../common/demo.rs"]
+mod demo;
 #[allow(dead_code)] // the native demo's engine: the benchmark's comparison rows
 #[path = "../particles/engine.rs"]
 mod engine;
@@ -332,7 +335,7 @@ impl Offscreen {
                 .collect()
         };
         self.readback.unmap();
-        engine::write_png(path, w, h, &rgba)
+        demo::write_png(path, w, h, &rgba)
     }
 }
 
@@ -445,7 +448,7 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
             validation: validation(args),
             ..Default::default()
         })?;
-        engine::Devices {
+        demo::Devices {
             vk: b.vulkan().clone(),
             bridge: Some(b),
         }
@@ -512,7 +515,7 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
             let mut starts = Vec::new();
             for _ in 0..frames {
                 starts.push(Instant::now());
-                e.frame(engine::Target::Offscreen(None))?;
+                e.frame(demo::Target::Offscreen(None))?;
             }
             e.wait_idle()?;
             starts.push(Instant::now());

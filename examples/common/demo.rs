@@ -1,0 +1,268 @@
+//! What the particle and fluid demos share (`#[path]`-included): the devices, frame timings and
+//! targets, the swapchain copy and PNG writing of their engines, and the command-line helpers of
+//! their `main`s (usage errors, the output folder check, percentiles, opening the devices, the
+//! validation check).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use cuvk::ash::vk;
+use cuvk::vulkan::{Semaphore, Validation, VulkanConfig, VulkanContext};
+use cuvk::{Bridge, BridgeConfig};
+
+/// The devices, made once and shared by every engine (benchmark runs make several).
+pub struct Devices {
+    pub vk: Arc<VulkanContext>,
+    pub bridge: Option<Bridge>,
+}
+
+/// Per-frame timings in milliseconds. `frame` is the GPU's frame period: the time between this
+/// frame's last GPU command and the previous frame's (timestamps), so pipelined frames are
+/// measured by how often they complete, not by how fast the CPU enqueues them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameTimes {
+    pub number: u64,
+    pub end_ns: f64,
+    pub frame: f64,
+    pub sim: f64,
+    pub draw: f64,
+    pub wait: f64,
+}
+
+/// Where a frame's pixels go.
+pub enum Target<'a> {
+    /// Offscreen; with `Some(path)`, written there as PNG once the frame completes.
+    Offscreen(Option<&'a Path>),
+    /// A swapchain image: copied in, then the caller presents it.
+    Swapchain {
+        image: vk::Image,
+        acquired: &'a Semaphore,
+        rendered: &'a Semaphore,
+    },
+}
+
+/// Records copying the pixel buffer into a swapchain image and its layout transitions.
+///
+/// # Safety
+/// `cmd` must be recording; `image` must be an acquired swapchain image of `w`×`h` pixels.
+pub unsafe fn record_to_swapchain(
+    d: &cuvk::ash::Device,
+    cmd: vk::CommandBuffer,
+    pixels: vk::Buffer,
+    image: vk::Image,
+    w: u32,
+    h: u32,
+) {
+    let range = vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: 0,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: 1,
+    };
+    let to_dst = [vk::ImageMemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::empty())
+        .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .old_layout(vk::ImageLayout::UNDEFINED)
+        .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+        .image(image)
+        .subresource_range(range)];
+    // SAFETY: recording state; the image is a live swapchain image acquired for this frame.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_dst,
+        );
+        let region = [vk::BufferImageCopy::default()
+            .image_subresource(vk::ImageSubresourceLayers {
+                aspect_mask: vk::ImageAspectFlags::COLOR,
+                mip_level: 0,
+                base_array_layer: 0,
+                layer_count: 1,
+            })
+            .image_extent(vk::Extent3D {
+                width: w,
+                height: h,
+                depth: 1,
+            })];
+        d.cmd_copy_buffer_to_image(
+            cmd,
+            pixels,
+            image,
+            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+            &region,
+        );
+        let to_present = [vk::ImageMemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::empty())
+            .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+            .new_layout(vk::ImageLayout::PRESENT_SRC_KHR)
+            .image(image)
+            .subresource_range(range)];
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_present,
+        );
+    }
+}
+
+/// Writes RGBA8 pixels as a PNG, through a temporary file renamed into place, so a failure
+/// leaves no half-written image.
+pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("png.partial");
+    let result = (|| -> anyhow::Result<()> {
+        let file = std::fs::File::create(&tmp)?;
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+        enc.set_color(png::ColorType::Rgba);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(&rgba[..(w * h * 4) as usize])?;
+        writer.finish()?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.context(format!("writing {}", path.display())))
+        }
+    }
+}
+
+/// Bad command-line input: reported with exit code 2.
+#[derive(Debug)]
+pub struct Usage(String);
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+/// Opens the devices: the CUDA + Vulkan bridge where `cuda` asks for it and CUDA is there, else
+/// Vulkan alone, with the extensions a window needs. Without a CUDA GPU it falls back to Vulkan
+/// alone (saying so; the caller sees `bridge: None`) unless `cuda_forced`; `fallback` names what
+/// simulates then.
+pub fn open_devices(
+    validation: Validation,
+    cuda: bool,
+    cuda_forced: bool,
+    fallback: &str,
+    instance_ext: Vec<&'static std::ffi::CStr>,
+    device_ext: Vec<&'static std::ffi::CStr>,
+) -> anyhow::Result<Devices> {
+    if cuda {
+        match Bridge::new(BridgeConfig {
+            validation,
+            instance_extensions: instance_ext.clone(),
+            device_extensions: device_ext.clone(),
+            ..Default::default()
+        }) {
+            Ok(b) => {
+                return Ok(Devices {
+                    vk: b.vulkan().clone(),
+                    bridge: Some(b),
+                })
+            }
+            Err(e) if e.is_unavailable() && !cuda_forced => {
+                println!("no CUDA GPU ({e}): simulating with {fallback} instead");
+            }
+            Err(e) => {
+                return Err(e).context("opening CUDA device 0 and the Vulkan device with its UUID")
+            }
+        }
+    }
+    let vk = VulkanContext::new(VulkanConfig {
+        validation,
+        instance_extensions: instance_ext,
+        device_extensions: device_ext,
+        ..Default::default()
+    })?;
+    Ok(Devices { vk, bridge: None })
+}
+
+/// Makes sure `dir` exists and takes files before any frame is rendered.
+pub fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
+    let probe = dir.join(".cuvk-write-test");
+    std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(&probe, b""))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| usage(format!("--out {}: not writable: {e}", dir.display())))
+}
+
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+pub fn check_validation(dev: &Devices) -> anyhow::Result<()> {
+    let msgs = dev.vk.validation_messages();
+    if !msgs.is_empty() {
+        bail!(
+            "{} Vulkan validation message(s), first: {}",
+            msgs.len(),
+            msgs[0]
+        );
+    }
+    Ok(())
+}
+
+pub fn has_display() -> bool {
+    std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty())
+}
+
+/// `--bench --dump FILE`: the benchmark's rows (JSON objects) as one JSON document.
+pub fn write_bench_json(
+    path: &Path,
+    dev: &Devices,
+    frames: u64,
+    rows: &[String],
+) -> anyhow::Result<()> {
+    std::fs::write(
+        path,
+        format!(
+            "{{\"device\":\"{}\",\"frames\":{frames},\"rows\":[{}]}}\n",
+            dev.vk.info().name,
+            rows.join(",")
+        ),
+    )?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The exit code of a demo run: 2 for bad command-line input ([`Usage`]), 1 for other errors,
+/// which go to stderr.
+pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
