@@ -36,6 +36,20 @@ pub struct WindowRun {
     pub shot: Option<Vec<u8>>,
 }
 
+/// Waits until the X server of `display` (":N") accepts a connection on its socket
+/// `/tmp/.X11-unix/XN` (at most 10 s; a fixed 700 ms pause was once too short on a loaded
+/// machine, and the demo then failed to open its window). A stale socket left by a killed
+/// server refuses connections, so it is not mistaken for the new one.
+fn wait_for_display(display: &str) {
+    let socket = format!("/tmp/.X11-unix/X{}", display.trim_start_matches(':'));
+    let start = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err()
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Starts Xvfb on `display` with a `screen` (e.g. "800x600x24") screen, runs `demo` in it under
 /// the validation layer until it exits (at most 120 s), then stops Xvfb and prints what the
 /// demo printed.
@@ -57,7 +71,7 @@ pub fn run_window(display: &str, screen: &str, mut demo: Command) -> WindowRun {
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_display(display);
     let mut demo = demo
         .env("DISPLAY", display)
         .env("CUVK_VALIDATION", "1")
