@@ -337,6 +337,15 @@ pub enum Error {
         /// What it reported.
         message: String,
     },
+    /// A Vulkan image cuvk cannot present to wgpu as a texture (format without a wgpu
+    /// counterpart, a wgpu feature the device lacks, a usage or shape wgpu would misuse).
+    #[error("a {format:?} image cannot be a wgpu texture: {reason}")]
+    NotWgpuTexture {
+        /// The image's Vulkan format.
+        format: vk::Format,
+        /// Why not.
+        reason: String,
+    },
     /// wgpu accepted a submission call but did not hand the work to the driver (a
     /// validation error, which went to wgpu's error handler): its semaphore operations were
     /// withdrawn and no timeline value was recorded, so the same values may be used again.
@@ -399,7 +408,8 @@ impl Error {
             | Error::NoMemoryType { .. }
             | Error::NoQueueFamily(_)
             | Error::NoQueue { .. }
-            | Error::WrongBackend { .. } => K::Unsupported,
+            | Error::WrongBackend { .. }
+            | Error::NotWgpuTexture { .. } => K::Unsupported,
             Error::ExceedsHeap { .. } | Error::HostOutOfMemory { .. } => K::OutOfMemory,
             Error::DeviceMismatch { .. } | Error::WrongDevice(_) => K::WrongDevice,
             Error::Timeout { .. } => K::Timeout,

@@ -19,5 +19,7 @@ pub use growable::{GrowableBuffer, VulkanView};
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, Dedicated, SharedAllocation, SharedBuffer};
+#[cfg_attr(not(feature = "wgpu"), allow(unused_imports))]
+pub(crate) use shared_image::validate_create;
 pub use shared_image::{SharedImage, TextureLevels, TextureOptions, TextureRead};
 pub use staging::StagingBuffer;

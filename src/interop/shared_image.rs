@@ -94,7 +94,7 @@ impl Bridge {
         let bound = unsafe {
             BoundImage::new_validated(&self.vulkan, desc, ImageOptions::EXPORT, support)
         }?;
-        self.import_validated(bound, format)
+        self.import_validated(Arc::new(bound), format)
     }
 
     /// Maps an image the caller created ([`BoundImage::new`] with [`ImageOptions::EXPORT`],
@@ -103,7 +103,7 @@ impl Bridge {
     /// outside the table.
     pub fn share_image(&self, image: BoundImage) -> Result<SharedImage> {
         let format = validate_share(&self.vulkan, &image, None)?;
-        self.import_validated(image, format)
+        self.import_validated(Arc::new(image), format)
     }
 
     /// As [`Self::share_image`], for callers that built a CUDA array descriptor of their own:
@@ -115,12 +115,16 @@ impl Bridge {
         descriptor: &ArrayDesc,
     ) -> Result<SharedImage> {
         let format = validate_share(&self.vulkan, &image, Some(descriptor))?;
-        self.import_validated(image, format)
+        self.import_validated(Arc::new(image), format)
     }
 
     /// Exports the image's memory, imports it (dedicated exactly when the allocation is) and
     /// maps the mipmapped array the image implies at its bind offset.
-    fn import_validated(&self, bound: BoundImage, format: FormatInfo) -> Result<SharedImage> {
+    pub(crate) fn import_validated(
+        &self,
+        bound: Arc<BoundImage>,
+        format: FormatInfo,
+    ) -> Result<SharedImage> {
         let memory: Arc<DeviceMemory> = bound.memory().clone();
         let fd = memory.export()?;
         // SAFETY: the handle was just exported from `memory`, whose allocation size is
@@ -167,7 +171,7 @@ impl Bridge {
 pub struct SharedImage {
     // Declared first: released before the Vulkan image (either order is safe).
     array: Arc<MipmappedArray>,
-    bound: BoundImage,
+    bound: Arc<BoundImage>,
     format: FormatInfo,
     cuda_desc: ArrayDesc,
     stream: Arc<CudaStream>,
@@ -206,6 +210,11 @@ impl SharedImage {
     /// The CUDA mipmapped array.
     pub fn mipmapped_array(&self) -> &Arc<MipmappedArray> {
         &self.array
+    }
+    /// The Vulkan image and its memory, shared (what a wgpu texture's drop callback holds).
+    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+    pub(crate) fn bound_arc(&self) -> &Arc<BoundImage> {
+        &self.bound
     }
 
     /// The CUDA array of mip level `level`.
@@ -317,7 +326,7 @@ unsafe impl AsVkImage for SharedImage {
 /// Every check of [`Bridge::create_image`], made before anything is created: the format is
 /// in the table, then [`Image::validate`] (a usage, the shape rules, the device's support and
 /// limits for this format, usage and export).
-fn validate_create(
+pub(crate) fn validate_create(
     vulkan: &VulkanContext,
     desc: &ImageDesc,
 ) -> Result<(FormatInfo, crate::vulkan::ImageSupport)> {

@@ -522,6 +522,24 @@ impl BoundImage {
         support: ImageSupport,
     ) -> Result<Self> {
         // SAFETY: forwarded from the caller.
+        let bound = unsafe { Self::new_untransitioned(ctx, desc, options, support) }?;
+        bound.enter_shared_layout()?;
+        Ok(bound)
+    }
+
+    /// [`Self::new_validated`] without the one-time transition: the image is bound and in
+    /// `UNDEFINED` layout, owned by the context's queue family. For contexts without a queue
+    /// (wgpu's device), whose owner records [`Self::enter_shared_layout_barrier`] itself.
+    ///
+    /// # Safety
+    /// As [`Image::new_validated`]; the image must not be used before that barrier executed.
+    pub(crate) unsafe fn new_untransitioned(
+        ctx: &Arc<VulkanContext>,
+        desc: &ImageDesc,
+        options: ImageOptions,
+        support: ImageSupport,
+    ) -> Result<Self> {
+        // SAFETY: forwarded from the caller.
         let image = unsafe { Image::new_validated(ctx, desc, options, support) }?;
         let r = image.requirements();
         let dedicated = image.wants_dedicated();
@@ -535,25 +553,16 @@ impl BoundImage {
             },
             dedicated.then_some(Dedication::Image(image.image)),
         )?;
-        image.bind(Arc::new(memory), 0)
+        let memory = Arc::new(memory);
+        image.validate_bind(&memory, 0)?;
+        // SAFETY: validated just above.
+        unsafe { image.bind_unchecked(memory, 0) }
     }
 
     /// The one-time transition `UNDEFINED` → `GENERAL` (and release to the external family).
     fn enter_shared_layout(&self) -> Result<()> {
         let ctx = self.image.context();
-        let family = ctx.queue_family_index();
-        let dst_family = if self.is_external() {
-            vk::QUEUE_FAMILY_EXTERNAL
-        } else {
-            family
-        };
-        let barrier = [vk::ImageMemoryBarrier::default()
-            .old_layout(vk::ImageLayout::UNDEFINED)
-            .new_layout(SHARED_LAYOUT)
-            .src_queue_family_index(family)
-            .dst_queue_family_index(dst_family)
-            .image(self.image.image)
-            .subresource_range(self.image.desc.full_range())];
+        let barrier = [self.enter_shared_layout_barrier()];
         // SAFETY: our live image on this device; one barrier, well formed.
         unsafe {
             ctx.submit_and_wait(|dev, cmd| {
@@ -568,6 +577,25 @@ impl BoundImage {
                 )
             })
         }
+    }
+
+    /// The barrier of the one-time transition `UNDEFINED` → [`SHARED_LAYOUT`] (released to
+    /// `VK_QUEUE_FAMILY_EXTERNAL` when shared), every level and layer.
+    pub(crate) fn enter_shared_layout_barrier(&self) -> vk::ImageMemoryBarrier<'static> {
+        let ctx = self.image.context();
+        let family = ctx.queue_family_index();
+        let dst_family = if self.is_external() {
+            vk::QUEUE_FAMILY_EXTERNAL
+        } else {
+            family
+        };
+        vk::ImageMemoryBarrier::default()
+            .old_layout(vk::ImageLayout::UNDEFINED)
+            .new_layout(SHARED_LAYOUT)
+            .src_queue_family_index(family)
+            .dst_queue_family_index(dst_family)
+            .image(self.image.image)
+            .subresource_range(self.image.desc.full_range())
     }
 
     /// Imports `source`'s memory into `ctx` (the same or another `VkDevice` on the same

@@ -25,6 +25,7 @@
 
 mod buffer;
 mod device;
+mod image;
 mod submit;
 
 /// Re-exported so users name the wgpu version this crate was built with.
@@ -32,6 +33,7 @@ pub use ::wgpu;
 
 pub use buffer::{vk_buffer_usage, WgpuSharedBuffer};
 pub use device::{adapter_for, adapter_uuid, create_instance, WgpuConfig, WgpuDevice};
+pub use image::{texture_format, texture_usages, TextureImage, WgpuSharedImage};
 pub use submit::{KernelLaunch, PacedBuffer, WgpuFramePacer};
 
 use std::sync::Arc;
