@@ -310,3 +310,45 @@ fn every_drop_order_keeps_the_image_until_wgpu_is_done() {
     errors.assert_none();
     support::assert_clean(&w);
 }
+
+/// On a CUDA GPU: an image shared with CUDA and seen by wgpu as a texture. CUDA writes (a
+/// copy into its mapped array), wgpu reads exactly; wgpu writes, CUDA reads exactly; the
+/// `SharedImage` dropped before the texture, which keeps the memory until wgpu is done.
+/// Skips without a CUDA GPU (REQUIRE_GPU=1 fails instead).
+#[test]
+fn cuda_writes_wgpu_reads_a_shared_image_and_the_reverse() {
+    let Some((bridge, errors)) = support::bridge("cuda_writes_wgpu_reads_a_shared_image") else {
+        return;
+    };
+    let desc = ImageDesc {
+        usage: usage() | vk::ImageUsageFlags::STORAGE,
+        ..rgba8(ImageKind::D2)
+    };
+    let cuvk::wgpu::WgpuSharedImage {
+        wgpu: tex,
+        mut shared,
+    } = bridge.create_image(&desc).unwrap();
+    let w = bridge.wgpu();
+    let cuda_wrote = bytes(11, 1);
+    shared.cuda_upload(0, &cuda_wrote).unwrap();
+    let got = wgpu_read(w, &tex, &shared);
+    assert_eq!(
+        first_difference(&got, &cuda_wrote),
+        None,
+        "wgpu read of CUDA's write"
+    );
+    let wgpu_wrote = bytes(12, 1);
+    wgpu_write(w, &tex, &shared, &wgpu_wrote);
+    let got = shared.cuda_download(0).unwrap();
+    assert_eq!(
+        first_difference(&got, &wgpu_wrote),
+        None,
+        "CUDA read of wgpu's write"
+    );
+    // The CUDA side first: the texture's drop callback keeps the image and memory alive.
+    drop(shared);
+    drop(tex);
+    support::wait(w.device());
+    errors.assert_none();
+    support::assert_clean(w);
+}
