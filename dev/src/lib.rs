@@ -1,12 +1,15 @@
 //! Scaffolding shared by `cuvk`'s examples, tests and benchmarks: a minimal compute pipeline,
-//! a ring of command buffers, frame numbering for loops without CUDA, and descriptor counting
-//! for leak checks. Not part of `cuvk`'s public API (and not published).
+//! a `gpu-allocator` allocator for the demos' non-shared buffers, a ring of command buffers,
+//! frame numbering for loops without CUDA, and descriptor counting for leak checks. Not part of `cuvk`'s public API (and not published).
 
+mod alloc;
 mod command_slots;
 mod compute;
 
+pub use alloc::{DevAllocator, DevBuffer};
 pub use command_slots::CommandSlots;
 pub use compute::ComputePipeline;
+pub use gpu_allocator::MemoryLocation;
 
 use cuvk::ash::vk;
 use cuvk::{Error, Result};

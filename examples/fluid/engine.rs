@@ -17,11 +17,13 @@ use cuvk::ash::vk;
 use cuvk::cuda::SurfaceObject;
 use cuvk::cudarc::driver::{sys, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cuvk::vulkan::{
-    AsVkBuffer, AsVkImage, BoundBuffer, BoundImage, HostBuffer, ImageOptions, ImageRegion,
-    Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
+    AsVkBuffer, AsVkImage, BoundImage, ImageOptions, ImageRegion, Semaphore, SemaphoreDesc,
+    SemaphoreOp, VulkanContext,
 };
 use cuvk::{Bridge, Frame, FramePacer, ImageDesc, SharedImage};
-use cuvk_dev::{unpaced_frame, CommandSlots, UnpacedFrame};
+use cuvk_dev::{
+    unpaced_frame, CommandSlots, DevAllocator, DevBuffer, MemoryLocation, UnpacedFrame,
+};
 
 use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, Target};
 use crate::pipeline::{image_view, Pass, Resource, Sampler, SetLayout};
@@ -172,11 +174,11 @@ impl Field {
     }
 
     /// The whole image, tightly packed (waits; the GPU must not be writing it).
-    fn read(&self) -> anyhow::Result<Vec<u8>> {
+    fn read(&self, alloc: &Arc<DevAllocator>) -> anyhow::Result<Vec<u8>> {
         let desc = self.image().vk_image_desc();
         let texel = cuvk::image_format::format_info(desc.format)?.texel_bytes();
         let bytes = u64::from(desc.extent.width) * u64::from(desc.extent.height) * u64::from(texel);
-        let mut host = HostBuffer::new(&self.vk, bytes, vk::BufferUsageFlags::empty())?;
+        let mut host = DevBuffer::readback(alloc, "field readback", bytes)?;
         self.vk
             .copy_image_to_buffer(self.image(), ImageRegion::level(desc, 0), &mut host, 0)?;
         Ok(host.read()?)
@@ -378,17 +380,18 @@ struct VulkanSim {
     /// `[slot][parity of the velocity it reads]`.
     advect_dye: Vec<[vk::DescriptorSet; 2]>,
     params: Vec<vk::DescriptorSet>,
-    ubos: Vec<HostBuffer>,
+    ubos: Vec<DevBuffer>,
     _layouts: [SetLayout; 3],
 }
 
 impl VulkanSim {
     fn new(
-        vk: &Arc<VulkanContext>,
+        alloc: &Arc<DevAllocator>,
         shaders: &Shaders,
         fields: &Fields,
         command_slots: usize,
     ) -> anyhow::Result<Self> {
+        let vk = alloc.context();
         let k = fields.dye.len();
         let img = vk::DescriptorType::STORAGE_IMAGE;
         let two = SetLayout::new(vk, &[img, img], 6)?;
@@ -419,10 +422,12 @@ impl VulkanSim {
         };
         let ubos = (0..command_slots)
             .map(|_| {
-                HostBuffer::new(
-                    vk,
+                DevBuffer::new(
+                    alloc,
+                    "params uniforms",
                     std::mem::size_of::<Params>() as u64,
                     vk::BufferUsageFlags::UNIFORM_BUFFER,
+                    MemoryLocation::CpuToGpu,
                 )
             })
             .collect::<cuvk::Result<Vec<_>>>()?;
@@ -519,27 +524,28 @@ struct Canvas {
     draw: Pass,
     sets: Vec<vk::DescriptorSet>,
     _layout: SetLayout,
-    pixels: BoundBuffer,
-    readback: HostBuffer,
+    pixels: DevBuffer,
+    readback: DevBuffer,
 }
 
 impl Canvas {
     fn new(
-        vk: &Arc<VulkanContext>,
+        alloc: &Arc<DevAllocator>,
         draw_spv: &[u8],
         fields: &Fields,
         sampler: vk::Sampler,
         width: u32,
         height: u32,
     ) -> anyhow::Result<Self> {
+        let vk = alloc.context();
         let bytes = u64::from(width) * u64::from(height) * 4;
-        let pixels = BoundBuffer::new_exportable(
-            vk,
+        let pixels = DevBuffer::gpu_only(
+            alloc,
+            "canvas pixels",
             bytes,
-            vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC,
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
+            vk::BufferUsageFlags::STORAGE_BUFFER,
         )?;
-        let readback = HostBuffer::new(vk, bytes, vk::BufferUsageFlags::empty())?;
+        let readback = DevBuffer::readback(alloc, "canvas readback", bytes)?;
         let layout = SetLayout::new(
             vk,
             &[
@@ -638,6 +644,8 @@ impl LoopFrame {
 
 pub struct Engine {
     vk: Arc<VulkanContext>,
+    /// The engine's own (non-shared) buffers; shared images are cuvk's.
+    alloc: Arc<DevAllocator>,
     opts: Options,
     script: Script,
     // Field order is drop order: the GPU work is waited for in Drop; the canvas and the
@@ -684,6 +692,7 @@ fn timestamp_queries(vk: &Arc<VulkanContext>, count: u32) -> anyhow::Result<(vk:
 impl Engine {
     pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
         let vk = dev.vk.clone();
+        let alloc = DevAllocator::new(&vk)?;
         let k = opts.frames_in_flight as usize;
         let command_slots = 2 * k;
         let bridge = match opts.sim {
@@ -701,7 +710,7 @@ impl Engine {
                 Sync::Pacer(FramePacer::new(b, k as u32)?),
             ),
             None => (
-                Sim::Vulkan(VulkanSim::new(&vk, shaders, &fields, command_slots)?),
+                Sim::Vulkan(VulkanSim::new(&alloc, shaders, &fields, command_slots)?),
                 Sync::Local {
                     timeline: Semaphore::new(&vk, SemaphoreDesc::LOCAL_TIMELINE)?,
                     next: 1,
@@ -711,7 +720,7 @@ impl Engine {
         };
         let sampler = Sampler::linear(&vk)?;
         let canvas = Canvas::new(
-            &vk,
+            &alloc,
             &shaders.draw,
             &fields,
             sampler.handle,
@@ -723,6 +732,7 @@ impl Engine {
         Ok(Self {
             script: Script::new(opts.seed, opts.grid, opts.grid),
             vk,
+            alloc,
             canvas,
             sim,
             fields,
@@ -761,7 +771,7 @@ impl Engine {
     pub fn resize(&mut self, width: u32, height: u32) -> anyhow::Result<()> {
         self.wait_idle()?;
         self.canvas = Canvas::new(
-            &self.vk,
+            &self.alloc,
             &self.draw_spv,
             &self.fields,
             self.sampler.handle,
@@ -1098,8 +1108,8 @@ impl Engine {
         self.wait_idle()?;
         let last = self.last_frame();
         let ix = StepIndices::of(last, self.fields.dye.len());
-        let mut out = self.fields.vel[ix.b].read()?;
-        out.extend(self.fields.dye[ix.slot].read()?);
+        let mut out = self.fields.vel[ix.b].read(&self.alloc)?;
+        out.extend(self.fields.dye[ix.slot].read(&self.alloc)?);
         Ok(out)
     }
 }

@@ -13,11 +13,13 @@ use cuvk::cudarc::driver::{
     sys, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cuvk::vulkan::{
-    record_kernel_barrier, AsVkBuffer, BoundBuffer, CuFunction, CuModule, HostBuffer, KernelArg,
-    LaunchDims, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
+    record_kernel_barrier, AsVkBuffer, CuFunction, CuModule, KernelArg, LaunchDims, Semaphore,
+    SemaphoreDesc, SemaphoreOp, VulkanContext,
 };
 use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer, StagingBuffer};
-use cuvk_dev::{unpaced_frame, CommandSlots, ComputePipeline, UnpacedFrame};
+use cuvk_dev::{
+    unpaced_frame, CommandSlots, ComputePipeline, DevAllocator, DevBuffer, UnpacedFrame,
+};
 
 use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, Target};
 use crate::sim::{initial_state, Camera, Params};
@@ -95,14 +97,14 @@ struct Canvas {
     splat_sets: Vec<vk::DescriptorSet>,
     resolve: ComputePipeline,
     resolve_set: vk::DescriptorSet,
-    _counts: BoundBuffer, // bound in the splat and resolve descriptor sets
-    pixels: BoundBuffer,
-    readback: HostBuffer,
+    _counts: DevBuffer, // bound in the splat and resolve descriptor sets
+    pixels: DevBuffer,
+    readback: DevBuffer,
 }
 
 impl Canvas {
     fn new(
-        vk: &Arc<VulkanContext>,
+        alloc: &Arc<DevAllocator>,
         splat_spv: &[u8],
         resolve_spv: &[u8],
         store: &Store,
@@ -110,11 +112,12 @@ impl Canvas {
         width: u32,
         height: u32,
     ) -> anyhow::Result<Self> {
+        let vk = alloc.context();
         let pixels_n = u64::from(width * height);
-        let mut counts = device_local(vk, pixels_n * 4, STORAGE)?;
+        let mut counts = device_local(alloc, "canvas counts", pixels_n * 4, STORAGE)?;
         vk.fill_buffer(&mut counts, 0, pixels_n * 4, 0)?;
-        let pixels = device_local(vk, pixels_n * 4, STORAGE)?;
-        let readback = HostBuffer::new(vk, pixels_n * 4, vk::BufferUsageFlags::empty())?;
+        let pixels = device_local(alloc, "canvas pixels", pixels_n * 4, STORAGE)?;
+        let readback = DevBuffer::readback(alloc, "canvas readback", pixels_n * 4)?;
         let splat = ComputePipeline::new(vk, splat_spv, 2, 76, k as u32)?;
         let splat_sets = (0..k)
             .map(|s| splat.descriptor_set(&[store.draw_buffer(s), &counts]))
@@ -143,14 +146,14 @@ enum Store {
         vel: Vec<SharedBuffer<[f32; 4]>>,
     },
     Vulkan {
-        pos: Vec<BoundBuffer>,
-        vel: Vec<BoundBuffer>,
+        pos: Vec<DevBuffer>,
+        vel: Vec<DevBuffer>,
     },
     Staging {
         pos: [CudaSlice<f32>; 2],
         vel: [CudaSlice<f32>; 2],
         staging: Vec<StagingBuffer>,
-        draw: Vec<BoundBuffer>,
+        draw: Vec<DevBuffer>,
     },
 }
 
@@ -241,6 +244,8 @@ impl CudaSide {
 
 pub struct Engine {
     vk: Arc<VulkanContext>,
+    /// The engine's own (non-shared) memory; shared memory is cuvk's.
+    alloc: Arc<DevAllocator>,
     opts: Options,
     params: Params,
     store: Store,
@@ -264,29 +269,26 @@ pub struct Engine {
 
 const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
 
+/// A device-local buffer (also a transfer source and destination) that CUDA never sees: the
+/// engine's own memory, from gpu-allocator.
 fn device_local(
-    vk: &Arc<VulkanContext>,
+    alloc: &Arc<DevAllocator>,
+    name: &str,
     bytes: u64,
     usage: vk::BufferUsageFlags,
-) -> anyhow::Result<BoundBuffer> {
-    let usage = usage | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
-    Ok(BoundBuffer::new_exportable(
-        vk,
-        bytes,
-        usage,
-        vk::MemoryPropertyFlags::DEVICE_LOCAL,
-    )?)
+) -> anyhow::Result<DevBuffer> {
+    Ok(DevBuffer::gpu_only(alloc, name, bytes, usage)?)
 }
 
 fn upload(
-    vk: &Arc<VulkanContext>,
+    alloc: &Arc<DevAllocator>,
     dst: &mut dyn AsVkBuffer,
     data: &[[f32; 4]],
 ) -> anyhow::Result<()> {
     let bytes = std::mem::size_of_val(data) as u64;
-    let mut host = HostBuffer::new(vk, bytes, vk::BufferUsageFlags::empty())?;
+    let mut host = DevBuffer::upload(alloc, "upload staging", bytes)?;
     host.write(data)?;
-    vk.copy_buffer(&host, 0, dst, 0, bytes)?;
+    alloc.context().copy_buffer(&host, 0, dst, 0, bytes)?;
     Ok(())
 }
 
@@ -306,7 +308,7 @@ type InitialState = (Vec<[f32; 4]>, Vec<[f32; 4]>);
 /// The Vulkan simulation's particle buffers (K slots of positions and velocities, the initial
 /// state in slot 0) and the local timeline that orders its frames.
 fn vulkan_particles(
-    vk: &Arc<VulkanContext>,
+    alloc: &Arc<DevAllocator>,
     opts: &Options,
     (pos0, vel0): &InitialState,
 ) -> anyhow::Result<(Store, Sync)> {
@@ -315,12 +317,12 @@ fn vulkan_particles(
     let mut pos = Vec::new();
     let mut vel = Vec::new();
     for _ in 0..k {
-        pos.push(device_local(vk, bytes, STORAGE)?);
-        vel.push(device_local(vk, bytes, STORAGE)?);
+        pos.push(device_local(alloc, "particle positions", bytes, STORAGE)?);
+        vel.push(device_local(alloc, "particle velocities", bytes, STORAGE)?);
     }
-    upload(vk, &mut pos[0], pos0)?;
-    upload(vk, &mut vel[0], vel0)?;
-    let timeline = Semaphore::new(vk, SemaphoreDesc::LOCAL_TIMELINE)?;
+    upload(alloc, &mut pos[0], pos0)?;
+    upload(alloc, &mut vel[0], vel0)?;
+    let timeline = Semaphore::new(alloc.context(), SemaphoreDesc::LOCAL_TIMELINE)?;
     let sync = Sync::Local {
         timeline,
         next: 1,
@@ -333,6 +335,7 @@ fn vulkan_particles(
 /// the frame pacer that orders CUDA's writes and Vulkan's reads.
 fn cuda_particles(
     bridge: &Bridge,
+    alloc: &Arc<DevAllocator>,
     shaders: &Shaders,
     opts: &Options,
     initial: &InitialState,
@@ -341,7 +344,9 @@ fn cuda_particles(
     let side = CudaSide::new(bridge, &shaders.particles_cu, k, opts.particles)?;
     let store = match opts.transfer {
         Transfer::ZeroCopy => zero_copy_store(bridge, k, opts.particles, initial)?,
-        Transfer::Staging => staging_store(bridge, &side.stream, k, opts.particles, initial)?,
+        Transfer::Staging => {
+            staging_store(bridge, alloc, &side.stream, k, opts.particles, initial)?
+        }
     };
     let sync = Sync::Pacer(FramePacer::new(bridge, k as u32)?);
     Ok((store, sync, side))
@@ -403,6 +408,7 @@ fn zero_copy_store(
 /// buffer it is copied into for drawing.
 fn staging_store(
     bridge: &Bridge,
+    alloc: &Arc<DevAllocator>,
     s: &Arc<CudaStream>,
     k: usize,
     n: usize,
@@ -420,7 +426,12 @@ fn staging_store(
             HostAllocFlags::default(),
             vk::BufferUsageFlags::empty(),
         )?);
-        draw.push(device_local(bridge.vulkan(), (n * 16) as u64, STORAGE)?);
+        draw.push(device_local(
+            alloc,
+            "draw positions",
+            (n * 16) as u64,
+            STORAGE,
+        )?);
     }
     s.synchronize()?;
     Ok(Store::Staging {
@@ -475,12 +486,13 @@ fn timestamp_queries(vk: &Arc<VulkanContext>, count: u32) -> anyhow::Result<(vk:
 impl Engine {
     pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
         let vk = dev.vk.clone();
+        let alloc = DevAllocator::new(&vk)?;
         let k = opts.frames_in_flight as usize;
         let params = Params::new(opts.particles as u32);
         let initial = initial_state(opts.particles, opts.seed);
         let (store, sync, cuda, inline) = match opts.sim {
             SimKind::Vulkan => {
-                let (store, sync) = vulkan_particles(&vk, &opts, &initial)?;
+                let (store, sync) = vulkan_particles(&alloc, &opts, &initial)?;
                 (store, sync, None, None)
             }
             SimKind::Cuda => {
@@ -492,13 +504,14 @@ impl Engine {
                     let (store, sync, step) = inline_particles(bridge, shaders, &opts, &initial)?;
                     (store, sync, None, Some(step))
                 } else {
-                    let (store, sync, side) = cuda_particles(bridge, shaders, &opts, &initial)?;
+                    let (store, sync, side) =
+                        cuda_particles(bridge, &alloc, shaders, &opts, &initial)?;
                     (store, sync, Some(side), None)
                 }
             }
         };
         let canvas = Canvas::new(
-            &vk,
+            &alloc,
             &shaders.splat,
             &shaders.resolve,
             &store,
@@ -511,6 +524,7 @@ impl Engine {
         let (queries, timestamp_ns) = timestamp_queries(&vk, 4 * 2 * k as u32)?;
         Ok(Self {
             vk,
+            alloc,
             opts,
             params,
             store,
@@ -552,7 +566,7 @@ impl Engine {
         self.wait_idle()?;
         let k = self.opts.frames_in_flight as usize;
         self.canvas = Canvas::new(
-            &self.vk,
+            &self.alloc,
             &self.splat_spv,
             &self.resolve_spv,
             &self.store,
@@ -577,8 +591,8 @@ impl Engine {
                 vel[last].cuda_write(&vel0)?;
             }
             Store::Vulkan { pos, vel } => {
-                upload(&self.vk, &mut pos[last], &pos0)?;
-                upload(&self.vk, &mut vel[last], &vel0)?;
+                upload(&self.alloc, &mut pos[last], &pos0)?;
+                upload(&self.alloc, &mut vel[last], &vel0)?;
             }
             Store::Staging { pos, vel, .. } => {
                 let s = &self.cuda.as_ref().context("CUDA side")?.stream;
@@ -970,7 +984,7 @@ impl Engine {
         let last = self.last_frame();
         let slot = (last % u64::from(self.opts.frames_in_flight)) as usize;
         let bytes = (self.opts.particles * 16) as u64;
-        let mut host = HostBuffer::new(&self.vk, bytes, vk::BufferUsageFlags::empty())?;
+        let mut host = DevBuffer::readback(&self.alloc, "positions readback", bytes)?;
         match &self.store {
             Store::ZeroCopy { pos, .. } => return Ok(pos[slot].cuda_read()?),
             Store::Vulkan { pos, .. } => self.vk.copy_buffer(&pos[slot], 0, &mut host, 0, bytes)?,
