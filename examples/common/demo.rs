@@ -266,3 +266,124 @@ pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
         }
     }
 }
+
+/// Frame ordering of a demo's loop: the frame pacer where CUDA simulates, one local timeline
+/// otherwise (the same K frames in flight and 2K command slots).
+#[allow(clippy::large_enum_variant)] // one per engine
+pub enum Sync {
+    Pacer(cuvk::FramePacer),
+    Local {
+        timeline: Arc<Semaphore>,
+        next: u64,
+        k: u64,
+    },
+}
+
+/// One frame of the loop: handed out by the pacer, or numbered the same way without one.
+#[derive(Clone, Copy)]
+pub enum LoopFrame {
+    Paced(cuvk::Frame),
+    Local(cuvk_dev::UnpacedFrame),
+}
+
+impl LoopFrame {
+    pub fn number(&self) -> u64 {
+        match self {
+            LoopFrame::Paced(f) => f.number,
+            LoopFrame::Local(f) => f.number,
+        }
+    }
+    /// The data slot: `number % K` (the fluid demo keeps its data per command slot).
+    #[allow(dead_code)]
+    pub fn slot(&self) -> usize {
+        match self {
+            LoopFrame::Paced(f) => f.slot,
+            LoopFrame::Local(f) => f.slot,
+        }
+    }
+    /// The command slot: `number % 2K`.
+    pub fn command_slot(&self) -> usize {
+        match self {
+            LoopFrame::Paced(f) => f.command_slot,
+            LoopFrame::Local(f) => f.command_slot,
+        }
+    }
+}
+
+impl Sync {
+    /// A local timeline for `k` frames in flight.
+    pub fn local(vk: &Arc<VulkanContext>, k: usize) -> anyhow::Result<Self> {
+        Ok(Sync::Local {
+            timeline: Semaphore::new(vk, cuvk::vulkan::SemaphoreDesc::LOCAL_TIMELINE)?,
+            next: 1,
+            k: k as u64,
+        })
+    }
+
+    /// The number of the last frame submitted.
+    pub fn last_frame(&self) -> u64 {
+        match self {
+            Sync::Pacer(p) => p.vulkan_done().highest_signal(),
+            Sync::Local { next, .. } => next - 1,
+        }
+    }
+
+    /// The next frame; a local loop waits (at most `timeout`) until frame `N - 2K`, the last
+    /// user of its command slot, has completed.
+    pub fn begin(&mut self, timeout: std::time::Duration) -> anyhow::Result<LoopFrame> {
+        match self {
+            Sync::Pacer(p) => Ok(LoopFrame::Paced(p.begin_frame()?)),
+            Sync::Local { timeline, next, k } => {
+                let number = *next;
+                if let Some(prev) = number.checked_sub(2 * *k).filter(|&n| n > 0) {
+                    timeline.wait_host(prev, timeout)?;
+                }
+                *next += 1;
+                Ok(LoopFrame::Local(cuvk_dev::unpaced_frame(number, *k as u32)))
+            }
+        }
+    }
+
+    /// Submits `frame`'s command buffer, waiting for `waits` and signalling `signals` plus the
+    /// frame's own semaphores (the pacer's, or the local timeline at the frame number).
+    ///
+    /// # Safety
+    /// As `VulkanContext::submit_with_semaphores`.
+    pub unsafe fn submit<'a>(
+        &'a self,
+        vk: &VulkanContext,
+        frame: &LoopFrame,
+        cmd: vk::CommandBuffer,
+        wait_stage: vk::PipelineStageFlags,
+        waits: &[cuvk::vulkan::SemaphoreOp<'_>],
+        mut signals: Vec<cuvk::vulkan::SemaphoreOp<'a>>,
+    ) -> anyhow::Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match (self, frame) {
+                (Sync::Pacer(p), LoopFrame::Paced(f)) => {
+                    p.vulkan_submit(f, &[cmd], wait_stage, waits, &signals, vk::Fence::null())?
+                }
+                (Sync::Pacer(_), LoopFrame::Local(_)) => bail!("an unpaced frame under the pacer"),
+                (Sync::Local { timeline, .. }, _) => {
+                    signals.push(cuvk::vulkan::SemaphoreOp {
+                        semaphore: timeline,
+                        value: frame.number(),
+                        stage: vk::PipelineStageFlags::empty(),
+                    });
+                    vk.submit_with_semaphores(&[cmd], waits, &signals, vk::Fence::null())?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits on the host (at most `timeout`) until frame `number` has completed on the GPU.
+    pub fn wait_for(&self, number: u64, timeout: std::time::Duration) -> anyhow::Result<()> {
+        match self {
+            Sync::Pacer(p) => p.frames_complete().wait_host(number, timeout)?,
+            Sync::Local { timeline, .. } => timeline.wait_host(number, timeout)?,
+        }
+        Ok(())
+    }
+}

@@ -17,15 +17,12 @@ use cuvk::ash::vk;
 use cuvk::cuda::SurfaceObject;
 use cuvk::cudarc::driver::{sys, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cuvk::vulkan::{
-    AsVkBuffer, AsVkImage, BoundImage, ImageOptions, ImageRegion, Semaphore, SemaphoreDesc,
-    SemaphoreOp, VulkanContext,
+    AsVkBuffer, AsVkImage, BoundImage, ImageOptions, ImageRegion, SemaphoreOp, VulkanContext,
 };
-use cuvk::{Bridge, Frame, FramePacer, ImageDesc, SharedImage};
-use cuvk_dev::{
-    unpaced_frame, CommandSlots, DevAllocator, DevBuffer, MemoryLocation, UnpacedFrame,
-};
+use cuvk::{Bridge, FramePacer, ImageDesc, SharedImage};
+use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer, MemoryLocation};
 
-use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, Target};
+use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, LoopFrame, Sync, Target};
 use crate::pipeline::{image_view, Pass, Resource, Sampler, SetLayout};
 use crate::sim::{hue, Emitter, Params, Script, MAX_EMITTERS, PRESSURE_KEEP};
 
@@ -610,38 +607,6 @@ impl Canvas {
     }
 }
 
-/// Frame ordering: the pacer where CUDA simulates, a local timeline otherwise.
-#[allow(clippy::large_enum_variant)] // one per engine
-enum Sync {
-    Pacer(FramePacer),
-    Local {
-        timeline: Arc<Semaphore>,
-        next: u64,
-        k: u64,
-    },
-}
-
-#[derive(Clone, Copy)]
-enum LoopFrame {
-    Paced(Frame),
-    Local(UnpacedFrame),
-}
-
-impl LoopFrame {
-    fn number(&self) -> u64 {
-        match self {
-            LoopFrame::Paced(f) => f.number,
-            LoopFrame::Local(f) => f.number,
-        }
-    }
-    fn command_slot(&self) -> usize {
-        match self {
-            LoopFrame::Paced(f) => f.command_slot,
-            LoopFrame::Local(f) => f.command_slot,
-        }
-    }
-}
-
 pub struct Engine {
     vk: Arc<VulkanContext>,
     /// The engine's own (non-shared) buffers; shared images are cuvk's.
@@ -711,11 +676,7 @@ impl Engine {
             ),
             None => (
                 Sim::Vulkan(VulkanSim::new(&alloc, shaders, &fields, command_slots)?),
-                Sync::Local {
-                    timeline: Semaphore::new(&vk, SemaphoreDesc::LOCAL_TIMELINE)?,
-                    next: 1,
-                    k: k as u64,
-                },
+                Sync::local(&vk, k)?,
             ),
         };
         let sampler = Sampler::linear(&vk)?;
@@ -836,24 +797,11 @@ impl Engine {
 
     /// The number of the last frame submitted.
     pub fn last_frame(&self) -> u64 {
-        match &self.sync {
-            Sync::Pacer(p) => p.vulkan_done().highest_signal(),
-            Sync::Local { next, .. } => next - 1,
-        }
+        self.sync.last_frame()
     }
 
     fn begin(&mut self) -> anyhow::Result<LoopFrame> {
-        match &mut self.sync {
-            Sync::Pacer(p) => Ok(LoopFrame::Paced(p.begin_frame()?)),
-            Sync::Local { timeline, next, k } => {
-                let number = *next;
-                if let Some(prev) = number.checked_sub(2 * *k).filter(|&n| n > 0) {
-                    timeline.wait_host(prev, Duration::from_secs(30))?;
-                }
-                *next += 1;
-                Ok(LoopFrame::Local(unpaced_frame(number, *k as u32)))
-            }
-        }
+        self.sync.begin(Duration::from_secs(30))
     }
 
     /// Runs one frame into `target`. Returns when it is submitted (or, for a PNG, written).
@@ -900,27 +848,15 @@ impl Engine {
         // SAFETY: the command buffer and everything it uses live in `self`, which waits for
         // the GPU before dropping them.
         unsafe {
-            match (&self.sync, &frame) {
-                (Sync::Pacer(p), LoopFrame::Paced(f)) => p.vulkan_submit(
-                    f,
-                    &[cmd],
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                    &waits,
-                    &signals,
-                    vk::Fence::null(),
-                )?,
-                (Sync::Pacer(_), LoopFrame::Local(_)) => bail!("an unpaced frame under the pacer"),
-                (Sync::Local { timeline, .. }, _) => {
-                    signals.push(SemaphoreOp {
-                        semaphore: timeline,
-                        value: frame.number(),
-                        stage: vk::PipelineStageFlags::empty(),
-                    });
-                    self.vk
-                        .submit_with_semaphores(&[cmd], &waits, &signals, vk::Fence::null())?
-                }
-            }
-        }
+            self.sync.submit(
+                &self.vk,
+                &frame,
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                &waits,
+                signals,
+            )?
+        };
         self.pending[c] = Some(FrameTimes {
             number: frame.number(),
             wait: wait_ms,
@@ -1040,12 +976,7 @@ impl Engine {
 
     /// Waits on the host until frame `number` has completed on the GPU.
     pub fn wait_for(&self, number: u64) -> anyhow::Result<()> {
-        let t = Duration::from_secs(60);
-        match &self.sync {
-            Sync::Pacer(p) => p.frames_complete().wait_host(number, t)?,
-            Sync::Local { timeline, .. } => timeline.wait_host(number, t)?,
-        }
-        Ok(())
+        self.sync.wait_for(number, Duration::from_secs(60))
     }
 
     /// Waits for every submitted frame and collects the remaining timings.

@@ -13,15 +13,13 @@ use cuvk::cudarc::driver::{
     sys, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cuvk::vulkan::{
-    record_kernel_barrier, AsVkBuffer, CuFunction, CuModule, KernelArg, LaunchDims, Semaphore,
-    SemaphoreDesc, SemaphoreOp, VulkanContext,
+    record_kernel_barrier, AsVkBuffer, CuFunction, CuModule, KernelArg, LaunchDims, SemaphoreOp,
+    VulkanContext,
 };
-use cuvk::{Bridge, BufferUsage, Frame, FramePacer, SharedBuffer, StagingBuffer};
-use cuvk_dev::{
-    unpaced_frame, CommandSlots, ComputePipeline, DevAllocator, DevBuffer, UnpacedFrame,
-};
+use cuvk::{Bridge, BufferUsage, FramePacer, SharedBuffer, StagingBuffer};
+use cuvk_dev::{CommandSlots, ComputePipeline, DevAllocator, DevBuffer};
 
-use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, Target};
+use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, LoopFrame, Sync, Target};
 use crate::sim::{initial_state, Camera, Params};
 
 /// Which API simulates.
@@ -167,48 +165,6 @@ impl Store {
     }
 }
 
-/// Frame ordering: the pacer where CUDA is involved, a local timeline otherwise.
-#[allow(clippy::large_enum_variant)] // one per engine
-enum Sync {
-    Pacer(FramePacer),
-    Local {
-        timeline: Arc<Semaphore>,
-        next: u64,
-        k: u64,
-    },
-}
-
-/// One frame of the loop: handed out by the pacer (CUDA modes), or numbered the same way
-/// without one (Vulkan mode, ordered by the local timeline).
-#[derive(Clone, Copy)]
-enum LoopFrame {
-    Paced(Frame),
-    Local(UnpacedFrame),
-}
-
-impl LoopFrame {
-    fn number(&self) -> u64 {
-        match self {
-            LoopFrame::Paced(f) => f.number,
-            LoopFrame::Local(f) => f.number,
-        }
-    }
-    /// The data slot: `number % K`.
-    fn slot(&self) -> usize {
-        match self {
-            LoopFrame::Paced(f) => f.slot,
-            LoopFrame::Local(f) => f.slot,
-        }
-    }
-    /// The command slot: `number % 2K`.
-    fn command_slot(&self) -> usize {
-        match self {
-            LoopFrame::Paced(f) => f.command_slot,
-            LoopFrame::Local(f) => f.command_slot,
-        }
-    }
-}
-
 struct CudaSide {
     stream: Arc<CudaStream>,
     step: CudaFunction,
@@ -322,12 +278,7 @@ fn vulkan_particles(
     }
     upload(alloc, &mut pos[0], pos0)?;
     upload(alloc, &mut vel[0], vel0)?;
-    let timeline = Semaphore::new(alloc.context(), SemaphoreDesc::LOCAL_TIMELINE)?;
-    let sync = Sync::Local {
-        timeline,
-        next: 1,
-        k: k as u64,
-    };
+    let sync = Sync::local(alloc.context(), k)?;
     Ok((Store::Vulkan { pos, vel }, sync))
 }
 
@@ -378,11 +329,7 @@ fn inline_particles(
     let ptx = cuvk::cuda::compile_ptx(bridge.cuda(), "particles.cu", &shaders.particles_cu)?;
     let step = CuModule::from_ptx(bridge.vulkan(), &ptx)?.function("step")?;
     let store = zero_copy_store(bridge, k, opts.particles, initial)?;
-    let sync = Sync::Local {
-        timeline: Semaphore::new(bridge.vulkan(), SemaphoreDesc::LOCAL_TIMELINE)?,
-        next: 1,
-        k: k as u64,
-    };
+    let sync = Sync::local(bridge.vulkan(), k)?;
     Ok((store, sync, step))
 }
 
@@ -612,24 +559,11 @@ impl Engine {
 
     /// The number of the last frame submitted.
     pub fn last_frame(&self) -> u64 {
-        match &self.sync {
-            Sync::Pacer(p) => p.vulkan_done().highest_signal(),
-            Sync::Local { next, .. } => next - 1,
-        }
+        self.sync.last_frame()
     }
 
     fn begin(&mut self) -> anyhow::Result<LoopFrame> {
-        match &mut self.sync {
-            Sync::Pacer(p) => Ok(LoopFrame::Paced(p.begin_frame()?)),
-            Sync::Local { timeline, next, k } => {
-                let number = *next;
-                if let Some(prev) = number.checked_sub(2 * *k).filter(|&n| n > 0) {
-                    timeline.wait_host(prev, Duration::from_secs(10))?;
-                }
-                *next += 1;
-                Ok(LoopFrame::Local(unpaced_frame(number, *k as u32)))
-            }
-        }
+        self.sync.begin(Duration::from_secs(10))
     }
 
     /// Runs one frame into `target`. Returns when it is submitted (or, for a PNG, written).
@@ -663,22 +597,9 @@ impl Engine {
         // SAFETY: the command buffer and everything it uses live in `self`, which waits for
         // the GPU before dropping them.
         unsafe {
-            match (&self.sync, &frame) {
-                (Sync::Pacer(p), LoopFrame::Paced(f)) => {
-                    p.vulkan_submit(f, &[cmd], stage, &waits, &signals, vk::Fence::null())?
-                }
-                (Sync::Pacer(_), LoopFrame::Local(_)) => bail!("an unpaced frame under the pacer"),
-                (Sync::Local { timeline, .. }, _) => {
-                    signals.push(SemaphoreOp {
-                        semaphore: timeline,
-                        value: frame.number(),
-                        stage: vk::PipelineStageFlags::empty(),
-                    });
-                    self.vk
-                        .submit_with_semaphores(&[cmd], &waits, &signals, vk::Fence::null())?
-                }
-            }
-        }
+            self.sync
+                .submit(&self.vk, &frame, cmd, stage, &waits, signals)?
+        };
         self.pending[c] = Some(FrameTimes {
             number: frame.number(),
             wait: wait_ms,
@@ -698,12 +619,7 @@ impl Engine {
 
     /// Waits on the host until frame `number` has completed on the GPU.
     pub fn wait_for(&self, number: u64) -> anyhow::Result<()> {
-        let t = Duration::from_secs(30);
-        match &self.sync {
-            Sync::Pacer(p) => p.frames_complete().wait_host(number, t)?,
-            Sync::Local { timeline, .. } => timeline.wait_host(number, t)?,
-        }
-        Ok(())
+        self.sync.wait_for(number, Duration::from_secs(30))
     }
 
     /// Waits for every submitted frame and collects the remaining timings.
