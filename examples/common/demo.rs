@@ -387,3 +387,40 @@ impl Sync {
         Ok(())
     }
 }
+
+/// A pool of `count` timestamp queries, reset once on the GPU, and the nanoseconds per tick.
+pub fn timestamp_queries(
+    vk: &Arc<VulkanContext>,
+    count: u32,
+) -> anyhow::Result<(vk::QueryPool, f64)> {
+    let qinfo = vk::QueryPoolCreateInfo::default()
+        .query_type(vk::QueryType::TIMESTAMP)
+        .query_count(count);
+    // SAFETY: valid device; the engine destroys it in Drop.
+    let queries = unsafe { vk.device().create_query_pool(&qinfo, None) }?;
+    // SAFETY: valid instance/physical device.
+    let timestamp_ns = unsafe {
+        vk.instance()
+            .get_physical_device_properties(vk.physical_device())
+    }
+    .limits
+    .timestamp_period as f64;
+    // SAFETY: queries are reset before use; resetting on the host needs hostQueryReset, so
+    // reset them all once on the GPU here.
+    unsafe { vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, count))? };
+    Ok((queries, timestamp_ns))
+}
+
+/// `times` in frame order with `frame` = the GPU frame period (the time since the previous
+/// frame's last timestamp); the first frame, with no previous one, is left out.
+pub fn frame_periods(times: &[FrameTimes]) -> Vec<FrameTimes> {
+    let mut t = times.to_vec();
+    t.sort_by_key(|f| f.number);
+    for i in 1..t.len() {
+        t[i].frame = (t[i].end_ns - t[i - 1].end_ns) * 1e-6;
+    }
+    if !t.is_empty() {
+        t.remove(0); // no previous frame to measure against
+    }
+    t
+}

@@ -22,7 +22,10 @@ use cuvk::vulkan::{
 use cuvk::{Bridge, FramePacer, ImageDesc, SharedImage};
 use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer, MemoryLocation};
 
-use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, LoopFrame, Sync, Target};
+use crate::demo::{
+    frame_periods, record_to_swapchain, timestamp_queries, write_png, Devices, FrameTimes,
+    LoopFrame, Sync, Target,
+};
 use crate::pipeline::{image_view, Pass, Resource, Sampler, SetLayout};
 use crate::sim::{hue, Emitter, Params, Script, MAX_EMITTERS, PRESSURE_KEEP};
 
@@ -635,25 +638,6 @@ pub struct Engine {
     pub exposure: f32,
 }
 
-/// A pool of `count` timestamp queries, reset once on the GPU, and the nanoseconds per tick.
-fn timestamp_queries(vk: &Arc<VulkanContext>, count: u32) -> anyhow::Result<(vk::QueryPool, f64)> {
-    let qinfo = vk::QueryPoolCreateInfo::default()
-        .query_type(vk::QueryType::TIMESTAMP)
-        .query_count(count);
-    // SAFETY: valid device; the engine destroys it in Drop.
-    let queries = unsafe { vk.device().create_query_pool(&qinfo, None) }?;
-    // SAFETY: valid instance/physical device.
-    let timestamp_ns = unsafe {
-        vk.instance()
-            .get_physical_device_properties(vk.physical_device())
-    }
-    .limits
-    .timestamp_period as f64;
-    // SAFETY: reset once on the GPU before first use (host reset needs hostQueryReset).
-    unsafe { vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, count))? };
-    Ok((queries, timestamp_ns))
-}
-
 impl Engine {
     pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
         let vk = dev.vk.clone();
@@ -1022,15 +1006,7 @@ impl Engine {
 
     /// Timings of the collected frames in frame order, with `frame` = GPU frame period.
     pub fn frame_times(&self) -> Vec<FrameTimes> {
-        let mut t = self.times.clone();
-        t.sort_by_key(|f| f.number);
-        for i in 1..t.len() {
-            t[i].frame = (t[i].end_ns - t[i - 1].end_ns) * 1e-6;
-        }
-        if !t.is_empty() {
-            t.remove(0); // no previous frame to measure against
-        }
-        t
+        frame_periods(&self.times)
     }
 
     /// The fields after the last frame: velocity (RG32F texels) then dye (RGBA16F texels),

@@ -19,7 +19,10 @@ use cuvk::vulkan::{
 use cuvk::{Bridge, BufferUsage, FramePacer, SharedBuffer, StagingBuffer};
 use cuvk_dev::{CommandSlots, ComputePipeline, DevAllocator, DevBuffer};
 
-use crate::demo::{record_to_swapchain, write_png, Devices, FrameTimes, LoopFrame, Sync, Target};
+use crate::demo::{
+    frame_periods, record_to_swapchain, timestamp_queries, write_png, Devices, FrameTimes,
+    LoopFrame, Sync, Target,
+};
 use crate::sim::{initial_state, Camera, Params};
 
 /// Which API simulates.
@@ -410,26 +413,6 @@ fn vulkan_sim_pipeline(
     Ok(Some((p, sets)))
 }
 
-/// A pool of `count` timestamp queries, reset once on the GPU, and the nanoseconds per tick.
-fn timestamp_queries(vk: &Arc<VulkanContext>, count: u32) -> anyhow::Result<(vk::QueryPool, f64)> {
-    let qinfo = vk::QueryPoolCreateInfo::default()
-        .query_type(vk::QueryType::TIMESTAMP)
-        .query_count(count);
-    // SAFETY: valid device; the engine destroys it in Drop.
-    let queries = unsafe { vk.device().create_query_pool(&qinfo, None) }?;
-    // SAFETY: valid instance/physical device.
-    let timestamp_ns = unsafe {
-        vk.instance()
-            .get_physical_device_properties(vk.physical_device())
-    }
-    .limits
-    .timestamp_period as f64;
-    // SAFETY: queries are reset before use; resetting on the host needs hostQueryReset, so
-    // reset them all once on the GPU here.
-    unsafe { vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, count))? };
-    Ok((queries, timestamp_ns))
-}
-
 impl Engine {
     pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
         let vk = dev.vk.clone();
@@ -666,15 +649,7 @@ impl Engine {
 
     /// Timings of the collected frames in frame order, with `frame` = GPU frame period.
     pub fn frame_times(&self) -> Vec<FrameTimes> {
-        let mut t = self.times.clone();
-        t.sort_by_key(|f| f.number);
-        for i in 1..t.len() {
-            t[i].frame = (t[i].end_ns - t[i - 1].end_ns) * 1e-6;
-        }
-        if !t.is_empty() {
-            t.remove(0); // no previous frame to measure against
-        }
-        t
+        frame_periods(&self.times)
     }
 
     fn run_cuda(&mut self, frame: &LoopFrame, simulate: bool) -> anyhow::Result<()> {
