@@ -3,7 +3,7 @@
 //! Vulkan allocates exportable device memory; the bridge exports it as an opaque FD (Linux) or
 //! Win32 handle (Windows), imports it into CUDA with `cuImportExternalMemory`, and maps
 //! buffers with `cuExternalMemoryGetMappedBuffer`. Every offset, size and alignment is checked
-//! before a driver sees it ([`layout`]), and every handle is owned by a type that frees it
+//! before a driver sees it ([`LayoutError`] names the rule), and every handle is owned by a type that frees it
 //! exactly once, in the right order: a CUDA mapping keeps its imported memory alive, which
 //! keeps the Vulkan memory alive.
 //!
@@ -25,22 +25,20 @@
 //! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
 //! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`SharedPool`], [`SharedImage`],
 //!   [`FramePacer`], ...;
-//! - [`platform`] holds every OS difference (file descriptors vs NT handles);
-//! - [`layout`], [`suballoc`], [`image_format`] and [`timeline`] are pure rules and
-//!   bookkeeping, tested without a GPU;
+//! - every OS difference (file descriptors vs NT handles) lives in one private module; the
+//!   handle types it settles on are re-exported here ([`OwnedExternalHandle`]);
+//! - the pure rules and bookkeeping (ranges, alignment, the image format table, PTX
+//!   signatures, the pool's books, timeline ledgers) are private and tested without a GPU;
+//!   what users touch of them is re-exported here: the refusals ([`LayoutError`],
+//!   [`ImageError`], [`MemoryError`], ...), [`AlignmentRule`], [`FORMATS`] and [`format_info`],
+//!   [`PoolStats`] and [`PoolReport`];
 //! - `wgpu` (feature `wgpu`) makes the same pairings on a wgpu device.
 
-#[cfg(feature = "capi")]
-pub mod capi;
 pub mod cuda;
-pub mod error;
-pub mod image_format;
+mod error;
 pub mod interop;
-pub mod layout;
-pub mod platform;
-pub mod ptx;
-pub mod suballoc;
-pub mod timeline;
+mod platform;
+mod rules;
 mod uuid;
 pub mod vulkan;
 #[cfg(feature = "wgpu")]
@@ -48,16 +46,40 @@ pub mod vulkan;
 #[clippy::msrv = "1.87"] // wgpu 30's own minimum
 pub mod wgpu;
 
-pub use error::{Error, ErrorKind, Result};
-pub use image_format::ImageKind;
+// Errors: the one error type, its kinds, and every structured refusal it carries.
+#[cfg(feature = "wgpu")]
+pub use error::WgpuError;
+pub use error::{
+    ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ErrorKind, Exportable,
+    ExtensionState, FrameStep, Importer, InlineKernelsMissing, LaunchError, MemoryError, Result,
+    SyncError,
+};
+pub use rules::image_format::{ImageError, TextureRule};
+pub use rules::layout::{AlignmentRule, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
+pub use rules::ptx::PtxError;
+
+// The image format table: which Vulkan formats CUDA can share, and how.
+pub use rules::image_format::{
+    format_info, FormatInfo, FormatRefusal, ImageKind, NumericClass, FORMATS,
+};
+
+// The pairings users build on.
 pub use interop::{
     Bridge, BridgeConfig, BufferPlacement, BufferUsage, Dedicated, Frame, FramePacer,
     GrowableBuffer, SharedAllocation, SharedBuffer, SharedImage, SharedPool, SharedSemaphore,
     StagingBuffer, TextureLevels, TextureOptions, TextureRead, VulkanView,
 };
-pub use suballoc::{PoolReport, PoolStats};
-pub use uuid::Uuid;
 pub use vulkan::{ImageDesc, PoolDesc};
+
+// Pool statistics and reports.
+pub use rules::suballoc::{BlockReport, PoolReport, PoolStats};
+
+// OS handles and the extensions that carry them.
+pub use platform::{
+    OwnedExternalHandle, RawExternalHandle, MEMORY_EXTENSION, MEMORY_HANDLE_TYPE,
+    SEMAPHORE_EXTENSION, SEMAPHORE_HANDLE_TYPE,
+};
+pub use uuid::Uuid;
 
 /// Re-exported so users name the same versions this crate was built with.
 pub use ash;

@@ -420,12 +420,6 @@ fn check_open(handle: OwnedExternalHandle, importer: Importer) -> Result<OwnedEx
     }
 }
 
-/// Whether `fd` is an open descriptor of this process.
-#[cfg(unix)]
-pub fn is_open(fd: std::os::fd::RawFd) -> bool {
-    descriptor_flags(fd).is_ok()
-}
-
 #[cfg(unix)]
 fn descriptor_flags(fd: std::os::fd::RawFd) -> std::io::Result<i32> {
     // SAFETY: F_GETFD only reads the descriptor flags; it is defined for any integer.

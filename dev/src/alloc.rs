@@ -22,7 +22,10 @@ fn alloc_err(call: &'static str, e: AllocationError) -> Error {
             call,
             result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
         },
-        e => Error::Unsupported(format!("{call}: {e}")),
+        _ => Error::Vulkan {
+            call,
+            result: vk::Result::ERROR_UNKNOWN,
+        },
     }
 }
 
@@ -155,7 +158,7 @@ impl DevBuffer {
             .as_ref()
             .and_then(|a| a.mapped_slice())
             .map(|s| &s[..self.size as usize])
-            .ok_or_else(|| Error::InvalidArgument("buffer memory is not host-visible".into()))
+            .ok_or(cuvk::MemoryError::NotHostVisible.into())
     }
 
     /// Reads the whole buffer as elements of `T` (its size must be whole elements). Host-visible
@@ -164,10 +167,11 @@ impl DevBuffer {
         let bytes = self.mapped()?;
         let elem = std::mem::size_of::<T>();
         if elem == 0 || bytes.len() % elem != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{} bytes are not whole elements of {elem} bytes",
-                bytes.len()
-            )));
+            return Err(cuvk::LayoutError::PartialElement {
+                bytes: bytes.len() as u64,
+                element_size: elem as u64,
+            }
+            .into());
         }
         let mut out = vec![T::zeroed(); bytes.len() / elem];
         bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(bytes);
@@ -182,12 +186,16 @@ impl DevBuffer {
             .allocation
             .as_mut()
             .and_then(|a| a.mapped_slice_mut())
-            .ok_or_else(|| Error::InvalidArgument("buffer memory is not host-visible".into()))?;
+            .ok_or(cuvk::MemoryError::NotHostVisible)?;
         if src.len() > size {
-            return Err(Error::InvalidArgument(format!(
-                "{} bytes do not fit in a buffer of {size}",
-                src.len()
-            )));
+            return Err(cuvk::LayoutError::OutOfBounds {
+                offset: 0,
+                size: src.len() as u64,
+                end: src.len() as u64,
+                container: "buffer",
+                container_size: size as u64,
+            }
+            .into());
         }
         dst[..src.len()].copy_from_slice(src);
         Ok(())

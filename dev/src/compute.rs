@@ -33,8 +33,13 @@ impl ComputePipeline {
         push_constant_bytes: u32,
         max_sets: u32,
     ) -> Result<Self> {
-        let code = cuvk::ash::util::read_spv(&mut std::io::Cursor::new(spirv))
-            .map_err(|e| Error::InvalidArgument(format!("not SPIR-V: {e}")))?;
+        let code =
+            cuvk::ash::util::read_spv(&mut std::io::Cursor::new(spirv)).map_err(|source| {
+                Error::Io {
+                    call: "read_spv",
+                    source,
+                }
+            })?;
         let device = ctx.device();
         let mut me = Self {
             ctx: ctx.clone(),
@@ -114,19 +119,22 @@ impl ComputePipeline {
     /// The set stays valid while the pipeline lives; the buffers must outlive its use.
     pub fn descriptor_set(&self, buffers: &[&dyn AsVkBuffer]) -> Result<vk::DescriptorSet> {
         if buffers.len() != self.storage_buffers as usize {
-            return Err(Error::InvalidArgument(format!(
-                "the pipeline binds {} storage buffers, {} given",
-                self.storage_buffers,
-                buffers.len()
-            )));
+            return Err(cuvk::LaunchError::ArgumentCount {
+                kernel: "compute pipeline".into(),
+                given: buffers.len(),
+                expected: self.storage_buffers as usize,
+                params: format!("{} storage buffers", self.storage_buffers),
+            }
+            .into());
         }
         if buffers
             .iter()
             .any(|b| !self.ctx.same_device(b.vk_context()))
         {
-            return Err(Error::WrongDevice(
-                "a buffer belongs to another Vulkan device",
-            ));
+            return Err(Error::WrongDevice {
+                object: cuvk::DeviceObject::Buffer,
+                owner: cuvk::DeviceOwner::VulkanDevice,
+            });
         }
         let layouts = [self.set_layout];
         // SAFETY: our pool and layout.

@@ -14,15 +14,15 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext, CudaStream};
 
 use crate::cuda::ImportedMemory;
+use crate::error::MemoryError;
 use crate::error::{CudaResultExt, Error, Result};
-use crate::image_format::{full_mip_chain, ArrayDesc, ArrayFlags, ImageError, TextureRule};
-use crate::layout;
+use crate::rules::image_format::{full_mip_chain, ArrayDesc, ArrayFlags, ImageError, TextureRule};
+use crate::rules::layout;
 
 /// The raw `CUDA_ARRAY3D_DESCRIPTOR` of `desc`.
 fn to_sys(desc: &ArrayDesc) -> Result<sys::CUDA_ARRAY3D_DESCRIPTOR> {
     let size = |v: u64| {
-        usize::try_from(v)
-            .map_err(|_| Error::InvalidArgument(format!("array extent {v} does not fit in usize")))
+        usize::try_from(v).map_err(|_| Error::from(MemoryError::HostSizeOverflow { bytes: v }))
     };
     Ok(sys::CUDA_ARRAY3D_DESCRIPTOR {
         Width: size(desc.width)?,
@@ -58,7 +58,7 @@ impl ImportedMemory {
     /// # Safety
     /// `offset`, `desc` and `levels` must describe an OPTIMAL-tiled image the exporting API
     /// bound at `offset` of this memory: the same format, channels, extent and levels, with
-    /// the flags its type and usage need (see [`crate::image_format::array_desc`]). CUDA
+    /// the flags its type and usage need (see [`crate::rules::image_format::array_desc`]). CUDA
     /// cannot check the layout it is told; a wrong description reads and writes wrong texels.
     pub unsafe fn map_mipmapped_array(
         self: &Arc<Self>,
@@ -372,9 +372,10 @@ impl ArrayLevel {
     /// The copy's host pointer must be valid for its whole extent until this returns.
     unsafe fn run_copy(&self, stream: &CudaStream, copy: &sys::CUDA_MEMCPY3D) -> Result<()> {
         if !Arc::ptr_eq(stream.context(), self.parent.context()) {
-            return Err(Error::WrongDevice(
-                "the stream belongs to another CUDA context than the array",
-            ));
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Stream,
+                owner: crate::DeviceOwner::CudaContext,
+            });
         }
         self.parent
             .context()

@@ -2,7 +2,7 @@
 //!
 //! Layers as cudarc has them: the raw `cuImportExternalMemory` / `cuExternalMemoryGetMappedBuffer`
 //! calls, wrapped by [`ImportedMemory::import`] and [`ImportedMemory::map`] that validate first
-//! ([`crate::layout::validate_mapping`]), and owner types that free in the right order:
+//! ([`crate::rules::layout::validate_mapping`]), and owner types that free in the right order:
 //! a [`MappedRange`] holds its [`ImportedMemory`], which holds whatever owns the memory on
 //! the exporting side (the Vulkan allocation).
 
@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{result, sys, CudaContext};
 
 use crate::error::{CudaResultExt, Importer, Result};
-use crate::layout::{self, ImportLayout, MappingRequest};
 use crate::platform::{self, OwnedExternalHandle};
+use crate::rules::layout::{self, ImportLayout, MappingRequest};
 
 /// Options for [`ImportedMemory::map`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 
+use crate::error::SyncError;
 use crate::error::{CudaResultExt, Error, Importer, Result};
 use crate::platform::{self, OwnedExternalHandle};
-use crate::timeline::SignalLedger;
+use crate::rules::timeline::SignalLedger;
 
 /// How long [`ExternalSemaphore`]'s drop waits for CUDA work that still uses it before it
 /// gives up and leaks the import (and the semaphore it imports) rather than destroy them in use.
@@ -64,14 +65,10 @@ impl ExternalSemaphore {
         keep_alive: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Self> {
         if ledger.is_timeline() != (ty == CudaSemaphoreType::Timeline) {
-            return Err(Error::InvalidArgument(format!(
-                "a {} semaphore cannot be imported into CUDA as {ty:?}",
-                if ledger.is_timeline() {
-                    "timeline"
-                } else {
-                    "binary"
-                }
-            )));
+            return Err(SyncError::ImportKind {
+                timeline: ledger.is_timeline(),
+            }
+            .into());
         }
         ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
         // SAFETY: the caller vouches for the handle and its type.
@@ -135,9 +132,10 @@ impl ExternalSemaphore {
                 .result()
                 .cuda("cuStreamGetCtx")?;
             if owner != self.ctx.cu_ctx() {
-                return Err(Error::WrongDevice(
-                    "the stream belongs to another CUDA context",
-                ));
+                return Err(Error::WrongDevice {
+                    object: crate::DeviceObject::Stream,
+                    owner: crate::DeviceOwner::CudaContext,
+                });
             }
         }
         self.enqueue(stream, value, signal)
@@ -176,9 +174,10 @@ impl ExternalSemaphore {
         if Arc::ptr_eq(stream.context(), &self.ctx) {
             Ok(())
         } else {
-            Err(Error::WrongDevice(
-                "the stream belongs to another CUDA context",
-            ))
+            Err(Error::WrongDevice {
+                object: crate::DeviceObject::Stream,
+                owner: crate::DeviceOwner::CudaContext,
+            })
         }
     }
 

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext};
 
+use crate::error::MemoryError;
 use crate::error::{CudaResultExt, Error, Result};
-use crate::layout::{self, AlignmentRule};
+use crate::rules::layout::{self, AlignmentRule};
 
 pub use crate::platform::host_page_size;
 
@@ -181,8 +182,11 @@ unsafe impl<T: Sync> Sync for PinnedBuffer<T> {}
 impl<T: bytemuck::Pod> PinnedBuffer<T> {
     /// Allocates `len` elements with `flags`; with `device_map`, also fetches the device pointer.
     pub fn new(ctx: &Arc<CudaContext>, len: usize, flags: HostAllocFlags) -> Result<Self> {
-        let bytes = usize::try_from(layout::bytes_for::<T>(len)?)
-            .map_err(|_| Error::InvalidArgument(format!("{len} elements do not fit in memory")))?;
+        let bytes = usize::try_from(layout::bytes_for::<T>(len)?).map_err(|_| {
+            MemoryError::HostSizeOverflow {
+                bytes: layout::bytes_for::<T>(len).unwrap_or(u64::MAX),
+            }
+        })?;
         if bytes == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
@@ -382,11 +386,11 @@ impl PageAlignedBuffer {
         let align = align.max(host_page_size());
         let size = layout::align_up(bytes as u64, align as u64)
             .filter(|&s| s > 0)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("cannot allocate {bytes} bytes aligned to {align}"))
+            .ok_or(MemoryError::HostSizeOverflow {
+                bytes: bytes as u64,
             })?;
         let layout = Layout::from_size_align(size as usize, align)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            .map_err(|_| MemoryError::HostSizeOverflow { bytes: size })?;
         // SAFETY: non-zero size (checked).
         let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or(
             Error::HostOutOfMemory {

@@ -6,7 +6,7 @@
 //! `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED` for every device of the team and returns
 //! [`Error::Unsupported`] before any multicast call when one of them reports 0. Every bind
 //! rule of the reference page is checked before `cuMulticastBindMem`
-//! ([`crate::layout::validate_multicast_bind`] plus the team and shareability rules in
+//! ([`crate::rules::layout::validate_multicast_bind`] plus the team and shareability rules in
 //! [`validate_bind_target`]), so the rules are tested without a GPU.
 
 use std::sync::Arc;
@@ -14,8 +14,9 @@ use std::sync::Arc;
 use cudarc::driver::{sys, CudaContext};
 
 use crate::cuda::vmm::VmmAllocation;
-use crate::error::{CudaResultExt, Error, Result};
-use crate::layout::{self, MulticastBindRequest};
+use crate::error::{Capability, MemoryError};
+use crate::error::{CudaResultExt, Result};
+use crate::rules::layout::{self, MulticastBindRequest};
 
 /// Whether `ctx`'s device supports multicast objects.
 pub fn multicast_supported(ctx: &Arc<CudaContext>) -> Result<bool> {
@@ -33,14 +34,14 @@ pub fn validate_bind_target(
     memory_shareable: bool,
 ) -> Result<()> {
     if !team.contains(&memory_device) {
-        return Err(Error::InvalidArgument(format!(
-            "the memory lives on device {memory_device}, which is not in the multicast team {team:?}"
-        )));
+        return Err(MemoryError::NotInMulticastTeam {
+            device: memory_device,
+            team: team.to_vec(),
+        }
+        .into());
     }
     if multicast_shareable && !memory_shareable {
-        return Err(Error::InvalidArgument(
-            "a shareable multicast object binds only shareable memory (cuMemCreate with a shareable handle type)".into(),
-        ));
+        return Err(MemoryError::MulticastNeedsShareable.into());
     }
     Ok(())
 }
@@ -60,15 +61,13 @@ impl MulticastGroup {
     /// checking that every device supports multicast: where one does not, it returns
     /// [`Error::Unsupported`] and makes no multicast call at all.
     pub fn new(devices: &[Arc<CudaContext>], size: u64) -> Result<Self> {
-        let first = devices.first().ok_or(Error::InvalidArgument(
-            "a multicast team needs at least one device".into(),
-        ))?;
+        let first = devices.first().ok_or(MemoryError::EmptyMulticastTeam)?;
         for d in devices {
             if !multicast_supported(d)? {
-                return Err(Error::Unsupported(format!(
-                    "device {} reports CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED = 0: no multicast object is created",
-                    d.cu_device()
-                )));
+                return Err(Capability::Multicast {
+                    device: d.cu_device(),
+                }
+                .into());
             }
         }
         Self::create_supported(first, devices, size)

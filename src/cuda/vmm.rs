@@ -2,7 +2,7 @@
 //! file descriptors for Vulkan; address reservations (`cuMemAddressReserve`); mappings
 //! (`cuMemMap`) that become usable only through [`VmmMappingNoAccess::enable_access`]
 //! (`cuMemSetAccess`), so the types make access before it impossible. Every `cuMemMap` rule
-//! of its reference page is checked first ([`crate::layout::validate_vmm_map`]); drop order
+//! of its reference page is checked first ([`crate::rules::layout::validate_vmm_map`]); drop order
 //! is unmap → release → free by construction (a mapping holds its reservation and memory).
 
 use std::ops::Range;
@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{sys, CudaContext};
 
 use crate::error::{CudaResultExt, Error, Importer, Result};
-use crate::layout::{self, VmmMapRequest};
+use crate::error::{Exportable, MemoryError};
 use crate::platform::{self, OwnedExternalHandle};
+use crate::rules::layout::{self, VmmMapRequest};
 
 fn prop(device: i32, exportable: bool) -> sys::CUmemAllocationProp {
     // SAFETY: all-zero is a valid value of this plain C struct (then filled in below).
@@ -86,9 +87,10 @@ impl VmmAllocation {
     /// handle on Windows), owned by the caller.
     pub fn export(&self) -> Result<OwnedExternalHandle> {
         if !self.exportable {
-            return Err(Error::InvalidArgument(
-                "the allocation was not created exportable".into(),
-            ));
+            return Err(MemoryError::NotExportable {
+                what: Exportable::VmmAllocation,
+            }
+            .into());
         }
         self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
         let mut slot = platform::vmm_export_slot();
@@ -103,9 +105,9 @@ impl VmmAllocation {
         }
         .result()
         .cuda("cuMemExportToShareableHandle")?;
-        let raw = platform::vmm_slot_handle(slot).ok_or(Error::InvalidArgument(
-            "cuMemExportToShareableHandle succeeded but returned no handle".into(),
-        ))?;
+        let raw = platform::vmm_slot_handle(slot).ok_or(Error::NoHandleReturned {
+            call: "cuMemExportToShareableHandle",
+        })?;
         // SAFETY: the driver returned a new handle that the caller owns.
         Ok(unsafe { platform::own_exported(raw) })
     }
@@ -240,9 +242,10 @@ impl AddressReservation {
         size: u64,
     ) -> Result<VmmMappingNoAccess> {
         if !Arc::ptr_eq(&memory.ctx, &self.ctx) {
-            return Err(Error::WrongDevice(
-                "the allocation belongs to another CUDA context",
-            ));
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::VmmAllocation,
+                owner: crate::DeviceOwner::CudaContext,
+            });
         }
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let range = layout::validate_vmm_map(

@@ -12,10 +12,11 @@ use ash::vk;
 use cudarc::driver::sys;
 
 use crate::cuda::vmm::{AddressReservation, VmmAllocation, VmmMapping};
-use crate::error::{Error, Result};
-use crate::interop::reverse::{import_into_vulkan, import_vmm_memory};
+use crate::error::MemoryError;
+use crate::error::Result;
+use crate::interop::cuda_allocated::{import_into_vulkan, import_vmm_memory};
 use crate::interop::{Bridge, BufferUsage};
-use crate::layout::{self, AlignmentRule};
+use crate::rules::layout::{self, AlignmentRule};
 use crate::vulkan::{AsVkBuffer, BoundBuffer, SparseBuffer, VulkanContext};
 
 /// How Vulkan sees a [`GrowableBuffer`].
@@ -73,10 +74,11 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
         }
         layout::check_aligned("size", chunk_bytes, g, AlignmentRule::Granularity)?;
         if chunk_bytes % std::mem::size_of::<T>().max(1) as u64 != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "chunk of {chunk_bytes} bytes does not hold whole elements of {} bytes",
-                std::mem::size_of::<T>()
-            )));
+            return Err(MemoryError::ChunkNotWholeElements {
+                chunk_bytes: chunk_bytes as u64,
+                element_size: std::mem::size_of::<T>() as u64,
+            }
+            .into());
         }
         let reserve = max_bytes
             .div_ceil(chunk_bytes)

@@ -4,18 +4,18 @@
 //! pinned host memory.
 
 mod bridge;
-mod frames;
+mod cuda_allocated;
 mod growable;
+mod pacer;
 pub(crate) mod pool;
-mod reverse;
 mod semaphore;
 mod shared_buffer;
 mod shared_image;
 mod staging;
 
 pub use bridge::{Bridge, BridgeConfig, BufferUsage, CudaDeviceChoice};
-pub use frames::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT};
 pub use growable::{GrowableBuffer, VulkanView};
+pub use pacer::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT};
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, Dedicated, SharedAllocation, SharedBuffer};

@@ -11,7 +11,7 @@
 //! allocations imported without `CUDA_EXTERNAL_MEMORY_DEDICATED` (a request Vulkan wants
 //! dedicated gets its own dedicated allocation, mapped at offset 0); offsets are multiples of
 //! the Vulkan buffer's alignment, of CUDA's 16-byte mapped-offset rule and of the element's
-//! alignment; ranges of live buffers never overlap ([`crate::suballoc`], property-tested).
+//! alignment; ranges of live buffers never overlap ([`crate::rules::suballoc`], property-tested).
 
 use std::sync::Arc;
 
@@ -21,8 +21,8 @@ use crate::cuda::{MapOptions, MappedRange};
 use crate::error::Result;
 use crate::interop::shared_buffer::{shared_usage, CudaSide};
 use crate::interop::{Bridge, BufferUsage, SharedAllocation, SharedBuffer};
-use crate::layout::{self, AlignmentRule, CUDA_MAPPED_OFFSET_ALIGNMENT};
-use crate::suballoc::{PoolReport, PoolStats};
+use crate::rules::layout::{self, AlignmentRule, CUDA_MAPPED_OFFSET_ALIGNMENT};
+use crate::rules::suballoc::{PoolReport, PoolStats};
 use crate::vulkan::{PoolCore, PoolDesc};
 
 /// What a pool block carries besides its Vulkan memory: the one CUDA import and the one
@@ -50,7 +50,7 @@ impl CudaBlock {
 /// Every rule of a mapped buffer holds by construction: blocks are non-dedicated allocations
 /// imported without `CUDA_EXTERNAL_MEMORY_DEDICATED`; offsets are multiples of the Vulkan
 /// buffer's alignment, of CUDA's 16 bytes and of `align_of::<T>()`; live ranges never
-/// overlap ([`crate::suballoc`], property-tested).
+/// overlap ([`crate::rules::suballoc`], property-tested).
 ///
 /// - Blocks are [`PoolDesc::block_size`] (64 MiB by default); buffers above
 ///   [`PoolDesc::dedicated_threshold`] (half a block) and buffers Vulkan prefers or requires

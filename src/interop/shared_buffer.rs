@@ -16,10 +16,11 @@ use cudarc::driver::{
 
 use crate::cuda::vmm::VmmMapping;
 use crate::cuda::{ImportedMemory, MappedRange};
-use crate::error::{CudaResultExt, Error, Result};
+use crate::error::MemoryError;
+use crate::error::{CudaResultExt, Result};
 use crate::interop::pool::CudaBlock;
 use crate::interop::Bridge;
-use crate::layout::{self, ImportLayout, MappingRequest};
+use crate::rules::layout::{self, ImportLayout, MappingRequest};
 use crate::vulkan::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse,
     PoolLease, VulkanContext,
@@ -114,10 +115,7 @@ impl Bridge {
         let probe = exportable_buffer(&self.vulkan, size, usage)?;
         let req = probe.requirements();
         if req.requires_dedicated {
-            return Err(Error::Unsupported(format!(
-                "this device requires dedicated allocations for exportable buffers of usage \
-                 {usage:?}: use Bridge::create_buffer, one buffer per allocation"
-            )));
+            return Err(MemoryError::DedicatedOnlyUsage { usage }.into());
         }
         drop(probe);
         SharedAllocation::allocate(self, size, req.memory_type_bits, usage, None)
@@ -207,7 +205,7 @@ impl SharedAllocation {
         placement: BufferPlacement,
     ) -> Result<SharedBuffer<T>> {
         if self.memory.is_dedicated() {
-            return Err(Error::DedicatedHoldsOneBuffer);
+            return Err(MemoryError::DedicatedHoldsOneBuffer.into());
         }
         let bytes = layout::bytes_for::<T>(len)?;
         // The range is checked before the buffer is created, so the error names the allocation.
@@ -461,11 +459,11 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     /// last reads and writes on any stream), and synchronises.
     pub fn cuda_write(&mut self, data: &[T]) -> Result<()> {
         if data.len() != self.len {
-            return Err(Error::InvalidArgument(format!(
-                "cuda_write of {} elements into a buffer of {}",
-                data.len(),
-                self.len
-            )));
+            return Err(MemoryError::CopyLength {
+                given: data.len(),
+                len: self.len,
+            }
+            .into());
         }
         let stream = self.stream.clone();
         stream.context().bind_to_thread().cuda("cuCtxSetCurrent")?;

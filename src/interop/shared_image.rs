@@ -2,8 +2,8 @@
 //! mipmapped array, reads through texture objects and writes through surface objects.
 //!
 //! Everything CUDA is told is derived from the image: the array format and channels from the
-//! format table ([`crate::image_format::FORMATS`]), the extent and flags from its kind and
-//! usage ([`crate::image_format::array_desc`]), the offset from its bind offset, the level
+//! format table ([`crate::rules::image_format::FORMATS`]), the extent and flags from its kind and
+//! usage ([`crate::rules::image_format::array_desc`]), the offset from its bind offset, the level
 //! count from its mip levels, the import's dedicated flag from its allocation. Every request is
 //! validated here, at the public entry point, before any object is created.
 //!
@@ -21,10 +21,13 @@ use crate::cuda::{
     AddressMode, ArrayLevel, FilterMode, ImportedMemory, MipmappedArray, SurfaceObject,
     TextureDesc, TextureObject,
 };
+use crate::error::MemoryError;
 use crate::error::{Error, Result};
-use crate::image_format::{self, ArrayDesc, FormatInfo, ImageError, NumericClass, TextureRule};
 use crate::interop::Bridge;
 use crate::platform::MEMORY_HANDLE_TYPE;
+use crate::rules::image_format::{
+    self, ArrayDesc, FormatInfo, ImageError, NumericClass, TextureRule,
+};
 use crate::vulkan::{
     AsVkImage, BoundImage, DeviceMemory, ExternalUse, Image, ImageDesc, ImageOptions, VulkanContext,
 };
@@ -231,6 +234,7 @@ impl SharedImage {
             desc.usage,
             vk::ImageUsageFlags::STORAGE,
             "a CUDA surface object (CUDA_ARRAY3D_SURFACE_LDST)",
+            None,
         )?;
         desc.shape().check_level(level)?;
         let level = self.array.level(level)?;
@@ -346,9 +350,10 @@ fn validate_share(
 ) -> Result<FormatInfo> {
     let vk_image = image.image();
     if !vulkan.same_device(vk_image.context()) {
-        return Err(Error::WrongDevice(
-            "the image belongs to another Vulkan device than the bridge",
-        ));
+        return Err(Error::WrongDevice {
+            object: crate::DeviceObject::Image,
+            owner: crate::DeviceOwner::VulkanDevice,
+        });
     }
     if vk_image.options().tiling != vk::ImageTiling::OPTIMAL {
         return Err(ImageError::LinearTiling.into());
@@ -358,16 +363,16 @@ fn validate_share(
             .external_handle_types()
             .contains(MEMORY_HANDLE_TYPE)
     {
-        return Err(Error::NotExportable {
-            what: "the image",
-            handle_type: MEMORY_HANDLE_TYPE,
-        });
+        return Err(MemoryError::NotExportable {
+            what: crate::Exportable::Image,
+        }
+        .into());
     }
     if !image.memory().handle_types().contains(MEMORY_HANDLE_TYPE) {
-        return Err(Error::NotExportable {
-            what: "the image's memory",
-            handle_type: MEMORY_HANDLE_TYPE,
-        });
+        return Err(MemoryError::NotExportable {
+            what: crate::Exportable::Memory,
+        }
+        .into());
     }
     let format = image_format::format_info(image.desc().format)?;
     image.desc().shape().validate_for_cuda()?;

@@ -10,7 +10,7 @@ use cudarc::driver::{sys, CudaEvent, CudaStream, DevicePtr, DevicePtrMut};
 use crate::cuda::host::{HostAllocFlags, PinnedBuffer};
 use crate::error::{CudaResultExt, Result};
 use crate::interop::Bridge;
-use crate::layout;
+use crate::rules::layout;
 use crate::vulkan::{AsVkBuffer, HostImportedBuffer, VulkanContext};
 
 /// Pinned host memory that is also a Vulkan buffer.

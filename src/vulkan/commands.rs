@@ -6,7 +6,7 @@
 use ash::vk;
 
 use crate::error::{Error, Result, VkResultExt};
-use crate::layout;
+use crate::rules::layout;
 use crate::vulkan::{AsVkBuffer, VulkanContext};
 
 impl VulkanContext {
@@ -132,9 +132,10 @@ impl VulkanContext {
         if self.same_device(b.vk_context()) {
             Ok(())
         } else {
-            Err(Error::WrongDevice(
-                "the buffer belongs to another Vulkan device",
-            ))
+            Err(Error::WrongDevice {
+                object: crate::DeviceObject::Buffer,
+                owner: crate::DeviceOwner::VulkanDevice,
+            })
         }
     }
 }

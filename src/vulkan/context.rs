@@ -190,6 +190,7 @@ struct Parts {
     sparse_binding: bool,
     buffer_device_address: bool,
     owned: bool,
+    keep_alive: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// A Vulkan instance + physical device + logical device + one queue, ready for interop.
@@ -252,7 +253,7 @@ impl VulkanContext {
     pub fn new(config: VulkanConfig) -> Result<Arc<Self>> {
         let entry = load_entry()?;
         let guard = create_instance(&entry, &config)?;
-        let instance = guard.instance_ref()?;
+        let instance = guard.instance_ref();
         let physical_device = choose_physical_device(instance, config.device)?;
         check_device_version(instance, physical_device)?;
         let queue_family_index = choose_queue_family(instance, physical_device)?;
@@ -265,7 +266,7 @@ impl VulkanContext {
         let device = plan.create(instance, physical_device, queue_family_index)?;
         // SAFETY: the queue family was requested with one queue at index 0.
         let queue = unsafe { device.get_device_queue(queue_family_index, 0) };
-        let (instance, debug) = guard.release()?;
+        let (instance, debug) = guard.release();
         Self::assemble(Parts {
             entry,
             instance,
@@ -278,6 +279,7 @@ impl VulkanContext {
             sparse_binding: plan.sparse_binding,
             buffer_device_address: plan.buffer_device_address,
             owned: true,
+            keep_alive: None,
         })
     }
 
@@ -295,11 +297,30 @@ impl VulkanContext {
     /// the bridge's submissions (the bridge locks its own access only).
     pub unsafe fn from_existing(existing: ExistingVulkan<'_>) -> Result<Arc<Self>> {
         // SAFETY: forwarded from the caller.
+        unsafe { Self::wrap_existing(existing, None, false) }
+    }
+
+    /// Validates `existing` and assembles the context, with what keeps the device alive and
+    /// an optional messenger of its own.
+    ///
+    /// # Safety
+    /// As [`Self::from_existing`]; `keep_alive` must keep the instance and device alive.
+    unsafe fn wrap_existing(
+        existing: ExistingVulkan<'_>,
+        keep_alive: Option<Box<dyn std::any::Any + Send + Sync>>,
+        validation_log: bool,
+    ) -> Result<Arc<Self>> {
+        // SAFETY: forwarded from the caller.
         unsafe { validate_existing(&existing) }?;
+        let debug = if validation_log {
+            Some(create_messenger(&existing.entry, &existing.instance)?)
+        } else {
+            None
+        };
         Self::assemble(Parts {
             entry: existing.entry,
             instance: existing.instance,
-            debug: None,
+            debug,
             physical_device: existing.physical_device,
             device: existing.device,
             queue_family_index: existing.queue_family_index,
@@ -313,6 +334,7 @@ impl VulkanContext {
             sparse_binding: false,
             buffer_device_address: existing.buffer_device_address_enabled,
             owned: false,
+            keep_alive,
         })
     }
 
@@ -356,7 +378,7 @@ impl VulkanContext {
             ext,
             progress,
             owned: parts.owned,
-            keep_alive: None,
+            keep_alive: parts.keep_alive,
         }))
     }
 
@@ -367,23 +389,14 @@ impl VulkanContext {
     ///
     /// # Safety
     /// As [`Self::from_existing`]; `keep_alive` must keep the instance and device alive.
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
-    pub(crate) unsafe fn from_existing_kept(
+    pub unsafe fn from_existing_kept(
         existing: ExistingVulkan<'_>,
         keep_alive: Box<dyn std::any::Any + Send + Sync>,
         validation_log: bool,
     ) -> Result<Arc<Self>> {
-        // SAFETY: forwarded from the caller.
-        let mut ctx = unsafe { Self::from_existing(existing) }?;
-        let me = Arc::get_mut(&mut ctx).ok_or(Error::InvalidArgument(
-            "a context just created is shared".into(),
-        ))?;
-        me.keep_alive = Some(keep_alive);
-        if validation_log {
-            // On error `ctx` drops: its own semaphore is destroyed, then `keep_alive`.
-            me.debug = Some(create_messenger(&me.entry, &me.instance)?);
-        }
-        Ok(ctx)
+        // SAFETY: forwarded from the caller. On error the messenger (if made) is destroyed,
+        // then `keep_alive` drops.
+        unsafe { Self::wrap_existing(existing, Some(keep_alive), validation_log) }
     }
     /// The loaded Vulkan entry points.
     pub fn entry(&self) -> &ash::Entry {
@@ -542,35 +555,29 @@ impl Drop for VulkanContext {
 
 /// Destroys a half-built instance if device creation fails.
 struct InstanceGuard {
-    instance: Option<ash::Instance>,
+    instance: ash::Instance,
     debug: Option<DebugMessenger>,
 }
 
 impl InstanceGuard {
-    fn instance_ref(&self) -> Result<&ash::Instance> {
-        self.instance
-            .as_ref()
-            .ok_or(Error::InvalidArgument("instance already released".into()))
+    fn instance_ref(&self) -> &ash::Instance {
+        &self.instance
     }
-    fn release(mut self) -> Result<(ash::Instance, Option<DebugMessenger>)> {
-        let instance = self
-            .instance
-            .take()
-            .ok_or(Error::InvalidArgument("instance already released".into()))?;
-        Ok((instance, self.debug.take()))
+    /// Hands the instance (and messenger) on: the guard no longer destroys them.
+    fn release(self) -> (ash::Instance, Option<DebugMessenger>) {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        (me.instance.clone(), me.debug.take())
     }
 }
 
 impl Drop for InstanceGuard {
     fn drop(&mut self) {
-        if let Some(instance) = self.instance.take() {
-            // SAFETY: nothing made from this instance survives a failed creation.
-            unsafe {
-                if let Some(d) = self.debug.take() {
-                    d.loader.destroy_debug_utils_messenger(d.messenger, None);
-                }
-                instance.destroy_instance(None);
+        // SAFETY: nothing made from this instance survives a failed creation.
+        unsafe {
+            if let Some(d) = self.debug.take() {
+                d.loader.destroy_debug_utils_messenger(d.messenger, None);
             }
+            self.instance.destroy_instance(None);
         }
     }
 }
@@ -622,11 +629,11 @@ fn create_instance(entry: &ash::Entry, config: &VulkanConfig) -> Result<Instance
     // SAFETY: create info and the strings it points to live across the call.
     let instance = unsafe { entry.create_instance(&create, None) }.vk("vkCreateInstance")?;
     let mut guard = InstanceGuard {
-        instance: Some(instance),
+        instance,
         debug: None,
     };
     if layer_present {
-        guard.debug = Some(create_messenger(entry, guard.instance_ref()?)?);
+        guard.debug = Some(create_messenger(entry, guard.instance_ref())?);
     }
     Ok(guard)
 }
@@ -692,9 +699,7 @@ impl DevicePlan {
         let sparse_feature = f2.features.sparse_binding == vk::TRUE;
         let buffer_device_address = f12.buffer_device_address == vk::TRUE;
         if f12.timeline_semaphore != vk::TRUE {
-            return Err(Error::Unsupported(
-                "the device has no timelineSemaphore feature (Vulkan 1.2)".into(),
-            ));
+            return Err(crate::Capability::TimelineSemaphore.into());
         }
         // SAFETY: valid physical device.
         let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };

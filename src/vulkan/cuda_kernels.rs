@@ -6,7 +6,7 @@
 //! emit it, kernel pointer arguments are buffer device addresses, and a launch takes
 //! `cuLaunchKernel`-style `kernelParams` (one pointer per argument). A launch whose arguments
 //! do not match the kernel is a GPU fault, not an error, so every launch is checked first
-//! against the kernel's PTX signature ([`crate::ptx`]) and CUDA's launch limits.
+//! against the kernel's PTX signature ([`crate::rules::ptx`]) and CUDA's launch limits.
 //!
 //! What works in such kernels, measured on the H200 (`tests/gpu_inline.rs`, `bench_inline`):
 //! - global loads/stores through buffer device addresses, bit-identical to the CUDA context
@@ -28,8 +28,9 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use crate::error::LaunchError;
 use crate::error::{Error, Result};
-use crate::ptx::{self, KernelSignature};
+use crate::rules::ptx::{self, KernelSignature};
 use crate::vulkan::VulkanContext;
 
 /// CUDA's limits for one launch (identical on every GPU since compute capability 3.0).
@@ -94,7 +95,10 @@ impl CuModule {
         let loader = loader(ctx)?;
         let signatures = ptx::entries(ptx_text).map_err(Error::Ptx)?;
         let data = CString::new(ptx_text).map_err(|e| {
-            Error::InvalidArgument(format!("PTX text has a NUL byte at {}", e.nul_position()))
+            Error::from(LaunchError::NulByte {
+                what: "PTX text",
+                position: e.nul_position(),
+            })
         })?;
         // The driver reads `dataSize` bytes; PTX is passed with its terminating NUL.
         let bytes = data.as_bytes_with_nul();
@@ -147,8 +151,10 @@ impl CuModule {
                 })
             })?;
         let loader = loader(&self.ctx)?;
-        let cname = CString::new(name)
-            .map_err(|_| Error::InvalidArgument(format!("kernel name {name:?} has a NUL byte")))?;
+        let cname = CString::new(name).map_err(|e| LaunchError::NulByte {
+            what: "kernel name",
+            position: e.nul_position(),
+        })?;
         let info = vk::CuFunctionCreateInfoNVX {
             module: self.module,
             p_name: cname.as_ptr(),
@@ -281,89 +287,98 @@ impl CuFunction {
         self.validate_dims(dims)
     }
 
-    fn refuse(&self, rule: String) -> Result<()> {
-        Err(Error::InvalidArgument(format!(
-            "kernel {}: {rule}",
-            self.signature.name
-        )))
-    }
-
     /// Count and sizes against the PTX signature; addresses only for 64-bit parameters.
     fn validate_args(&self, args: &[KernelArg]) -> Result<()> {
-        let bad = |rule: String| self.refuse(rule);
-        if args.len() != self.signature.params.len() {
-            return bad(format!(
-                "{} arguments given, the kernel takes {} ({})",
-                args.len(),
-                self.signature.params.len(),
-                self.signature
-                    .params
+        let kernel = || self.signature.name.clone();
+        let params = &self.signature.params;
+        if args.len() != params.len() {
+            return Err(LaunchError::ArgumentCount {
+                kernel: kernel(),
+                given: args.len(),
+                expected: params.len(),
+                params: params
                     .iter()
                     .map(|p| p.to_string())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+                    .join(", "),
+            }
+            .into());
         }
-        for (i, (arg, param)) in args.iter().zip(&self.signature.params).enumerate() {
+        for (index, (arg, param)) in args.iter().zip(params).enumerate() {
             if arg.size() != param.size {
-                return bad(format!(
-                    "argument {i} is {} bytes, parameter {param} is {} bytes",
-                    arg.size(),
-                    param.size
-                ));
+                return Err(LaunchError::ArgumentSize {
+                    kernel: kernel(),
+                    index,
+                    given: arg.size(),
+                    expected: param.size,
+                    param: param.to_string(),
+                }
+                .into());
             }
             if arg.what == ArgKind::Address && !param.can_hold_pointer() {
-                return bad(format!(
-                    "argument {i} is a device address, parameter {param} is not a 64-bit integer"
-                ));
+                return Err(LaunchError::AddressToNonPointer {
+                    kernel: kernel(),
+                    index,
+                    param: param.to_string(),
+                }
+                .into());
             }
         }
         let total: usize = args.iter().map(KernelArg::size).sum();
         if total > limits::MAX_PARAM_BYTES {
-            return bad(format!(
-                "{total} bytes of parameters; at most {}",
-                limits::MAX_PARAM_BYTES
-            ));
+            return Err(LaunchError::ParameterBytes {
+                kernel: kernel(),
+                total,
+                max: limits::MAX_PARAM_BYTES,
+            }
+            .into());
         }
         Ok(())
     }
 
     /// Grid, block and shared memory against CUDA's limits.
     fn validate_dims(&self, dims: &LaunchDims) -> Result<()> {
-        let bad = |rule: String| self.refuse(rule);
-        let threads = dims.block.iter().map(|&b| u64::from(b)).product::<u64>();
-        if dims.block.contains(&0) || dims.grid.contains(&0) {
-            return bad(format!(
-                "grid {:?} and block {:?} must have no zero dimension",
-                dims.grid, dims.block
-            ));
+        let kernel = || self.signature.name.clone();
+        let (grid, block) = (dims.grid, dims.block);
+        if block.contains(&0) || grid.contains(&0) {
+            return Err(LaunchError::ZeroDimension {
+                kernel: kernel(),
+                grid,
+                block,
+            }
+            .into());
         }
+        let threads = block.iter().map(|&b| u64::from(b)).product::<u64>();
         if threads > u64::from(limits::MAX_THREADS_PER_BLOCK) {
-            return bad(format!(
-                "block {:?} has {threads} threads; at most {}",
-                dims.block,
-                limits::MAX_THREADS_PER_BLOCK
-            ));
+            return Err(LaunchError::ThreadsPerBlock {
+                kernel: kernel(),
+                block,
+                threads,
+                max: limits::MAX_THREADS_PER_BLOCK,
+            }
+            .into());
         }
         for axis in 0..3 {
-            if dims.block[axis] > limits::MAX_BLOCK_DIM[axis]
-                || dims.grid[axis] > limits::MAX_GRID_DIM[axis]
+            if block[axis] > limits::MAX_BLOCK_DIM[axis] || grid[axis] > limits::MAX_GRID_DIM[axis]
             {
-                return bad(format!(
-                    "grid {:?} / block {:?} exceed CUDA's limits {:?} / {:?} in dimension {axis}",
-                    dims.grid,
-                    dims.block,
-                    limits::MAX_GRID_DIM,
-                    limits::MAX_BLOCK_DIM
-                ));
+                return Err(LaunchError::DimensionLimit {
+                    kernel: kernel(),
+                    axis,
+                    grid,
+                    block,
+                    max_grid: limits::MAX_GRID_DIM,
+                    max_block: limits::MAX_BLOCK_DIM,
+                }
+                .into());
             }
         }
         if dims.shared_mem_bytes > limits::MAX_SHARED_MEMORY_BYTES {
-            return bad(format!(
-                "{} bytes of dynamic shared memory; at most {} without a per-kernel opt-in",
-                dims.shared_mem_bytes,
-                limits::MAX_SHARED_MEMORY_BYTES
-            ));
+            return Err(LaunchError::SharedMemory {
+                kernel: kernel(),
+                bytes: dims.shared_mem_bytes,
+                max: limits::MAX_SHARED_MEMORY_BYTES,
+            }
+            .into());
         }
         Ok(())
     }

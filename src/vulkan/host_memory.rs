@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use crate::error::MemoryError;
 use crate::error::{Error, Result, VkResultExt};
-use crate::layout::{self, AlignmentRule};
+use crate::rules::layout::{self, AlignmentRule};
 use crate::vulkan::{AsVkBuffer, BoundBuffer, Buffer, DeviceMemory, VulkanContext};
 
 const HOST: vk::ExternalMemoryHandleTypeFlags =
@@ -93,7 +94,7 @@ impl<'a> HostImportedBuffer<'a> {
         let type_bits = r.memory_type_bits & props.memory_type_bits;
         let type_index = ctx
             .find_memory_type(type_bits, vk::MemoryPropertyFlags::HOST_VISIBLE)
-            .ok_or(Error::NoMemoryType {
+            .ok_or(MemoryError::NoMemoryType {
                 type_bits,
                 required: vk::MemoryPropertyFlags::HOST_VISIBLE,
                 exportable: false,

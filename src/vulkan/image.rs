@@ -32,10 +32,11 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use crate::error::{Capability, DeviceObject, MemoryError};
 use crate::error::{Error, Result, VkResultExt};
-use crate::image_format::{self, ImageError, ImageKind, ImageLimits, ImageShape};
-use crate::layout;
 use crate::platform::MEMORY_HANDLE_TYPE;
+use crate::rules::image_format::{self, ImageError, ImageKind, ImageLimits, ImageShape};
+use crate::rules::layout;
 use crate::vulkan::memory::Dedication;
 use crate::vulkan::{
     AllocateInfo, AsVkBuffer, Dedicated, DeviceMemory, ExternalUse, VulkanContext,
@@ -236,7 +237,7 @@ impl Image {
                 &mut props,
             )
         };
-        let what = || {
+        let _what = || {
             format!(
                 "{:?} {:?} images with usage {:?}, {:?} tiling{}",
                 desc.kind,
@@ -253,10 +254,14 @@ impl Image {
         match res {
             Ok(()) => {}
             Err(vk::Result::ERROR_FORMAT_NOT_SUPPORTED) => {
-                return Err(Error::Unsupported(format!(
-                    "the device cannot create {} (vkGetPhysicalDeviceImageFormatProperties2)",
-                    what()
-                )))
+                return Err(Capability::ImageCreate {
+                    kind: desc.kind,
+                    format: desc.format,
+                    usage: desc.usage,
+                    tiling: options.tiling,
+                    handle_types: external,
+                }
+                .into())
             }
             Err(e) => {
                 return Err(Error::vulkan(
@@ -276,10 +281,15 @@ impl Image {
             ExternalUse::Import => vk::ExternalMemoryFeatureFlags::IMPORTABLE,
         };
         if !features.contains(needed) {
-            return Err(Error::Unsupported(format!(
-                "the device offers {features:?} for {}; {needed:?} is needed",
-                what()
-            )));
+            return Err(Capability::ExternalImage {
+                kind: desc.kind,
+                format: desc.format,
+                usage: desc.usage,
+                handle_types: external,
+                offered: features,
+                needed,
+            }
+            .into());
         }
         shape.check_limits(&ImageLimits {
             max_extent: (p.max_extent.width, p.max_extent.height, p.max_extent.depth),
@@ -401,35 +411,34 @@ impl Image {
     /// Same device, dedicated rules, memory type, offset alignment and range, handle types.
     pub(crate) fn validate_bind(&self, memory: &DeviceMemory, offset: u64) -> Result<()> {
         if !self.ctx.same_device(memory.context()) {
-            return Err(Error::WrongDevice(
-                "the image and the memory belong to different Vulkan devices",
-            ));
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Memory,
+                owner: crate::DeviceOwner::VulkanDevice,
+            });
         }
         let r = self.requirements;
         match memory.dedicated_to() {
             Some(d) if d != Dedication::Image(self.image) => {
-                return Err(Error::InvalidArgument(
-                    "the memory is a dedicated allocation for another buffer or image".into(),
-                ))
+                return Err(MemoryError::DedicatedToAnother.into())
             }
             Some(_) if offset != 0 => {
                 return Err(layout::LayoutError::DedicatedOffset { offset }.into());
             }
             None if r.requires_dedicated => {
-                return Err(Error::InvalidArgument(
-                    "this image requires a dedicated allocation (VkMemoryDedicatedRequirements \
-                     or DEDICATED_ONLY external memory)"
-                        .into(),
-                ))
+                return Err(MemoryError::DedicatedRequired {
+                    object: DeviceObject::Image,
+                }
+                .into())
             }
             _ => {}
         }
         if r.memory_type_bits & (1 << memory.memory_type_index()) == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "memory type {} is not in the image's memoryTypeBits {:#x}",
-                memory.memory_type_index(),
-                r.memory_type_bits
-            )));
+            return Err(MemoryError::MemoryTypeNotAllowed {
+                object: DeviceObject::Image,
+                memory_type: memory.memory_type_index(),
+                type_bits: r.memory_type_bits,
+            }
+            .into());
         }
         layout::check_aligned(
             "offset",
@@ -439,10 +448,10 @@ impl Image {
         )?;
         layout::check_range(offset, r.size, "memory", memory.size())?;
         if !memory.handle_types().is_empty() && !self.external.intersects(memory.handle_types()) {
-            return Err(Error::NotExportable {
-                what: "the image",
-                handle_type: memory.handle_types(),
-            });
+            return Err(MemoryError::NotExportable {
+                what: crate::Exportable::Image,
+            }
+            .into());
         }
         Ok(())
     }
@@ -500,11 +509,7 @@ impl BoundImage {
     /// Images that import memory come from [`Self::import_from`] instead.
     pub fn new(ctx: &Arc<VulkanContext>, desc: &ImageDesc, options: ImageOptions) -> Result<Self> {
         if options.external == ExternalUse::Import {
-            return Err(Error::InvalidArgument(
-                "BoundImage::new allocates the image's memory; an image that imports memory \
-                 comes from BoundImage::import_from"
-                    .into(),
-            ));
+            return Err(MemoryError::ImportNeedsSource.into());
         }
         let support = Image::validate(ctx, desc, options)?;
         // SAFETY: validated just above.
@@ -606,9 +611,10 @@ impl BoundImage {
     pub fn import_from(ctx: &Arc<VulkanContext>, source: &BoundImage) -> Result<Self> {
         let (from, to) = (source.image.ctx.info(), ctx.info());
         if from.device_uuid != to.device_uuid || from.driver_uuid != to.driver_uuid {
-            return Err(Error::WrongDevice(
-                "opaque handles import only on the same physical device and driver (deviceUUID and driverUUID must match)",
-            ));
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Memory,
+                owner: crate::DeviceOwner::PhysicalDevice,
+            });
         }
         let desc = source.image.desc;
         let support = Image::validate(ctx, &desc, ImageOptions::IMPORT)?;
@@ -876,9 +882,10 @@ impl VulkanContext {
         if self.same_device(image.vk_image_context()) {
             Ok(())
         } else {
-            Err(Error::WrongDevice(
-                "the image belongs to another Vulkan device",
-            ))
+            Err(Error::WrongDevice {
+                object: crate::DeviceObject::Image,
+                owner: crate::DeviceOwner::VulkanDevice,
+            })
         }
     }
 
@@ -886,9 +893,10 @@ impl VulkanContext {
         if self.same_device(buffer.vk_context()) {
             Ok(())
         } else {
-            Err(Error::WrongDevice(
-                "the buffer belongs to another Vulkan device",
-            ))
+            Err(Error::WrongDevice {
+                object: crate::DeviceObject::Buffer,
+                owner: crate::DeviceOwner::VulkanDevice,
+            })
         }
     }
 
@@ -905,6 +913,12 @@ impl VulkanContext {
     ) -> Result<()> {
         self.check_image(src)?;
         self.check_buffer(&*dst)?;
+        image_format::check_usage(
+            src.vk_image_desc().usage,
+            vk::ImageUsageFlags::TRANSFER_SRC,
+            "vkCmdCopyImageToBuffer",
+            Some("VUID-vkCmdCopyImageToBuffer-srcImage-00186"),
+        )?;
         let (copy, bytes) = copy_region(src.vk_image_desc(), region, dst_offset)?;
         layout::check_range(dst_offset, bytes, "destination buffer", dst.vk_size())?;
         let (image, buffer, family) = (src.vk_image(), dst.vk_buffer(), self.queue_family_index());
@@ -945,6 +959,12 @@ impl VulkanContext {
     ) -> Result<()> {
         self.check_buffer(src)?;
         self.check_image(&*dst)?;
+        image_format::check_usage(
+            dst.vk_image_desc().usage,
+            vk::ImageUsageFlags::TRANSFER_DST,
+            "vkCmdCopyBufferToImage",
+            Some("VUID-vkCmdCopyBufferToImage-dstImage-00177"),
+        )?;
         let (copy, bytes) = copy_region(dst.vk_image_desc(), region, src_offset)?;
         layout::check_range(src_offset, bytes, "source buffer", src.vk_size())?;
         let (image, buffer, family) = (dst.vk_image(), src.vk_buffer(), self.queue_family_index());
@@ -987,6 +1007,7 @@ impl VulkanContext {
             desc.usage,
             vk::ImageUsageFlags::TRANSFER_DST,
             "vkCmdClearColorImage",
+            Some("VUID-vkCmdClearColorImage-image-00002"),
         )?;
         let (handle, family) = (image.vk_image(), self.queue_family_index());
         let layout = vk::ImageLayout::TRANSFER_DST_OPTIMAL;

@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use crate::error::{Capability, DeviceObject, MemoryError};
 use crate::error::{Error, Importer, Result, VkResultExt};
-use crate::layout::{self, AlignmentRule};
 use crate::platform::{self, OwnedExternalHandle, MEMORY_EXTENSION, MEMORY_HANDLE_TYPE};
+use crate::rules::layout::{self, AlignmentRule};
 use crate::vulkan::VulkanContext;
 
 /// Whether a buffer or image gets a dedicated allocation.
@@ -114,9 +115,13 @@ impl Buffer {
             let features =
                 external_buffer_features(ctx, vk::BufferCreateFlags::empty(), usage, external)?;
             if !features.contains(needed) {
-                return Err(Error::Unsupported(format!(
-                    "the device offers {features:?} for buffers with usage {usage:?} as {external:?}; {needed:?} is needed"
-                )));
+                return Err(Capability::ExternalBuffer {
+                    usage,
+                    handle_type: external,
+                    offered: features,
+                    needed,
+                }
+                .into());
             }
             dedicated_only = features.contains(vk::ExternalMemoryFeatureFlags::DEDICATED_ONLY);
         }
@@ -257,26 +262,29 @@ impl Buffer {
     /// memory type, offset alignment and range, handle types.
     pub(crate) fn validate_bind(&self, memory: &DeviceMemory, offset: u64) -> Result<()> {
         if !self.ctx.same_device(&memory.ctx) {
-            return Err(Error::WrongDevice(
-                "the buffer and the memory belong to different Vulkan devices",
-            ));
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Memory,
+                owner: crate::DeviceOwner::VulkanDevice,
+            });
         }
         let r = self.requirements;
         if let Some(dedicated) = memory.dedicated_to {
             if dedicated != Dedication::Buffer(self.buffer) {
-                return Err(Error::DedicatedHoldsOneBuffer);
+                return Err(MemoryError::DedicatedHoldsOneBuffer.into());
             }
         } else if r.requires_dedicated {
-            return Err(Error::InvalidArgument(
-                "this buffer requires a dedicated allocation (VkMemoryDedicatedRequirements)"
-                    .into(),
-            ));
+            return Err(MemoryError::DedicatedRequired {
+                object: DeviceObject::Buffer,
+            }
+            .into());
         }
         if r.memory_type_bits & (1 << memory.memory_type_index) == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "memory type {} is not in the buffer's memoryTypeBits {:#x}",
-                memory.memory_type_index, r.memory_type_bits
-            )));
+            return Err(MemoryError::MemoryTypeNotAllowed {
+                object: DeviceObject::Buffer,
+                memory_type: memory.memory_type_index,
+                type_bits: r.memory_type_bits,
+            }
+            .into());
         }
         layout::check_aligned("offset", offset, r.alignment, AlignmentRule::VulkanBuffer)?;
         layout::check_range(offset, r.size, "memory", memory.size)?;
@@ -285,17 +293,13 @@ impl Buffer {
             .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
             && !memory.device_address
         {
-            return Err(Error::InvalidArgument(
-                "a buffer with SHADER_DEVICE_ADDRESS usage needs memory allocated with \
-                 DEVICE_ADDRESS (imported memory has none): drop the usage for this buffer"
-                    .into(),
-            ));
+            return Err(MemoryError::DeviceAddressNotAllocated.into());
         }
         if !memory.handle_types.is_empty() && !self.external.intersects(memory.handle_types) {
-            return Err(Error::NotExportable {
-                what: "the buffer",
-                handle_type: memory.handle_types,
-            });
+            return Err(MemoryError::NotExportable {
+                what: crate::Exportable::Buffer,
+            }
+            .into());
         }
         Ok(())
     }
@@ -388,23 +392,24 @@ impl DeviceMemory {
     ) -> Result<Self> {
         if let Some(b) = dedicated {
             if !ctx.same_device(&b.ctx) {
-                return Err(Error::WrongDevice(
-                    "the dedicated buffer belongs to another Vulkan device than the memory",
-                ));
+                return Err(Error::WrongDevice {
+                    object: crate::DeviceObject::Buffer,
+                    owner: crate::DeviceOwner::VulkanDevice,
+                });
             }
             if info.exportable && b.external.is_empty() {
-                return Err(Error::NotExportable {
-                    what: "the buffer",
-                    handle_type: MEMORY_HANDLE_TYPE,
-                });
+                return Err(MemoryError::NotExportable {
+                    what: crate::Exportable::Buffer,
+                }
+                .into());
             }
             // VUID-VkMemoryDedicatedAllocateInfo-buffer-02965: exactly the buffer's size.
             if info.size != b.requirements.size {
-                return Err(Error::InvalidArgument(format!(
-                    "a dedicated allocation for a buffer must be exactly its required size, {} \
-                     bytes, not {}",
-                    b.requirements.size, info.size
-                )));
+                return Err(MemoryError::DedicatedSize {
+                    required: b.requirements.size,
+                    given: info.size,
+                }
+                .into());
             }
         }
         Self::allocate_dedicated(ctx, info, dedicated.map(|b| Dedication::Buffer(b.buffer)))
@@ -496,7 +501,7 @@ impl DeviceMemory {
         }
         let type_index = ctx
             .find_memory_type(memory_type_bits, vk::MemoryPropertyFlags::empty())
-            .ok_or(Error::NoMemoryType {
+            .ok_or(MemoryError::NoMemoryType {
                 type_bits: memory_type_bits,
                 required: vk::MemoryPropertyFlags::empty(),
                 exportable: false,
@@ -556,10 +561,10 @@ impl DeviceMemory {
     /// Exports a new OS handle to this memory (each call makes a new one, owned by the caller).
     pub fn export(&self) -> Result<OwnedExternalHandle> {
         if !self.handle_types.contains(MEMORY_HANDLE_TYPE) {
-            return Err(Error::NotExportable {
-                what: "the memory",
-                handle_type: MEMORY_HANDLE_TYPE,
-            });
+            return Err(MemoryError::NotExportable {
+                what: crate::Exportable::Memory,
+            }
+            .into());
         }
         let loader = self
             .ctx
@@ -606,9 +611,7 @@ impl DeviceMemory {
     /// whose copy helpers take `&mut`) call it.
     pub(crate) fn read_bytes(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         let range = layout::check_range(offset, dst.len() as u64, "memory", self.size)?;
-        let ptr = self
-            .mapped
-            .ok_or(Error::Unsupported("memory is not host-visible".into()))?;
+        let ptr = self.mapped.ok_or(MemoryError::NotHostVisible)?;
         // SAFETY: the range is inside the mapping (checked); memory is host-coherent or the
         // caller waited for the GPU; dst does not alias device memory.
         unsafe {
@@ -624,9 +627,7 @@ impl DeviceMemory {
     /// Copies `src` into host-visible memory at `offset`.
     pub(crate) fn write_bytes(&mut self, offset: u64, src: &[u8]) -> Result<()> {
         let range = layout::check_range(offset, src.len() as u64, "memory", self.size)?;
-        let ptr = self
-            .mapped
-            .ok_or(Error::Unsupported("memory is not host-visible".into()))?;
+        let ptr = self.mapped.ok_or(MemoryError::NotHostVisible)?;
         // SAFETY: the range is inside the mapping (checked); &mut self excludes other host access.
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -664,17 +665,19 @@ pub(crate) fn memory_type_for(ctx: &VulkanContext, info: &AllocateInfo) -> Resul
     match candidates.iter().find(|&&i| info.size <= heap_size(i)) {
         Some(&i) => Ok(i),
         None => match candidates.first() {
-            Some(&i) => Err(Error::ExceedsHeap {
+            Some(&i) => Err(MemoryError::ExceedsHeap {
                 size: info.size,
                 memory_type: i,
                 heap_index: heap_of(i),
                 heap_size: heap_size(i),
-            }),
-            None => Err(Error::NoMemoryType {
+            }
+            .into()),
+            None => Err(MemoryError::NoMemoryType {
                 type_bits: info.memory_type_bits,
                 required: info.properties,
                 exportable: info.exportable,
-            }),
+            }
+            .into()),
         },
     }
 }
@@ -759,9 +762,10 @@ impl BoundBuffer {
     pub fn import_from(ctx: &Arc<VulkanContext>, source: &BoundBuffer) -> Result<Self> {
         let (from, to) = (source.buffer.ctx.info(), ctx.info());
         if from.device_uuid != to.device_uuid || from.driver_uuid != to.driver_uuid {
-            return Err(Error::WrongDevice(
-                "opaque handles import only on the same physical device and driver (deviceUUID and driverUUID must match)",
-            ));
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Memory,
+                owner: crate::DeviceOwner::PhysicalDevice,
+            });
         }
         let handle = source.memory.export()?;
         let buffer = Buffer::new(
@@ -886,9 +890,7 @@ impl HostBuffer {
     /// Writes `data` at the start of the buffer.
     pub fn write<T: bytemuck::Pod>(&mut self, data: &[T]) -> Result<()> {
         let offset = self.bound.offset;
-        let memory = Arc::get_mut(&mut self.bound.memory).ok_or(Error::InvalidArgument(
-            "host buffer memory is shared".into(),
-        ))?;
+        let memory = Arc::get_mut(&mut self.bound.memory).ok_or(MemoryError::MemoryShared)?;
         memory.write_bytes(offset, bytemuck::cast_slice(data))
     }
 }

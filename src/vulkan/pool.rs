@@ -1,7 +1,7 @@
 //! Sub-allocation of exportable device memory: blocks of `VkDeviceMemory` allocated
 //! exportable, and a `VkBuffer` created and bound at a sub-range of a block for each request
 //! ([`VulkanPool`], usable on any Vulkan device). The bookkeeping is
-//! [`crate::suballoc::PoolLayout`]; this module adds the device memory.
+//! [`crate::rules::suballoc::PoolLayout`]; this module adds the device memory.
 //!
 //! The core is generic over what each block carries besides its memory: nothing for
 //! [`VulkanPool`], the CUDA import and its one mapping for
@@ -18,9 +18,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use ash::vk;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::layout;
-use crate::suballoc::{
+use crate::error::MemoryError;
+use crate::error::{ErrorKind, Result};
+use crate::rules::layout;
+use crate::rules::suballoc::{
     BlockId, PoolConfig, PoolLayout, PoolReport, PoolStats, RangeRequest, Route, SubRange,
 };
 use crate::vulkan::memory::memory_type_for;
@@ -145,10 +146,7 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
         )?;
         let req = probe.requirements();
         if req.requires_dedicated {
-            return Err(Error::Unsupported(format!(
-                "this device requires dedicated allocations for exportable buffers of usage \
-                 {usage:?}: a pool cannot sub-allocate them; use one allocation per buffer"
-            )));
+            return Err(MemoryError::DedicatedOnlyUsage { usage }.into());
         }
         layout::check_power_of_two(req.alignment)?;
         let unit = req.alignment.max(layout::CUDA_MAPPED_OFFSET_ALIGNMENT);
@@ -185,10 +183,11 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
         }
         let requested = with_transfer(&self.ctx, usage);
         if !self.usage.contains(requested) {
-            return Err(Error::UsageNotInPool {
+            return Err(MemoryError::UsageNotInPool {
                 requested,
                 pool: self.usage,
-            });
+            }
+            .into());
         }
         if bytes > self.desc.dedicated_threshold {
             memory_type_for(&self.ctx, &allocate_info(bytes, self.memory_type_bits))?;
@@ -302,17 +301,21 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
                     log::debug!("pool: new block of {size} bytes");
                     Ok(Some(self.lease(block, id, range, true)))
                 }
-                Err(_) => Err(Error::InvalidArgument(format!(
-                    "a new pool block of {size} bytes cannot hold {} bytes aligned to {}",
-                    req.size, req.alignment
-                ))),
+                Err(_) => Err(MemoryError::PoolRequestTooLarge {
+                    size: req.size,
+                    alignment: req.alignment,
+                    block_size: size,
+                }
+                .into()),
             };
         }
         Err(out_of_memory.unwrap_or_else(|| {
-            Error::InvalidArgument(format!(
-                "no pool block size holds {} bytes aligned to {}",
-                req.size, req.alignment
-            ))
+            MemoryError::PoolRequestTooLarge {
+                size: req.size,
+                alignment: req.alignment,
+                block_size: 0,
+            }
+            .into()
         }))
     }
 

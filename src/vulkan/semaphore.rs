@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use ash::vk;
 
+use crate::error::{Capability, Exportable, MemoryError, SyncError};
 use crate::error::{Error, Importer, Result, VkResultExt};
 use crate::platform::{self, OwnedExternalHandle, SEMAPHORE_EXTENSION, SEMAPHORE_HANDLE_TYPE};
-use crate::timeline::SignalLedger;
+use crate::rules::timeline::SignalLedger;
 use crate::vulkan::VulkanContext;
 
 /// How long a [`Semaphore`]'s drop waits for the submissions that used it before it leaks the
@@ -190,9 +191,7 @@ impl Semaphore {
     fn require_timeline(&self, what: &'static str) -> Result<()> {
         match self.kind {
             SemaphoreKind::Timeline { .. } => Ok(()),
-            SemaphoreKind::Binary => Err(Error::InvalidArgument(format!(
-                "{what} needs a timeline semaphore"
-            ))),
+            SemaphoreKind::Binary => Err(SyncError::NeedsTimeline { operation: what }.into()),
         }
     }
 
@@ -246,9 +245,10 @@ impl Semaphore {
     /// Exports a new OS handle (owned by the caller) to this semaphore.
     pub fn export(&self) -> Result<OwnedExternalHandle> {
         if !self.exportable {
-            return Err(Error::InvalidArgument(
-                "the semaphore was not created exportable".into(),
-            ));
+            return Err(MemoryError::NotExportable {
+                what: Exportable::Semaphore,
+            }
+            .into());
         }
         let loader = self
             .ctx
@@ -314,9 +314,11 @@ fn check_exportable(ctx: &VulkanContext, kind: SemaphoreKind) -> Result<()> {
     {
         Ok(())
     } else {
-        Err(Error::Unsupported(format!(
-            "the device cannot export {kind:?} semaphores as {SEMAPHORE_HANDLE_TYPE:?}"
-        )))
+        Err(Capability::SemaphoreExport {
+            timeline: matches!(kind, SemaphoreKind::Timeline { .. }),
+            handle_type: SEMAPHORE_HANDLE_TYPE,
+        }
+        .into())
     }
 }
 
@@ -348,9 +350,10 @@ impl VulkanContext {
         self.require_queue("submit_with_semaphores")?;
         for op in waits.iter().chain(signals) {
             if !self.same_device(op.semaphore.context()) {
-                return Err(Error::WrongDevice(
-                    "a semaphore belongs to another Vulkan device",
-                ));
+                return Err(Error::WrongDevice {
+                    object: crate::DeviceObject::Semaphore,
+                    owner: crate::DeviceOwner::VulkanDevice,
+                });
             }
         }
         let wait_sems: Vec<vk::Semaphore> = waits.iter().map(|o| o.semaphore.handle()).collect();

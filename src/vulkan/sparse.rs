@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use crate::error::{Capability, DeviceObject, MemoryError};
 use crate::error::{Error, Result, VkResultExt};
-use crate::layout::{self, AlignmentRule};
 use crate::platform::MEMORY_HANDLE_TYPE;
+use crate::rules::layout::{self, AlignmentRule};
 use crate::vulkan::memory::external_buffer_features;
 use crate::vulkan::{AsVkBuffer, DeviceMemory, VulkanContext};
 
@@ -27,9 +28,7 @@ impl SparseBuffer {
     /// handle type. Needs the `sparseBinding` feature on a queue that binds sparse memory.
     pub fn new(ctx: &Arc<VulkanContext>, size: u64, usage: vk::BufferUsageFlags) -> Result<Self> {
         if !ctx.info().capabilities.sparse_binding {
-            return Err(Error::Unsupported(
-                "the device (or its queue) has no sparse binding".into(),
-            ));
+            return Err(Capability::SparseBinding.into());
         }
         if size == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
@@ -37,9 +36,11 @@ impl SparseBuffer {
         let flags = vk::BufferCreateFlags::SPARSE_BINDING;
         let features = external_buffer_features(ctx, flags, usage, MEMORY_HANDLE_TYPE)?;
         if !features.contains(vk::ExternalMemoryFeatureFlags::IMPORTABLE) {
-            return Err(Error::Unsupported(format!(
-                "sparse buffers of usage {usage:?} cannot take imported {MEMORY_HANDLE_TYPE:?} memory"
-            )));
+            return Err(Capability::SparseImport {
+                usage,
+                handle_type: MEMORY_HANDLE_TYPE,
+            }
+            .into());
         }
         let mut external =
             vk::ExternalMemoryBufferCreateInfo::default().handle_types(MEMORY_HANDLE_TYPE);
@@ -77,9 +78,10 @@ impl SparseBuffer {
     /// block size, memory of an allowed type on this device) and waits for the bind.
     pub fn bind(&mut self, offset: u64, memory: Arc<DeviceMemory>) -> Result<()> {
         if !self.ctx.same_device(memory.context()) {
-            return Err(Error::WrongDevice(
-                "the memory belongs to another Vulkan device",
-            ));
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Memory,
+                owner: crate::DeviceOwner::VulkanDevice,
+            });
         }
         let size = memory.size();
         layout::check_range(offset, size, "sparse buffer", self.size)?;
@@ -91,11 +93,12 @@ impl SparseBuffer {
         )?;
         layout::check_aligned("size", size, self.alignment, AlignmentRule::VulkanBuffer)?;
         if self.memory_type_bits & (1 << memory.memory_type_index()) == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "memory type {} is not in the sparse buffer's memoryTypeBits {:#x}",
-                memory.memory_type_index(),
-                self.memory_type_bits
-            )));
+            return Err(MemoryError::MemoryTypeNotAllowed {
+                object: DeviceObject::Buffer,
+                memory_type: memory.memory_type_index(),
+                type_bits: self.memory_type_bits,
+            }
+            .into());
         }
         let binds = [vk::SparseMemoryBind::default()
             .resource_offset(offset)

@@ -16,8 +16,9 @@ use std::fmt;
 
 use offset_allocator::{Allocation, Allocator};
 
-use crate::error::{Error, Result};
-use crate::layout::{self, LayoutError};
+use crate::error::MemoryError;
+use crate::error::Result;
+use crate::rules::layout::{self, LayoutError};
 
 /// The most `offset-allocator` nodes one block keeps. Each live range and each free gap is a
 /// node (about 28 bytes of host memory), so a block holds at most about 32,000 live ranges;
@@ -40,6 +41,7 @@ pub struct RangeRequest {
 }
 
 impl RangeRequest {
+    #[cfg(test)]
     /// `size` bytes at a multiple of `alignment`, all of them requested by the user.
     pub fn new(size: u64, alignment: u64) -> Self {
         Self {
@@ -78,22 +80,21 @@ impl SubRange {
     pub fn offset(&self) -> u64 {
         self.offset
     }
+    #[cfg(test)]
     /// Bytes asked for (`RangeRequest::size`).
     pub fn size(&self) -> u64 {
         self.size
     }
+    #[cfg(test)]
     /// `offset..offset + size`.
     pub fn range(&self) -> std::ops::Range<u64> {
         self.offset..self.offset + self.size
     }
+    #[cfg(test)]
     /// The bytes taken from the block for it (whole units, alignment slack included); they
     /// contain [`Self::range`] and no other live range's reservation.
     pub fn reserved(&self) -> std::ops::Range<u64> {
         self.start..self.start + self.reserved
-    }
-    /// The identity of the block it belongs to.
-    pub fn block(&self) -> u64 {
-        self.block
     }
 }
 
@@ -213,6 +214,7 @@ impl BlockRanges {
         })
     }
 
+    #[cfg(test)]
     /// Whether `req` fits this block when it is empty (whatever is live now).
     pub fn fits_when_empty(&self, req: &RangeRequest) -> bool {
         self.geometry.fits_when_empty(req)
@@ -265,6 +267,7 @@ impl BlockRanges {
     pub fn size(&self) -> u64 {
         self.size
     }
+    #[cfg(test)]
     /// The unit it counts in.
     pub fn unit(&self) -> u64 {
         self.geometry.unit
@@ -390,19 +393,18 @@ impl<B> PoolLayout<B> {
         let unit = unit_for(config.block_size, config.min_unit)?;
         let geometry = Geometry::of(config.block_size, config.min_unit);
         let Ok(geometry) = geometry else {
-            return Err(Error::InvalidArgument(format!(
-                "pool block_size {} is smaller than the {unit}-byte unit its ranges are counted \
-                 in (the buffers' Vulkan alignment, at least CUDA's {}-byte mapped-offset rule)",
-                config.block_size,
-                layout::CUDA_MAPPED_OFFSET_ALIGNMENT
-            )));
+            return Err(MemoryError::PoolBlockTooSmall {
+                block_size: config.block_size,
+                unit,
+            }
+            .into());
         };
         if config.dedicated_threshold == 0 || config.dedicated_threshold > config.block_size {
-            return Err(Error::InvalidArgument(format!(
-                "pool dedicated_threshold {} must be in 1..={} (block_size): requests above it \
-                 get their own allocation, so a block must hold any request up to it",
-                config.dedicated_threshold, config.block_size
-            )));
+            return Err(MemoryError::PoolThreshold {
+                threshold: config.dedicated_threshold,
+                block_size: config.block_size,
+            }
+            .into());
         }
         Ok(Self {
             config,
@@ -415,10 +417,6 @@ impl<B> PoolLayout<B> {
         })
     }
 
-    /// The configuration.
-    pub fn config(&self) -> PoolConfig {
-        self.config
-    }
 
     /// Whether an empty block of `size` bytes holds `req`.
     fn fresh_block_fits(&self, size: u64, req: &RangeRequest) -> bool {
@@ -521,6 +519,7 @@ impl<B> PoolLayout<B> {
         }
     }
 
+    #[cfg(test)]
     /// What the caller keeps for a block.
     pub fn payload(&self, block: BlockId) -> Option<&B> {
         match self.slots.get(block.slot)? {
@@ -590,6 +589,7 @@ impl<B> PoolLayout<B> {
         self.trim()
     }
 
+    #[cfg(test)]
     /// Number of empty blocks kept.
     pub fn empty_blocks(&self) -> usize {
         self.empty_blocks

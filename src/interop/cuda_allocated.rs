@@ -6,10 +6,11 @@ use std::sync::Arc;
 use ash::vk;
 
 use crate::cuda::vmm::{AddressReservation, VmmAllocation};
+use crate::error::Capability;
 use crate::error::{Error, Result};
 use crate::interop::shared_buffer::{transfer_usage, CudaSide};
 use crate::interop::{Bridge, BufferUsage, SharedBuffer};
-use crate::layout;
+use crate::rules::layout;
 use crate::vulkan::{BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse, VulkanContext};
 
 impl Bridge {
@@ -82,9 +83,9 @@ pub(crate) fn import_vmm_memory(
     .map_err(|e| match e {
         // Out of memory stays out of memory; any other refusal means the driver does not take
         // CUDA's memory.
-        Error::Vulkan { result, .. } if e.kind() != crate::ErrorKind::OutOfMemory => Error::Unsupported(format!(
-            "the Vulkan driver refused memory allocated by CUDA ({result}); importing cuMemCreate memory is outside the Vulkan specification"
-        )),
+        Error::Vulkan { result, .. } if e.kind() != crate::ErrorKind::OutOfMemory => {
+            Capability::CudaMemoryImport { result }.into()
+        }
         other => other,
     })
 }

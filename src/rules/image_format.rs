@@ -684,6 +684,7 @@ pub fn check_usage(
     usage: vk::ImageUsageFlags,
     needed: vk::ImageUsageFlags,
     needed_for: &'static str,
+    vuid: Option<&'static str>,
 ) -> Result<(), ImageError> {
     if usage.contains(needed) {
         Ok(())
@@ -692,6 +693,7 @@ pub fn check_usage(
             needed,
             usage,
             needed_for,
+            vuid,
         })
     }
 }
@@ -957,6 +959,8 @@ pub enum ImageError {
         usage: vk::ImageUsageFlags,
         /// What needs it.
         needed_for: &'static str,
+        /// The Vulkan valid-usage ID that requires it, where there is one.
+        vuid: Option<&'static str>,
     },
     /// The CUDA array was mapped without `CUDA_ARRAY3D_SURFACE_LDST`.
     #[error(
@@ -1028,6 +1032,14 @@ pub enum ImageError {
 }
 
 impl ImageError {
+    /// The Vulkan valid-usage ID of the broken rule, where there is one.
+    pub fn vuid(&self) -> Option<&'static str> {
+        match self {
+            ImageError::MissingUsage { vuid, .. } => *vuid,
+            _ => None,
+        }
+    }
+
     /// Whether this says "cuvk or CUDA cannot do this" rather than "the call is wrong".
     pub fn is_unsupported(&self) -> bool {
         matches!(
@@ -1363,11 +1375,12 @@ mod tests {
             flags: ArrayFlags::default(),
             ..image
         };
-        assert!(check_usage(u, vk::ImageUsageFlags::STORAGE, "x").is_ok());
+        assert!(check_usage(u, vk::ImageUsageFlags::STORAGE, "x", None).is_ok());
         let e = check_usage(
             vk::ImageUsageFlags::SAMPLED,
             vk::ImageUsageFlags::STORAGE,
             "a surface",
+            None,
         )
         .unwrap_err();
         assert!(

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
+use crate::error::{Result, SyncError};
 
 /// The highest signal value scheduled on one semaphore, by any API.
 #[derive(Debug)]
@@ -82,9 +82,7 @@ impl SignalLedger {
             .windows(2)
             .any(|w| std::ptr::eq(entries[w[0]].0, entries[w[1]].0))
         {
-            return Err(Error::InvalidArgument(
-                "one semaphore is signalled twice in one submission".into(),
-            ));
+            return Err(SyncError::SignalledTwice.into());
         }
         let guards: Vec<(MutexGuard<'a, u64>, u64, bool)> = order
             .iter()
@@ -92,10 +90,11 @@ impl SignalLedger {
             .collect();
         for (last, value, timeline) in &guards {
             if *timeline && *value <= **last {
-                return Err(Error::TimelineNotIncreasing {
+                return Err(SyncError::TimelineNotIncreasing {
                     value: *value,
                     last: **last,
-                });
+                }
+                .into());
             }
         }
         Ok(guards)
@@ -106,6 +105,7 @@ impl SignalLedger {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn values_must_increase_and_refusals_change_nothing() {
@@ -114,19 +114,24 @@ mod tests {
         a.signal(1, || Ok(())).unwrap();
         assert!(matches!(
             a.signal(1, || Ok(())),
-            Err(Error::TimelineNotIncreasing { value: 1, last: 1 })
+            Err(Error::Sync(SyncError::TimelineNotIncreasing {
+                value: 1,
+                last: 1
+            }))
         ));
         // One bad value in a batch: neither ledger moves.
         let r = SignalLedger::signal_all(&[(&a, 2), (&b, 5)], || Ok(()));
         assert!(matches!(
             r,
-            Err(Error::TimelineNotIncreasing { value: 5, last: 5 })
+            Err(Error::Sync(SyncError::TimelineNotIncreasing {
+                value: 5,
+                last: 5
+            }))
         ));
         assert_eq!((a.highest(), b.highest()), (1, 5));
         // A driver error: nothing recorded either.
-        let r: Result<()> = SignalLedger::signal_all(&[(&a, 2), (&b, 6)], || {
-            Err(Error::InvalidArgument("driver said no".into()))
-        });
+        let r: Result<()> =
+            SignalLedger::signal_all(&[(&a, 2), (&b, 6)], || Err(Error::CudaUnavailable));
         assert!(r.is_err());
         assert_eq!((a.highest(), b.highest()), (1, 5));
         SignalLedger::signal_all(&[(&a, 2), (&b, 6)], || Ok(())).unwrap();

@@ -94,6 +94,7 @@ pub fn entries(ptx: &str) -> Result<Vec<KernelSignature>, PtxError> {
     Ok(out)
 }
 
+#[cfg(test)]
 /// The signature of kernel `name` in `ptx`.
 pub fn entry(ptx: &str, name: &str) -> Result<KernelSignature, PtxError> {
     let all = entries(ptx)?;
@@ -192,9 +193,9 @@ fn element_size(ty: &str) -> Option<usize> {
 mod tests {
     use super::*;
 
-    const INLINE: &str = include_str!("../shaders/ptx/inline.ptx");
-    const PARTICLES: &str = include_str!("../shaders/ptx/particles.ptx");
-    const ROUNDTRIP: &str = include_str!("../shaders/ptx/roundtrip.ptx");
+    const INLINE: &str = include_str!("../../shaders/ptx/inline.ptx");
+    const PARTICLES: &str = include_str!("../../shaders/ptx/particles.ptx");
+    const ROUNDTRIP: &str = include_str!("../../shaders/ptx/roundtrip.ptx");
 
     fn sizes(sig: &KernelSignature) -> Vec<usize> {
         sig.params.iter().map(|p| p.size).collect()

@@ -21,9 +21,10 @@ use ash::vk;
 use cudarc::driver::CudaStream;
 
 use crate::cuda::ExternalSemaphore;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::error::SyncError;
 use crate::interop::{import_semaphore, Bridge};
-use crate::timeline::SignalLedger;
+use crate::rules::timeline::SignalLedger;
 use crate::vulkan::{
     cmd_acquire_images, cmd_release_images, AsVkBuffer, AsVkImage, Semaphore, SemaphoreDesc,
     SemaphoreOp,
@@ -72,9 +73,11 @@ impl FramePacer {
     /// `frames_in_flight` (1 to 8) slots.
     pub fn new(bridge: &Bridge, frames_in_flight: u32) -> Result<Self> {
         if !(1..=8).contains(&frames_in_flight) {
-            return Err(Error::InvalidArgument(format!(
-                "frames in flight must be 1 to 8, not {frames_in_flight}"
-            )));
+            return Err(SyncError::FramesInFlight {
+                requested: frames_in_flight,
+                max: 8,
+            }
+            .into());
         }
         let vk = bridge.vulkan();
         let cuda_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;

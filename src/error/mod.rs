@@ -4,9 +4,20 @@
 use ash::vk;
 use cudarc::driver::sys::CUresult;
 
-use crate::image_format::ImageError;
-use crate::layout::LayoutError;
+use crate::rules::image_format::ImageError;
+use crate::rules::layout::LayoutError;
 use crate::Uuid;
+
+mod refusal;
+#[cfg(feature = "wgpu")]
+mod wgpu;
+
+pub use refusal::{
+    Capability, DeviceObject, DeviceOwner, Exportable, FrameStep, InlineKernelsMissing,
+    LaunchError, MemoryError, SyncError,
+};
+#[cfg(feature = "wgpu")]
+pub use wgpu::WgpuError;
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -136,7 +147,33 @@ pub enum Error {
     Image(#[from] ImageError),
     /// PTX text could not be read, or has no such kernel.
     #[error(transparent)]
-    Ptx(#[from] crate::ptx::PtxError),
+    Ptx(#[from] crate::rules::ptx::PtxError),
+    /// A memory, buffer or allocation rule was broken (checked before the driver call).
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// A semaphore, timeline or frame rule was broken.
+    #[error(transparent)]
+    Sync(#[from] SyncError),
+    /// A kernel launch breaks its PTX signature or CUDA's limits.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The device, driver or platform lacks a capability the operation needs.
+    #[error("unsupported: {0}")]
+    Unsupported(#[from] Capability),
+    /// Two objects that must share a device (or context) do not.
+    #[error("the {object} belongs to another {owner}")]
+    WrongDevice {
+        /// The object that belongs elsewhere.
+        object: DeviceObject,
+        /// What it should have belonged to.
+        owner: DeviceOwner,
+    },
+    /// A driver call succeeded but returned no handle.
+    #[error("{call} succeeded but returned no handle")]
+    NoHandleReturned {
+        /// The driver function.
+        call: &'static str,
+    },
     /// No CUDA device has the requested UUID.
     #[error("no CUDA device has UUID {uuid}; CUDA devices: [{available}]")]
     NoCudaDevice {
@@ -206,50 +243,11 @@ pub enum Error {
         /// The version required.
         required: ApiVersion,
     },
-    /// The device or driver lacks a capability the operation needs.
-    #[error("unsupported: {0}")]
-    Unsupported(String),
     /// The validation layer was required but is not installed.
     #[error(
         "Vulkan validation layer VK_LAYER_KHRONOS_validation was required but is not installed"
     )]
     ValidationLayerMissing,
-    /// The object was not created exportable, so it cannot be shared.
-    #[error("{what} was not created exportable (no {handle_type:?} in its external handle types)")]
-    NotExportable {
-        /// Which object.
-        what: &'static str,
-        /// The handle type that was needed.
-        handle_type: vk::ExternalMemoryHandleTypeFlags,
-    },
-    /// No memory type fits the request.
-    #[error(
-        "no memory type with properties {required:?} in type bits {type_bits:#x}{}",
-        if *.exportable { " that can be exported" } else { "" }
-    )]
-    NoMemoryType {
-        /// `memoryTypeBits` that were allowed.
-        type_bits: u32,
-        /// Property flags that were required.
-        required: vk::MemoryPropertyFlags,
-        /// Whether the type also had to be exportable.
-        exportable: bool,
-    },
-    /// An allocation is larger than the memory heap it would come from.
-    #[error(
-        "allocation of {size} bytes is larger than memory heap {heap_index} ({heap_size} bytes) \
-         of memory type {memory_type}"
-    )]
-    ExceedsHeap {
-        /// The requested allocation size.
-        size: u64,
-        /// The memory type chosen.
-        memory_type: u32,
-        /// Its heap.
-        heap_index: u32,
-        /// The heap's size.
-        heap_size: u64,
-    },
     /// No queue family of the device can do what is needed.
     #[error("no queue family with {0:?}")]
     NoQueueFamily(vk::QueueFlags),
@@ -265,32 +263,6 @@ pub enum Error {
         reason: String,
         /// The API it was being imported into.
         importer: Importer,
-    },
-    /// A buffer and memory, or two objects that must share a device, do not.
-    #[error("{0}")]
-    WrongDevice(&'static str),
-    /// A pool buffer asked for a usage its pool's buffers are not created with.
-    #[error(
-        "buffer usage {requested:?} is not within the pool's usage {pool:?}: a pool's blocks \
-         are allocated for the memory types of its usage and its buffers are created with it; \
-         create the pool with every usage its buffers need"
-    )]
-    UsageNotInPool {
-        /// The usage asked for (with transfer source and destination).
-        requested: vk::BufferUsageFlags,
-        /// The pool's usage (with transfer source and destination).
-        pool: vk::BufferUsageFlags,
-    },
-    /// A dedicated allocation holds exactly one buffer.
-    #[error("a dedicated allocation holds exactly one buffer (the one it was allocated for)")]
-    DedicatedHoldsOneBuffer,
-    /// A timeline signal value does not exceed the last value scheduled for that semaphore.
-    #[error("timeline value {value} does not increase: {last} was already scheduled (values must strictly increase)")]
-    TimelineNotIncreasing {
-        /// The value asked for.
-        value: u64,
-        /// The highest value already scheduled.
-        last: u64,
     },
     /// A host wait on the GPU timed out.
     #[error("timed out after {timeout_ns} ns waiting for {what}")]
@@ -308,9 +280,6 @@ pub enum Error {
         /// How many bytes.
         bytes: u64,
     },
-    /// An argument broke a documented rule not covered by [`LayoutError`].
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
     /// The Vulkan context has no queue of its own: it wraps a device whose queue another
     /// library owns (wgpu's), and cuvk never submits there behind that library's back.
     #[error(
@@ -321,42 +290,11 @@ pub enum Error {
         /// What needed a queue.
         needed_for: &'static str,
     },
-    /// A wgpu object is not on the Vulkan backend, the only one cuvk shares memory through.
-    #[error("the wgpu {object} is on the {backend} backend; cuvk shares memory and semaphores through Vulkan only")]
-    WrongBackend {
-        /// Which object (adapter, device, queue, command encoder).
-        object: &'static str,
-        /// The backend it is on.
-        backend: &'static str,
-    },
-    /// A wgpu call failed (its own message).
-    #[error("{call} failed: {message}")]
-    Wgpu {
-        /// The wgpu (or wgpu-hal) function.
-        call: &'static str,
-        /// What it reported.
-        message: String,
-    },
-    /// A Vulkan image cuvk cannot present to wgpu as a texture (format without a wgpu
-    /// counterpart, a wgpu feature the device lacks, a usage or shape wgpu would misuse).
-    #[error("a {format:?} image cannot be a wgpu texture: {reason}")]
-    NotWgpuTexture {
-        /// The image's Vulkan format.
-        format: vk::Format,
-        /// Why not.
-        reason: String,
-    },
-    /// wgpu accepted a submission call but did not hand the work to the driver (a
-    /// validation error, which went to wgpu's error handler): its semaphore operations were
-    /// withdrawn and no timeline value was recorded, so the same values may be used again.
-    #[error(
-        "wgpu did not submit the work (its error handler has the reason); the submission's \
-         {withdrawn} semaphore operations were withdrawn and no timeline value was recorded"
-    )]
-    NotSubmitted {
-        /// How many semaphore waits and signals were withdrawn from wgpu's queue.
-        withdrawn: usize,
-    },
+    /// A wgpu rule was broken, or a wgpu call failed.
+    #[cfg(feature = "wgpu")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+    #[error(transparent)]
+    Wgpu(#[from] WgpuError),
     /// An OS call failed.
     #[error("{call} failed: {source}")]
     Io {
@@ -405,28 +343,39 @@ impl Error {
             Error::FeatureNotEnabled { .. } | Error::MissingFunction { .. } => K::NotEnabled,
             Error::ApiVersion { .. }
             | Error::Unsupported(_)
-            | Error::NoMemoryType { .. }
             | Error::NoQueueFamily(_)
             | Error::NoQueue { .. }
-            | Error::WrongBackend { .. }
-            | Error::NotWgpuTexture { .. } => K::Unsupported,
-            Error::ExceedsHeap { .. } | Error::HostOutOfMemory { .. } => K::OutOfMemory,
-            Error::DeviceMismatch { .. } | Error::WrongDevice(_) => K::WrongDevice,
+            | Error::Memory(MemoryError::NoMemoryType { .. }) => K::Unsupported,
+            Error::Memory(MemoryError::ExceedsHeap { .. })
+            | Error::Memory(MemoryError::BufferExceedsHeaps { .. })
+            | Error::HostOutOfMemory { .. } => K::OutOfMemory,
+            Error::DeviceMismatch { .. } | Error::WrongDevice { .. } => K::WrongDevice,
             Error::Timeout { .. } => K::Timeout,
-            Error::Wgpu { .. } => K::Driver,
+            Error::NoHandleReturned { .. } => K::Driver,
+            #[cfg(feature = "wgpu")]
+            Error::Wgpu(e) => e.kind(),
             Error::Io { .. } => K::Io,
             Error::Image(e) if e.is_unsupported() => K::Unsupported,
             Error::Nvrtc { .. }
             | Error::Image(_)
             | Error::Layout(_)
             | Error::Ptx(_)
-            | Error::NotExportable { .. }
-            | Error::HandleNotOpen { .. }
-            | Error::DedicatedHoldsOneBuffer
-            | Error::UsageNotInPool { .. }
-            | Error::TimelineNotIncreasing { .. }
-            | Error::InvalidArgument(_)
-            | Error::NotSubmitted { .. } => K::InvalidInput,
+            | Error::Memory(_)
+            | Error::Sync(_)
+            | Error::Launch(_)
+            | Error::HandleNotOpen { .. } => K::InvalidInput,
+        }
+    }
+
+    /// The Vulkan valid-usage ID of the broken rule, where the Vulkan spec states one.
+    pub fn vuid(&self) -> Option<&'static str> {
+        match self {
+            Error::Memory(e) => e.vuid(),
+            Error::Image(e) => e.vuid(),
+            Error::Sync(SyncError::TimelineNotIncreasing { .. }) => {
+                Some("VUID-VkSemaphoreSignalInfo-value-03258")
+            }
+            _ => None,
         }
     }
 
@@ -482,12 +431,12 @@ mod tests {
         assert!(unsupported.is_unavailable());
         let oom = Error::vulkan("vkAllocateMemory", vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
         assert_eq!(oom.kind(), ErrorKind::OutOfMemory);
-        let heap = Error::ExceedsHeap {
+        let heap = Error::from(MemoryError::ExceedsHeap {
             size: 10,
             memory_type: 0,
             heap_index: 0,
             heap_size: 5,
-        };
+        });
         assert_eq!(heap.kind(), ErrorKind::OutOfMemory);
         assert!(heap.to_string().contains("10 bytes") && heap.to_string().contains("5 bytes"));
         let v = Error::ApiVersion {
@@ -507,7 +456,7 @@ mod tests {
         assert!(h.to_string().contains("Vulkan import") && !h.to_string().contains("CUDA"));
         let format = Error::from(ImageError::UnsupportedFormat {
             format: vk::Format::D32_SFLOAT,
-            reason: crate::image_format::FormatRefusal::DepthStencil,
+            reason: crate::rules::image_format::FormatRefusal::DepthStencil,
         });
         assert_eq!(format.kind(), ErrorKind::Unsupported);
         assert!(format.to_string().contains("D32_SFLOAT"), "{format}");

@@ -1,0 +1,695 @@
+//! The structured refusals: each variant is one rule a request broke, with its numbers as
+//! typed fields (and the Vulkan VUID where the spec has one), checked before any driver call.
+
+use ash::vk;
+
+/// Which kind of object a [`WrongDevice`](crate::Error::WrongDevice) refusal is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeviceObject {
+    /// A Vulkan buffer.
+    Buffer,
+    /// A Vulkan image.
+    Image,
+    /// Vulkan device memory.
+    Memory,
+    /// A Vulkan semaphore.
+    Semaphore,
+    /// A module of CUDA kernels loaded into a Vulkan device.
+    KernelModule,
+    /// A CUDA stream.
+    Stream,
+    /// A CUDA (mipmapped) array.
+    CudaArray,
+    /// A CUDA virtual-memory allocation.
+    VmmAllocation,
+    /// A wgpu queue.
+    Queue,
+    /// A frame of a frame pacer.
+    Frame,
+}
+
+impl std::fmt::Display for DeviceObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeviceObject::Buffer => "buffer",
+            DeviceObject::Image => "image",
+            DeviceObject::Memory => "memory",
+            DeviceObject::Semaphore => "semaphore",
+            DeviceObject::KernelModule => "kernel module",
+            DeviceObject::Stream => "stream",
+            DeviceObject::CudaArray => "CUDA array",
+            DeviceObject::VmmAllocation => "CUDA virtual-memory allocation",
+            DeviceObject::Queue => "queue",
+            DeviceObject::Frame => "frame",
+        })
+    }
+}
+
+/// What an object should have belonged to, in a [`WrongDevice`](crate::Error::WrongDevice)
+/// refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeviceOwner {
+    /// The Vulkan device (`VkDevice`) of the call.
+    VulkanDevice,
+    /// The physical device and driver (opaque handles import only where `deviceUUID` and
+    /// `driverUUID` both match the exporter's).
+    PhysicalDevice,
+    /// The CUDA context of the call.
+    CudaContext,
+    /// The wgpu device of the call.
+    WgpuDevice,
+    /// The frame pacer the frame is given to.
+    FramePacer,
+}
+
+impl std::fmt::Display for DeviceOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DeviceOwner::VulkanDevice => "Vulkan device",
+            DeviceOwner::PhysicalDevice => {
+                "physical device or driver (opaque handles import only where deviceUUID and \
+                 driverUUID match)"
+            }
+            DeviceOwner::CudaContext => "CUDA context",
+            DeviceOwner::WgpuDevice => "wgpu device",
+            DeviceOwner::FramePacer => "frame pacer",
+        })
+    }
+}
+
+/// A broken memory, buffer or allocation rule (checked before the driver sees the request).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The object needs a dedicated allocation and was given a shared one (or an offset).
+    #[error(
+        "this {object} requires a dedicated allocation (VkMemoryDedicatedRequirements or \
+         DEDICATED_ONLY external memory); it cannot be bound to shared memory or at an offset"
+    )]
+    DedicatedRequired {
+        /// A buffer or an image.
+        object: super::DeviceObject,
+    },
+    /// Exportable buffers of this usage must be dedicated allocations on this device, so they
+    /// cannot share a block (`SharedAllocation`, `SharedPool`).
+    #[error(
+        "this device requires dedicated allocations for exportable buffers of usage {usage:?}: \
+         they cannot be sub-allocated; use Bridge::create_buffer, one buffer per allocation"
+    )]
+    DedicatedOnlyUsage {
+        /// The buffer usage.
+        usage: vk::BufferUsageFlags,
+    },
+    /// The memory is a dedicated allocation for another buffer or image.
+    #[error("the memory is a dedicated allocation for another buffer or image")]
+    DedicatedToAnother,
+    /// A dedicated allocation holds exactly one buffer.
+    #[error("a dedicated allocation holds exactly one buffer (the one it was allocated for)")]
+    DedicatedHoldsOneBuffer,
+    /// A dedicated allocation's size differs from its buffer's required size.
+    #[error(
+        "a dedicated allocation for a buffer must be exactly its required size, {required} \
+         bytes, not {given}"
+    )]
+    DedicatedSize {
+        /// `VkMemoryRequirements::size` of the buffer.
+        required: u64,
+        /// The size asked for.
+        given: u64,
+    },
+    /// The memory's type is not one the buffer or image accepts.
+    #[error("memory type {memory_type} is not in the {object}'s memoryTypeBits {type_bits:#x}")]
+    MemoryTypeNotAllowed {
+        /// A buffer or an image.
+        object: super::DeviceObject,
+        /// The memory's type index.
+        memory_type: u32,
+        /// What the object accepts.
+        type_bits: u32,
+    },
+    /// A buffer with `SHADER_DEVICE_ADDRESS` usage on memory allocated without
+    /// `DEVICE_ADDRESS`.
+    #[error(
+        "a buffer with SHADER_DEVICE_ADDRESS usage needs memory allocated with DEVICE_ADDRESS \
+         (imported memory has none): drop the usage for this buffer"
+    )]
+    DeviceAddressNotAllocated,
+    /// The object was not created exportable, so it cannot be shared.
+    #[error("the {what} was not created exportable")]
+    NotExportable {
+        /// Which object.
+        what: Exportable,
+    },
+    /// No memory type fits the request.
+    #[error(
+        "no memory type with properties {required:?} in type bits {type_bits:#x}{}",
+        if *.exportable { " that can be exported" } else { "" }
+    )]
+    NoMemoryType {
+        /// `memoryTypeBits` that were allowed.
+        type_bits: u32,
+        /// Property flags that were required.
+        required: vk::MemoryPropertyFlags,
+        /// Whether the type also had to be exportable.
+        exportable: bool,
+    },
+    /// An allocation is larger than the memory heap it would come from.
+    #[error(
+        "allocation of {size} bytes is larger than memory heap {heap_index} ({heap_size} bytes) \
+         of memory type {memory_type}"
+    )]
+    ExceedsHeap {
+        /// The requested allocation size.
+        size: u64,
+        /// The memory type chosen.
+        memory_type: u32,
+        /// Its heap.
+        heap_index: u32,
+        /// The heap's size.
+        heap_size: u64,
+    },
+    /// A buffer is larger than any heap of the device (refused before `vkCreateBuffer`).
+    #[error(
+        "a buffer of {size} bytes is larger than the largest memory heap of the device \
+         ({largest_heap} bytes)"
+    )]
+    BufferExceedsHeaps {
+        /// The size asked for.
+        size: u64,
+        /// The size of the device's largest heap.
+        largest_heap: u64,
+    },
+    /// A pool buffer asked for a usage its pool's buffers are not created with.
+    #[error(
+        "buffer usage {requested:?} is not within the pool's usage {pool:?}: a pool's blocks \
+         are allocated for the memory types of its usage and its buffers are created with it; \
+         create the pool with every usage its buffers need"
+    )]
+    UsageNotInPool {
+        /// The usage asked for (with transfer source and destination).
+        requested: vk::BufferUsageFlags,
+        /// The pool's usage (with transfer source and destination).
+        pool: vk::BufferUsageFlags,
+    },
+    /// The memory is not host-visible, so the host cannot read or write it.
+    #[error("the memory is not host-visible")]
+    NotHostVisible,
+    /// A pool's block size is smaller than the unit its ranges are counted in.
+    #[error(
+        "pool block_size {block_size} is smaller than the {unit}-byte unit its ranges are \
+         counted in (the buffers' Vulkan alignment, at least CUDA's 16-byte mapped-offset rule)"
+    )]
+    PoolBlockTooSmall {
+        /// The block size asked for.
+        block_size: u64,
+        /// The range unit.
+        unit: u64,
+    },
+    /// A pool's dedicated threshold is 0 or above its block size.
+    #[error(
+        "pool dedicated_threshold {threshold} must be in 1..={block_size} (block_size): requests \
+         above it get their own allocation, so a block must hold any request up to it"
+    )]
+    PoolThreshold {
+        /// The threshold asked for.
+        threshold: u64,
+        /// The pool's block size.
+        block_size: u64,
+    },
+    /// No pool block can hold the request.
+    #[error("no pool block of {block_size} bytes holds {size} bytes aligned to {alignment}")]
+    PoolRequestTooLarge {
+        /// The request's size.
+        size: u64,
+        /// The request's alignment.
+        alignment: u64,
+        /// The pool's block size (0: none fits).
+        block_size: u64,
+    },
+    /// A growable buffer's chunk does not hold whole elements.
+    #[error("chunk of {chunk_bytes} bytes does not hold whole elements of {element_size} bytes")]
+    ChunkNotWholeElements {
+        /// The chunk size.
+        chunk_bytes: u64,
+        /// The element size.
+        element_size: u64,
+    },
+    /// A copy's element count differs from the buffer's.
+    #[error("a copy of {given} elements into or out of a buffer of {len}")]
+    CopyLength {
+        /// The elements given.
+        given: usize,
+        /// The buffer's length.
+        len: usize,
+    },
+    /// A buffer or image lacks a usage a command needs (with the VUID that requires it).
+    #[error(
+        "{command} needs {needed:?} usage on its {object}; it was created with {have:?} ({vuid})"
+    )]
+    MissingBufferUsage {
+        /// The command.
+        command: &'static str,
+        /// Source or destination buffer.
+        object: &'static str,
+        /// The usage needed.
+        needed: vk::BufferUsageFlags,
+        /// The usage the buffer has.
+        have: vk::BufferUsageFlags,
+        /// The Vulkan valid-usage ID.
+        vuid: &'static str,
+    },
+    /// A size or element count that does not fit the host's address space.
+    #[error("{bytes} bytes do not fit in this host's address space")]
+    HostSizeOverflow {
+        /// The size.
+        bytes: u64,
+    },
+    /// The memory lives on a device outside the multicast team.
+    #[error(
+        "the memory lives on CUDA device {device}, which is not in the multicast team {team:?}"
+    )]
+    NotInMulticastTeam {
+        /// The memory's device ordinal.
+        device: i32,
+        /// The team's device ordinals.
+        team: Vec<i32>,
+    },
+    /// A shareable multicast object binds only shareable memory.
+    #[error(
+        "a shareable multicast object binds only shareable memory (cuMemCreate with a shareable \
+         handle type)"
+    )]
+    MulticastNeedsShareable,
+    /// A multicast team needs at least one device.
+    #[error("a multicast team needs at least one device")]
+    EmptyMulticastTeam,
+    /// Host writes through a buffer whose memory another owner also holds.
+    #[error("the memory is shared with another owner: host writes need the only handle to it")]
+    MemoryShared,
+    /// `BoundImage::new` was given a description that imports memory.
+    #[error(
+        "BoundImage::new allocates the image's memory; an image that imports memory comes from \
+         BoundImage::import_from"
+    )]
+    ImportNeedsSource,
+}
+
+impl MemoryError {
+    /// The Vulkan valid-usage ID of the rule, where the Vulkan spec states it.
+    pub fn vuid(&self) -> Option<&'static str> {
+        Some(match self {
+            MemoryError::DedicatedRequired {
+                object: super::DeviceObject::Image,
+            } => "VUID-vkBindImageMemory-image-01445",
+            MemoryError::DedicatedRequired { .. } => "VUID-vkBindBufferMemory-buffer-01444",
+            MemoryError::DedicatedToAnother => "VUID-vkBindBufferMemory-memory-01508",
+            MemoryError::DedicatedSize { .. } => "VUID-VkMemoryDedicatedAllocateInfo-buffer-02965",
+            MemoryError::MemoryTypeNotAllowed {
+                object: super::DeviceObject::Image,
+                ..
+            } => "VUID-vkBindImageMemory-memory-01047",
+            MemoryError::MemoryTypeNotAllowed { .. } => "VUID-vkBindBufferMemory-memory-01035",
+            MemoryError::DeviceAddressNotAllocated => {
+                "VUID-vkBindBufferMemory-bufferDeviceAddress-03339"
+            }
+            MemoryError::MissingBufferUsage { vuid, .. } => vuid,
+            _ => return None,
+        })
+    }
+}
+
+/// Which object was not created exportable ([`MemoryError::NotExportable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Exportable {
+    /// Vulkan device memory.
+    Memory,
+    /// A Vulkan buffer.
+    Buffer,
+    /// A Vulkan image.
+    Image,
+    /// A Vulkan semaphore.
+    Semaphore,
+    /// A CUDA virtual-memory allocation.
+    VmmAllocation,
+}
+
+impl std::fmt::Display for Exportable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Exportable::Memory => "memory",
+            Exportable::Buffer => "buffer",
+            Exportable::Image => "image",
+            Exportable::Semaphore => "semaphore",
+            Exportable::VmmAllocation => "CUDA allocation",
+        })
+    }
+}
+
+/// A broken semaphore, timeline or frame-pacing rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SyncError {
+    /// An operation that needs a timeline semaphore was given a binary one.
+    #[error("{operation} needs a timeline semaphore")]
+    NeedsTimeline {
+        /// The operation.
+        operation: &'static str,
+    },
+    /// A semaphore is imported into CUDA as the other kind.
+    #[error("a {} semaphore cannot be imported into CUDA as a {} semaphore",
+        if *.timeline { "timeline" } else { "binary" },
+        if *.timeline { "binary" } else { "timeline" })]
+    ImportKind {
+        /// Whether the semaphore is a timeline.
+        timeline: bool,
+    },
+    /// A timeline signal value does not exceed the last value scheduled for that semaphore.
+    #[error(
+        "timeline value {value} does not increase: {last} was already scheduled (values must \
+         strictly increase)"
+    )]
+    TimelineNotIncreasing {
+        /// The value asked for.
+        value: u64,
+        /// The highest value already scheduled.
+        last: u64,
+    },
+    /// One semaphore is signalled twice in one submission.
+    #[error("one semaphore is signalled twice in one submission")]
+    SignalledTwice,
+    /// A wait for a timeline value that no submission has scheduled: the GPU would wait
+    /// forever.
+    #[error(
+        "a wait for timeline value {value}, which no submission has scheduled (the highest \
+         scheduled is {scheduled}): the GPU would wait forever"
+    )]
+    WaitNeverSignalled {
+        /// The value waited for.
+        value: u64,
+        /// The highest value scheduled so far.
+        scheduled: u64,
+    },
+    /// A semaphore wait whose stage mask is empty.
+    #[error("a semaphore wait needs the stages that wait (its stage mask is empty)")]
+    EmptyWaitStage,
+    /// A binary semaphore where only timeline semaphores are accepted.
+    #[error("{what} waits on and signals timeline semaphores only")]
+    BinaryNotAccepted {
+        /// Who accepts only timelines.
+        what: &'static str,
+    },
+    /// Frames in flight out of range.
+    #[error("frames in flight must be 1 to {max}, not {requested}")]
+    FramesInFlight {
+        /// The count asked for.
+        requested: u32,
+        /// The largest count.
+        max: u32,
+    },
+    /// A frame that this pacer did not issue.
+    #[error("frame {frame} was issued by another frame pacer")]
+    ForeignFrame {
+        /// The frame's number.
+        frame: u64,
+    },
+    /// A frame that is not the one the pacer expects now (an earlier or later frame).
+    #[error("frame {frame} is not the pacer's current frame ({current}): {reason}")]
+    WrongFrame {
+        /// The frame given.
+        frame: u64,
+        /// The pacer's current frame.
+        current: u64,
+        /// Why the step needs the current frame.
+        reason: FrameStep,
+    },
+}
+
+/// Which step of a frame needed the current frame ([`SyncError::WrongFrame`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FrameStep {
+    /// CUDA's work of the frame is ordered after the pacer's previous use of the slot.
+    CudaAcquire,
+    /// CUDA's release of the frame signals the value the Vulkan submission waits for.
+    CudaRelease,
+    /// The Vulkan submission of the frame.
+    Submit,
+    /// Marking the frame submitted (by a submission made elsewhere).
+    MarkSubmitted,
+}
+
+impl std::fmt::Display for FrameStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FrameStep::CudaAcquire => {
+                "CUDA can acquire only the frame begun last, before it is released"
+            }
+            FrameStep::CudaRelease => "CUDA can release only the frame it acquired last",
+            FrameStep::Submit => "only the frame released by CUDA can be submitted",
+            FrameStep::MarkSubmitted => "only the frame released by CUDA can be marked submitted",
+        })
+    }
+}
+
+/// A kernel launch that breaks the kernel's PTX signature or CUDA's limits (refused before it
+/// is recorded: such a launch would fault on the GPU, not return an error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The argument count differs from the kernel's parameter count.
+    #[error("kernel {kernel}: {given} arguments given, the kernel takes {expected} ({params})")]
+    ArgumentCount {
+        /// The kernel.
+        kernel: String,
+        /// Arguments given.
+        given: usize,
+        /// Parameters declared.
+        expected: usize,
+        /// The parameters, as PTX declares them.
+        params: String,
+    },
+    /// An argument's size differs from its parameter's.
+    #[error(
+        "kernel {kernel}: argument {index} is {given} bytes, parameter {param} is {expected} bytes"
+    )]
+    ArgumentSize {
+        /// The kernel.
+        kernel: String,
+        /// The argument's position.
+        index: usize,
+        /// Its size.
+        given: usize,
+        /// The parameter's size.
+        expected: usize,
+        /// The parameter as PTX declares it.
+        param: String,
+    },
+    /// A device address (or image handle) given for a parameter that is not a 64-bit integer.
+    #[error("kernel {kernel}: argument {index} is a device address, parameter {param} is not a 64-bit integer")]
+    AddressToNonPointer {
+        /// The kernel.
+        kernel: String,
+        /// The argument's position.
+        index: usize,
+        /// The parameter as PTX declares it.
+        param: String,
+    },
+    /// Too many bytes of parameters.
+    #[error("kernel {kernel}: {total} bytes of parameters; at most {max}")]
+    ParameterBytes {
+        /// The kernel.
+        kernel: String,
+        /// The bytes given.
+        total: usize,
+        /// CUDA's limit.
+        max: usize,
+    },
+    /// A zero grid or block dimension.
+    #[error("kernel {kernel}: grid {grid:?} and block {block:?} must have no zero dimension")]
+    ZeroDimension {
+        /// The kernel.
+        kernel: String,
+        /// The grid.
+        grid: [u32; 3],
+        /// The block.
+        block: [u32; 3],
+    },
+    /// Too many threads in a block.
+    #[error("kernel {kernel}: block {block:?} has {threads} threads; at most {max}")]
+    ThreadsPerBlock {
+        /// The kernel.
+        kernel: String,
+        /// The block.
+        block: [u32; 3],
+        /// Its thread count.
+        threads: u64,
+        /// CUDA's limit.
+        max: u32,
+    },
+    /// A grid or block dimension beyond CUDA's limits.
+    #[error("kernel {kernel}: grid {grid:?} / block {block:?} exceed CUDA's limits {max_grid:?} / {max_block:?} in dimension {axis}")]
+    DimensionLimit {
+        /// The kernel.
+        kernel: String,
+        /// The axis (0 = x).
+        axis: usize,
+        /// The grid.
+        grid: [u32; 3],
+        /// The block.
+        block: [u32; 3],
+        /// CUDA's grid limits.
+        max_grid: [u32; 3],
+        /// CUDA's block limits.
+        max_block: [u32; 3],
+    },
+    /// Too much dynamic shared memory.
+    #[error("kernel {kernel}: {bytes} bytes of dynamic shared memory; at most {max} without a per-kernel opt-in")]
+    SharedMemory {
+        /// The kernel.
+        kernel: String,
+        /// The bytes asked for.
+        bytes: u32,
+        /// CUDA's default limit.
+        max: u32,
+    },
+    /// Text handed to a C API (PTX, kernel source, a kernel name) has a NUL byte.
+    #[error("the {what} has a NUL byte at {position}")]
+    NulByte {
+        /// What text.
+        what: &'static str,
+        /// Where.
+        position: usize,
+    },
+}
+
+/// A capability the device, driver or platform lacks ([`Error::Unsupported`](crate::Error)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Capability {
+    /// The device (or its queue) has no sparse binding.
+    #[error("the device (or its queue) has no sparse binding")]
+    SparseBinding,
+    /// Sparse buffers of this usage cannot take imported memory.
+    #[error("sparse buffers of usage {usage:?} cannot take imported {handle_type:?} memory")]
+    SparseImport {
+        /// The usage.
+        usage: vk::BufferUsageFlags,
+        /// The handle type.
+        handle_type: vk::ExternalMemoryHandleTypeFlags,
+    },
+    /// The device cannot export or import buffers of this usage through the handle type.
+    #[error(
+        "the device offers {offered:?} for buffers with usage {usage:?} as {handle_type:?}; \
+         {needed:?} is needed"
+    )]
+    ExternalBuffer {
+        /// The usage.
+        usage: vk::BufferUsageFlags,
+        /// The handle type.
+        handle_type: vk::ExternalMemoryHandleTypeFlags,
+        /// What the device offers.
+        offered: vk::ExternalMemoryFeatureFlags,
+        /// What is needed.
+        needed: vk::ExternalMemoryFeatureFlags,
+    },
+    /// The device cannot create the image at all.
+    #[error(
+        "the device cannot create {kind:?} {format:?} images with usage {usage:?}, {tiling:?} \
+         tiling, external handle types {handle_types:?} (vkGetPhysicalDeviceImageFormatProperties2)"
+    )]
+    ImageCreate {
+        /// The image's kind.
+        kind: crate::ImageKind,
+        /// The format.
+        format: vk::Format,
+        /// The usage.
+        usage: vk::ImageUsageFlags,
+        /// The tiling.
+        tiling: vk::ImageTiling,
+        /// The external handle types (empty: not shared).
+        handle_types: vk::ExternalMemoryHandleTypeFlags,
+    },
+    /// The device cannot export or import images of this kind through the handle type.
+    #[error(
+        "the device offers {offered:?} for {kind:?} {format:?} images with usage {usage:?} as \
+         {handle_types:?}; {needed:?} is needed"
+    )]
+    ExternalImage {
+        /// The image's kind.
+        kind: crate::ImageKind,
+        /// The format.
+        format: vk::Format,
+        /// The usage.
+        usage: vk::ImageUsageFlags,
+        /// The external handle types.
+        handle_types: vk::ExternalMemoryHandleTypeFlags,
+        /// What the device offers.
+        offered: vk::ExternalMemoryFeatureFlags,
+        /// What is needed.
+        needed: vk::ExternalMemoryFeatureFlags,
+    },
+    /// The device cannot export semaphores of this kind through the handle type.
+    #[error("the device cannot export {} semaphores as {handle_type:?}", if *.timeline { "timeline" } else { "binary" })]
+    SemaphoreExport {
+        /// Whether the semaphore is a timeline.
+        timeline: bool,
+        /// The handle type.
+        handle_type: vk::ExternalSemaphoreHandleTypeFlags,
+    },
+    /// The device has no `timelineSemaphore` feature (Vulkan 1.2).
+    #[error("the device has no timelineSemaphore feature (Vulkan 1.2)")]
+    TimelineSemaphore,
+    /// The NVRTC library is not on this machine.
+    #[error("NVRTC library (libnvrtc) not found")]
+    Nvrtc,
+    /// A CUDA device cannot create multicast objects.
+    #[error("CUDA device {device} reports CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED = 0: no multicast object is created")]
+    Multicast {
+        /// The device ordinal.
+        device: i32,
+    },
+    /// The Vulkan driver refused memory allocated by CUDA (`cuMemCreate`), which is outside
+    /// the Vulkan specification.
+    #[error("the Vulkan driver refused memory allocated by CUDA ({result}); importing cuMemCreate memory is outside the Vulkan specification")]
+    CudaMemoryImport {
+        /// What the driver returned.
+        result: vk::Result,
+    },
+    /// CUDA kernels cannot run inside this device's Vulkan queues.
+    #[error("CUDA kernels cannot run in this device's Vulkan queues: {reason}")]
+    InlineKernels {
+        /// Why not.
+        reason: InlineKernelsMissing,
+    },
+}
+
+/// Why CUDA kernels cannot run inside a device's Vulkan queues ([`Capability::InlineKernels`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InlineKernelsMissing {
+    /// `VK_NVX_binary_import` is not offered by the device (not an NVIDIA driver).
+    BinaryImportNotSupported,
+    /// `VK_NVX_binary_import` is offered but was not enabled on the device.
+    BinaryImportNotEnabled,
+    /// `bufferDeviceAddress` (pointer arguments) was not enabled.
+    BufferDeviceAddress,
+}
+
+impl std::fmt::Display for InlineKernelsMissing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InlineKernelsMissing::BinaryImportNotSupported => {
+                "VK_NVX_binary_import is not supported by the device"
+            }
+            InlineKernelsMissing::BinaryImportNotEnabled => {
+                "VK_NVX_binary_import is supported but was not enabled on the device"
+            }
+            InlineKernelsMissing::BufferDeviceAddress => {
+                "the bufferDeviceAddress feature was not enabled"
+            }
+        })
+    }
+}
