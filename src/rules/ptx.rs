@@ -170,9 +170,11 @@ fn parse_param(entry: &str, text: &str) -> Result<PtxParam, PtxError> {
         }
         None => (name, 1),
     };
+    // `a[N]` with a huge N: a wrapped size would pass the launch checks; refuse it here.
+    let size = element.checked_mul(count).ok_or_else(bad)?;
     Ok(PtxParam {
         name,
-        size: element * count,
+        size,
         align: align.unwrap_or(element),
         ty,
     })
@@ -192,6 +194,15 @@ fn element_size(ty: &str) -> Option<usize> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn array_parameter_whose_size_overflows_is_refused() {
+        let ptx = format!(
+            ".visible .entry k(\n .param .align 8 .b64 k_param_0[{}]\n)\n{{ ret; }}",
+            usize::MAX / 2
+        );
+        assert!(matches!(entry(&ptx, "k"), Err(PtxError::Malformed { .. })));
+    }
 
     const INLINE: &str = include_str!("../../shaders/ptx/inline.ptx");
     const PARTICLES: &str = include_str!("../../shaders/ptx/particles.ptx");

@@ -417,7 +417,6 @@ impl<B> PoolLayout<B> {
         })
     }
 
-
     /// Whether an empty block of `size` bytes holds `req`.
     fn fresh_block_fits(&self, size: u64, req: &RangeRequest) -> bool {
         if size == self.config.block_size {

@@ -37,6 +37,7 @@ use crate::error::{Error, Result, VkResultExt};
 use crate::platform::MEMORY_HANDLE_TYPE;
 use crate::rules::image_format::{self, ImageError, ImageKind, ImageLimits, ImageShape};
 use crate::rules::layout;
+use crate::vulkan::barriers::{cmd_acquire_images, cmd_release_images};
 use crate::vulkan::memory::Dedication;
 use crate::vulkan::{
     AllocateInfo, AsVkBuffer, Dedicated, DeviceMemory, ExternalUse, VulkanContext,
@@ -697,121 +698,6 @@ unsafe impl AsVkImage for BoundImage {
     }
     fn vk_image_is_external(&self) -> bool {
         self.is_external()
-    }
-}
-
-/// The acquire barrier of the protocol: ownership from `VK_QUEUE_FAMILY_EXTERNAL` to
-/// `queue_family` (for an external image), [`SHARED_LAYOUT`] → `new_layout`, every level and
-/// layer. Record it with `srcStageMask = ALL_COMMANDS` (so the transition follows the
-/// semaphore wait whatever its stage), as [`cmd_acquire_images`] does.
-pub fn acquire_barrier(
-    image: &dyn AsVkImage,
-    queue_family: u32,
-    new_layout: vk::ImageLayout,
-    dst_access: vk::AccessFlags,
-) -> vk::ImageMemoryBarrier<'static> {
-    let src_family = if image.vk_image_is_external() {
-        vk::QUEUE_FAMILY_EXTERNAL
-    } else {
-        queue_family
-    };
-    vk::ImageMemoryBarrier::default()
-        .src_access_mask(vk::AccessFlags::empty())
-        .dst_access_mask(dst_access)
-        .old_layout(SHARED_LAYOUT)
-        .new_layout(new_layout)
-        .src_queue_family_index(src_family)
-        .dst_queue_family_index(queue_family)
-        .image(image.vk_image())
-        .subresource_range(image.vk_image_desc().full_range())
-}
-
-/// The release barrier of the protocol: `old_layout` (the layout Vulkan last used) →
-/// [`SHARED_LAYOUT`], ownership from `queue_family` to `VK_QUEUE_FAMILY_EXTERNAL` (for an
-/// external image), every level and layer.
-pub fn release_barrier(
-    image: &dyn AsVkImage,
-    queue_family: u32,
-    old_layout: vk::ImageLayout,
-    src_access: vk::AccessFlags,
-) -> vk::ImageMemoryBarrier<'static> {
-    let dst_family = if image.vk_image_is_external() {
-        vk::QUEUE_FAMILY_EXTERNAL
-    } else {
-        queue_family
-    };
-    vk::ImageMemoryBarrier::default()
-        .src_access_mask(src_access)
-        .dst_access_mask(vk::AccessFlags::empty())
-        .old_layout(old_layout)
-        .new_layout(SHARED_LAYOUT)
-        .src_queue_family_index(queue_family)
-        .dst_queue_family_index(dst_family)
-        .image(image.vk_image())
-        .subresource_range(image.vk_image_desc().full_range())
-}
-
-/// Records the acquire of each image (with the layout Vulkan will use it in), in one barrier:
-/// `ALL_COMMANDS` → `dst_stage`.
-///
-/// # Safety
-/// `cmd` must be recording on `device`, which every image belongs to; each image must be in
-/// [`SHARED_LAYOUT`] and released (the protocol's state between uses) when the commands run,
-/// and stay alive until they complete.
-pub unsafe fn cmd_acquire_images(
-    device: &ash::Device,
-    cmd: vk::CommandBuffer,
-    queue_family: u32,
-    images: &[(&dyn AsVkImage, vk::ImageLayout)],
-    dst_stage: vk::PipelineStageFlags,
-    dst_access: vk::AccessFlags,
-) {
-    let barriers: Vec<vk::ImageMemoryBarrier> = images
-        .iter()
-        .map(|&(image, layout)| acquire_barrier(image, queue_family, layout, dst_access))
-        .collect();
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        device.cmd_pipeline_barrier(
-            cmd,
-            vk::PipelineStageFlags::ALL_COMMANDS,
-            dst_stage,
-            vk::DependencyFlags::empty(),
-            &[],
-            &[],
-            &barriers,
-        )
-    }
-}
-
-/// Records the release of each image (from the layout Vulkan last used), in one barrier:
-/// `src_stage` → `BOTTOM_OF_PIPE` (a later semaphore signal covers the transition).
-///
-/// # Safety
-/// As [`cmd_acquire_images`], each image acquired earlier and now in the given layout.
-pub unsafe fn cmd_release_images(
-    device: &ash::Device,
-    cmd: vk::CommandBuffer,
-    queue_family: u32,
-    images: &[(&dyn AsVkImage, vk::ImageLayout)],
-    src_stage: vk::PipelineStageFlags,
-    src_access: vk::AccessFlags,
-) {
-    let barriers: Vec<vk::ImageMemoryBarrier> = images
-        .iter()
-        .map(|&(image, layout)| release_barrier(image, queue_family, layout, src_access))
-        .collect();
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        device.cmd_pipeline_barrier(
-            cmd,
-            src_stage,
-            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-            vk::DependencyFlags::empty(),
-            &[],
-            &[],
-            &barriers,
-        )
     }
 }
 

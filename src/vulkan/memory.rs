@@ -153,6 +153,7 @@ impl Buffer {
         external: vk::ExternalMemoryHandleTypeFlags,
         dedicated_only: bool,
     ) -> Result<Self> {
+        check_fits_a_heap(ctx, size)?;
         let exportable = !external.is_empty();
         let mut ext_info = vk::ExternalMemoryBufferCreateInfo::default().handle_types(external);
         let mut info = vk::BufferCreateInfo::default()
@@ -313,6 +314,40 @@ impl Drop for Buffer {
 }
 
 /// Usage bits that need a device feature: `SHADER_DEVICE_ADDRESS` needs `bufferDeviceAddress`.
+/// Refuses a buffer larger than every memory heap of the device before `vkCreateBuffer` sees
+/// it: drivers answer absurd sizes (`u64::MAX`, a petabyte) with a bare allocation failure, or
+/// worse.
+pub(crate) fn check_fits_a_heap(ctx: &VulkanContext, size: u64) -> Result<()> {
+    let props = ctx.memory_properties();
+    let count = (props.memory_heap_count as usize).min(props.memory_heaps.len());
+    let largest_heap = props.memory_heaps[..count]
+        .iter()
+        .map(|h| h.size)
+        .max()
+        .unwrap_or(0);
+    if size > largest_heap {
+        return Err(MemoryError::BufferExceedsHeaps { size, largest_heap }.into());
+    }
+    Ok(())
+}
+
+/// The usage of every shared buffer cuvk creates: the caller's `usage`, plus `TRANSFER_SRC` and
+/// `TRANSFER_DST` (every shared buffer can be copied and filled) and, where the device has
+/// `bufferDeviceAddress` enabled, `SHADER_DEVICE_ADDRESS` (so one buffer serves CUDA kernels
+/// in the CUDA context and in Vulkan queues alike). `Bridge::create_buffer`, shared
+/// allocations, pools and the wgpu integration all create their buffers with it.
+pub fn shared_buffer_usage(
+    ctx: &VulkanContext,
+    usage: vk::BufferUsageFlags,
+) -> vk::BufferUsageFlags {
+    let address = if ctx.info().capabilities.buffer_device_address {
+        vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS
+    } else {
+        vk::BufferUsageFlags::empty()
+    };
+    usage | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST | address
+}
+
 pub(crate) fn check_usage_features(ctx: &VulkanContext, usage: vk::BufferUsageFlags) -> Result<()> {
     if usage.contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)
         && !ctx.info().capabilities.buffer_device_address

@@ -3,6 +3,7 @@
 //! ([`VulkanPool`]), host-pointer import, semaphores with their signal ledgers, and one-shot
 //! command helpers.
 
+mod barriers;
 mod commands;
 mod context;
 mod cuda_kernels;
@@ -13,6 +14,10 @@ mod pool;
 mod semaphore;
 mod sparse;
 
+pub use barriers::{
+    acquire_barrier, cmd_acquire_buffers, cmd_acquire_images, cmd_release_buffers,
+    cmd_release_images, release_barrier,
+};
 #[cfg(feature = "wgpu")]
 pub(crate) use context::layer_available;
 pub use context::{
@@ -25,13 +30,12 @@ pub use cuda_kernels::{
 };
 pub use host_memory::HostImportedBuffer;
 pub use image::{
-    acquire_barrier, cmd_acquire_images, cmd_release_images, release_barrier, AsVkImage,
-    BoundImage, Image, ImageDesc, ImageOptions, ImageRegion, ImageRequirements, ImageSupport,
-    SHARED_LAYOUT,
+    AsVkImage, BoundImage, Image, ImageDesc, ImageOptions, ImageRegion, ImageRequirements,
+    ImageSupport, SHARED_LAYOUT,
 };
 pub use memory::{
-    AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, BufferRequirements, Dedicated,
-    DeviceMemory, ExternalUse, HostBuffer,
+    shared_buffer_usage, AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc,
+    BufferRequirements, Dedicated, DeviceMemory, ExternalUse, HostBuffer,
 };
 pub(crate) use pool::{PoolCore, PoolLease};
 pub use pool::{PoolDesc, PooledBuffer, VulkanPool};

@@ -25,6 +25,7 @@ use crate::rules::suballoc::{
     BlockId, PoolConfig, PoolLayout, PoolReport, PoolStats, RangeRequest, Route, SubRange,
 };
 use crate::vulkan::memory::memory_type_for;
+use crate::vulkan::memory::shared_buffer_usage;
 use crate::vulkan::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse,
     VulkanContext,
@@ -104,17 +105,6 @@ pub(crate) struct PoolCore<X: Send + Sync + 'static> {
     layout: Mutex<PoolLayout<Arc<Block<X>>>>,
 }
 
-/// Transfer source and destination: every pool buffer can be copied and filled; and a device
-/// address where the device has them (CUDA kernels in Vulkan queues take those).
-fn with_transfer(ctx: &VulkanContext, usage: vk::BufferUsageFlags) -> vk::BufferUsageFlags {
-    let address = if ctx.info().capabilities.buffer_device_address {
-        vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS
-    } else {
-        vk::BufferUsageFlags::empty()
-    };
-    usage | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST | address
-}
-
 fn allocate_info(size: u64, memory_type_bits: u32) -> AllocateInfo {
     AllocateInfo {
         size,
@@ -133,7 +123,7 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
         desc: PoolDesc,
         attach: Attach<X>,
     ) -> Result<Arc<Self>> {
-        let usage = with_transfer(ctx, desc.usage);
+        let usage = shared_buffer_usage(ctx, desc.usage);
         // A probe buffer tells the alignment and memory types of every buffer of this usage
         // (identical for all buffers of one usage, flags and handle types, by the spec).
         let probe = Buffer::new(
@@ -181,7 +171,7 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
         if bytes == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
-        let requested = with_transfer(&self.ctx, usage);
+        let requested = shared_buffer_usage(&self.ctx, usage);
         if !self.usage.contains(requested) {
             return Err(MemoryError::UsageNotInPool {
                 requested,
