@@ -23,8 +23,8 @@
 //! ## Layout
 //!
 //! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
-//! - [`interop`] pairs them: [`Bridge`], [`SharedBuffer`], [`SharedPool`], [`SharedImage`],
-//!   [`FramePacer`], ...;
+//! - the pairings, where they meet, are at the crate root: [`Bridge`], [`SharedBuffer`],
+//!   [`SharedPool`], [`SharedImage`], [`FramePacer`], ...;
 //! - every OS difference (file descriptors vs NT handles) lives in one private module; the
 //!   handle types it settles on are re-exported here ([`OwnedExternalHandle`]);
 //! - the pure rules and bookkeeping (ranges, alignment, the image format table, PTX
@@ -36,7 +36,7 @@
 
 pub mod cuda;
 mod error;
-pub mod interop;
+mod interop;
 mod platform;
 mod rules;
 mod uuid;
@@ -63,13 +63,16 @@ pub use rules::image_format::{
     format_info, FormatInfo, FormatRefusal, ImageKind, NumericClass, FORMATS,
 };
 
-// The pairings users build on.
+// The pairings users build on: where Vulkan and CUDA meet.
 pub use interop::{
-    Bridge, BridgeConfig, BufferPlacement, BufferUsage, Dedicated, Frame, FramePacer,
-    GrowableBuffer, SharedAllocation, SharedBuffer, SharedImage, SharedPool, SharedSemaphore,
-    StagingBuffer, TextureLevels, TextureOptions, TextureRead, VulkanView,
+    import_semaphore, Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame, FramePacer,
+    FrameSemaphores, GrowableBuffer, SemaphoreSubmit, SharedAllocation, SharedBuffer, SharedImage,
+    SharedPool, SharedSemaphore, StagingBuffer, TextureLevels, TextureOptions, TextureRead,
+    VulkanView, DEFAULT_SLOT_TIMEOUT,
 };
-pub use vulkan::{ImageDesc, PoolDesc};
+pub use vulkan::image::ImageDesc;
+pub use vulkan::memory::Dedicated;
+pub use vulkan::pool::PoolDesc;
 
 // Pool statistics and reports.
 pub use rules::suballoc::{BlockReport, PoolReport, PoolStats};

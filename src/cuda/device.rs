@@ -72,3 +72,38 @@ pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
     init()?;
     CudaContext::new(ordinal).cuda("cuDevicePrimaryCtxRetain")
 }
+
+/// Which CUDA device to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaDeviceChoice {
+    /// The CUDA device with this ordinal.
+    Ordinal(usize),
+    /// The CUDA device with this UUID.
+    Uuid(Uuid),
+}
+
+/// Opens (retains the primary context of) the chosen CUDA device and reads its UUID, the one
+/// the Vulkan device must share: what `Bridge::new` and `WgpuBridge::new` both start with.
+pub fn open(choice: CudaDeviceChoice) -> Result<(Arc<CudaContext>, Uuid)> {
+    let ordinal = match choice {
+        CudaDeviceChoice::Ordinal(o) => o,
+        CudaDeviceChoice::Uuid(u) => ordinal_for_uuid(u)?,
+    };
+    let ctx = context(ordinal)?;
+    let uuid = uuid_of(&ctx)?;
+    Ok((ctx, uuid))
+}
+
+/// The UUID of a CUDA context's device (`cuDeviceGetUuid`), comparable with Vulkan's
+/// `deviceUUID`.
+pub fn uuid_of(ctx: &CudaContext) -> Result<Uuid> {
+    let raw = result::device::get_uuid(ctx.cu_device()).cuda("cuDeviceGetUuid")?;
+    Ok(Uuid::from_cuda(raw.bytes))
+}
+
+impl Default for CudaDeviceChoice {
+    /// Device 0.
+    fn default() -> Self {
+        CudaDeviceChoice::Ordinal(0)
+    }
+}

@@ -2,7 +2,7 @@
 //! buffers and mipmapped arrays (levels, surfaces, textures), external semaphores, pinned host memory, virtual memory management, multicast
 //! objects, and NVRTC kernel compilation.
 
-pub mod array;
+mod array;
 mod device;
 mod external_memory;
 mod external_semaphore;
@@ -11,11 +11,15 @@ mod kernels;
 pub mod multicast;
 pub mod vmm;
 
+pub use crate::rules::image_format::{ArrayDesc, ArrayFlags};
 pub use array::{
     AddressMode, ArrayLevel, FilterMode, MipmappedArray, SurfaceObject, TextureDesc, TextureObject,
     TextureSource,
 };
-pub use device::{context, devices, driver_present, init, ordinal_for_uuid, CudaDeviceInfo};
+pub use device::{
+    context, devices, driver_present, init, open, ordinal_for_uuid, uuid_of, CudaDeviceChoice,
+    CudaDeviceInfo,
+};
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
 pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore, DEFAULT_DROP_TIMEOUT};
 pub use kernels::{compile_module, compile_ptx};

@@ -3,7 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use ash::vk;
-use cudarc::driver::{result, CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::cuda;
 use crate::error::{CudaResultExt, Error, Result};
@@ -14,20 +14,7 @@ use crate::Uuid;
 /// source and destination.
 pub type BufferUsage = vk::BufferUsageFlags;
 
-/// Which CUDA device the bridge pairs with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CudaDeviceChoice {
-    /// The CUDA device with this ordinal.
-    Ordinal(usize),
-    /// The CUDA device with this UUID.
-    Uuid(Uuid),
-}
-
-impl Default for CudaDeviceChoice {
-    fn default() -> Self {
-        CudaDeviceChoice::Ordinal(0)
-    }
-}
+use crate::cuda::CudaDeviceChoice;
 
 /// Options for [`Bridge::new`].
 #[derive(Debug, Clone, Default)]
@@ -55,12 +42,7 @@ impl Bridge {
     /// Opens the CUDA device `config.cuda_device` and creates a Vulkan device on the physical
     /// device with the same `deviceUUID`.
     pub fn new(config: BridgeConfig) -> Result<Self> {
-        let ordinal = match config.cuda_device {
-            CudaDeviceChoice::Ordinal(o) => o,
-            CudaDeviceChoice::Uuid(u) => cuda::ordinal_for_uuid(u)?,
-        };
-        let cuda = cuda::context(ordinal)?;
-        let uuid = cuda_uuid(&cuda)?;
+        let (cuda, uuid) = cuda::open(config.cuda_device)?;
         let vulkan = VulkanContext::new(VulkanConfig {
             validation: config.validation,
             device: DeviceChoice::Uuid(uuid),
@@ -74,7 +56,7 @@ impl Bridge {
     /// [`VulkanContext::from_existing`]) with a CUDA context, checking that both are the same
     /// GPU ([`Error::DeviceMismatch`] otherwise).
     pub fn from_parts(vulkan: Arc<VulkanContext>, cuda: Arc<CudaContext>) -> Result<Self> {
-        let uuid = cuda_uuid(&cuda)?;
+        let uuid = cuda::uuid_of(&cuda)?;
         if vulkan.info().device_uuid != uuid {
             return Err(Error::DeviceMismatch {
                 vulkan: vulkan.info().device_uuid,
@@ -116,12 +98,4 @@ impl Bridge {
         let (g, _) = cuda::vmm::allocation_granularity(&self.cuda, true)?;
         Ok(*self.granularity.get_or_init(|| g))
     }
-}
-
-fn cuda_uuid(cuda: &Arc<CudaContext>) -> Result<Uuid> {
-    Ok(Uuid::from_cuda(
-        result::device::get_uuid(cuda.cu_device())
-            .cuda("cuDeviceGetUuid")?
-            .bytes,
-    ))
 }

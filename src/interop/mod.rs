@@ -13,12 +13,12 @@ mod shared_buffer;
 mod shared_image;
 mod staging;
 
-pub use bridge::{Bridge, BridgeConfig, BufferUsage, CudaDeviceChoice};
+pub use bridge::{Bridge, BridgeConfig, BufferUsage};
 pub use growable::{GrowableBuffer, VulkanView};
 pub use pacer::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT};
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
-pub use shared_buffer::{BufferPlacement, Dedicated, SharedAllocation, SharedBuffer};
+pub use shared_buffer::{BufferPlacement, SharedAllocation, SharedBuffer};
 #[cfg_attr(not(feature = "wgpu"), allow(unused_imports))]
 pub(crate) use shared_image::validate_create;
 pub use shared_image::{SharedImage, TextureLevels, TextureOptions, TextureRead};

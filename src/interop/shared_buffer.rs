@@ -28,7 +28,7 @@ use crate::vulkan::{
 
 use crate::interop::BufferUsage;
 
-pub use crate::vulkan::Dedicated;
+pub(crate) use crate::vulkan::Dedicated;
 
 /// Options for [`SharedAllocation::buffer_with`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

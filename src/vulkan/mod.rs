@@ -8,9 +8,9 @@ mod commands;
 mod context;
 mod cuda_kernels;
 mod host_memory;
-mod image;
-mod memory;
-mod pool;
+pub(crate) mod image;
+pub(crate) mod memory;
+pub(crate) mod pool;
 mod semaphore;
 mod sparse;
 
@@ -30,14 +30,18 @@ pub use cuda_kernels::{
 };
 pub use host_memory::HostImportedBuffer;
 pub use image::{
-    AsVkImage, BoundImage, Image, ImageDesc, ImageOptions, ImageRegion, ImageRequirements,
-    ImageSupport, SHARED_LAYOUT,
+    AsVkImage, BoundImage, Image, ImageOptions, ImageRegion, ImageRequirements, ImageSupport,
+    SHARED_LAYOUT,
 };
 pub use memory::{
     shared_buffer_usage, AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc,
-    BufferRequirements, Dedicated, DeviceMemory, ExternalUse, HostBuffer,
+    BufferRequirements, DeviceMemory, ExternalUse, HostBuffer,
 };
 pub(crate) use pool::{PoolCore, PoolLease};
-pub use pool::{PoolDesc, PooledBuffer, VulkanPool};
+pub use pool::{PooledBuffer, VulkanPool};
+// Descriptors of the pairings: public at the crate root only (one path per item).
+pub(crate) use image::ImageDesc;
+pub(crate) use memory::Dedicated;
+pub(crate) use pool::PoolDesc;
 pub use semaphore::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, SEMAPHORE_DROP_TIMEOUT};
 pub use sparse::SparseBuffer;
