@@ -6,7 +6,7 @@ use ash::vk;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::cuda;
-use crate::error::{CudaResultExt, Error, Result};
+use crate::error::{Error, Result};
 use crate::vulkan::{DeviceChoice, Validation, VulkanConfig, VulkanContext};
 use crate::Uuid;
 
