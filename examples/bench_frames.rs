@@ -31,7 +31,7 @@ use anyhow::{bail, Context};
 use checker::Checker;
 use cuvk::ash::vk;
 use cuvk::cudarc::driver::sys;
-use cuvk::interop::import_semaphore;
+use cuvk::import_semaphore;
 use std::sync::Arc;
 
 use cuvk::vulkan::{

@@ -28,9 +28,9 @@ use cuvk::cudarc::driver::sys::{self, CUevent_flags};
 use cuvk::cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use cuvk::vulkan::{
     cmd_acquire_images, cmd_release_images, AsVkBuffer, AsVkImage, BoundImage, HostBuffer,
-    ImageDesc, ImageOptions,
+    ImageOptions,
 };
-use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, SharedBuffer, SharedImage};
+use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, ImageDesc, SharedBuffer, SharedImage};
 use cuvk_dev::CommandSlots;
 use image_kernels::ImageKernels;
 use stats::median;

@@ -176,7 +176,7 @@ impl Field {
     /// The whole image, tightly packed (waits; the GPU must not be writing it).
     fn read(&self, alloc: &Arc<DevAllocator>) -> anyhow::Result<Vec<u8>> {
         let desc = self.image().vk_image_desc();
-        let texel = cuvk::image_format::format_info(desc.format)?.texel_bytes();
+        let texel = cuvk::format_info(desc.format)?.texel_bytes();
         let bytes = u64::from(desc.extent.width) * u64::from(desc.extent.height) * u64::from(texel);
         let mut host = DevBuffer::readback(alloc, "field readback", bytes)?;
         self.vk
