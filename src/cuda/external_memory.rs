@@ -119,33 +119,43 @@ impl ImportedMemory {
             live.iter().map(|(_, r)| r),
         )?;
         // SAFETY: validated just above, under the lock that guards the live mappings.
-        unsafe { self.map_validated(&mut live, range) }
+        unsafe { self.map_unchecked(&mut live, range) }
     }
 
-    /// Checks only the overlap rule (the one that depends on live mappings) and maps: for
-    /// callers that validated the range, alignment and dedicated rules already.
-    ///
-    /// # Safety
-    /// `range` must have passed [`layout::validate_mapping`] against [`Self::layout`] (with
-    /// `allow_overlap` set, since overlap is checked here unless `allow_overlap`).
-    pub(crate) unsafe fn map_prevalidated(
+    /// Maps a [`Placement`](crate::rules::layout::Placement) (range, dedicated offset and
+    /// alignment proven against this import's layout), checking only the overlap rule (the one
+    /// that depends on live mappings) under the lock that guards them.
+    pub(crate) fn map_placed(
         self: &Arc<Self>,
-        range: Range<u64>,
+        placement: &crate::rules::layout::Placement,
         allow_overlap: bool,
     ) -> Result<MappedRange> {
+        let range = placement.range();
+        if placement.import() != self.layout {
+            // Placed in another allocation: validate from scratch.
+            return self.map(
+                range.start,
+                range.end - range.start,
+                MapOptions {
+                    allow_overlap,
+                    ..MapOptions::default()
+                },
+            );
+        }
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if !allow_overlap {
             layout::check_no_overlap("mapping", &range, live.iter().map(|(_, r)| r))?;
         }
-        // SAFETY: forwarded from the caller; overlap checked above under the lock.
-        unsafe { self.map_validated(&mut live, range) }
+        // SAFETY: the placement proved the range rules for this layout; overlap checked
+        // above under the lock.
+        unsafe { self.map_unchecked(&mut live, range) }
     }
 
     /// `cuExternalMemoryGetMappedBuffer` for a validated range, recorded as live.
     ///
     /// # Safety
     /// `range` must satisfy every rule of [`layout::validate_mapping`] for this import.
-    unsafe fn map_validated(
+    unsafe fn map_unchecked(
         self: &Arc<Self>,
         live: &mut Vec<(u64, Range<u64>)>,
         range: Range<u64>,

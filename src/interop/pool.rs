@@ -21,7 +21,7 @@ use crate::cuda::{MapOptions, MappedRange};
 use crate::error::Result;
 use crate::interop::shared_buffer::{shared_usage, CudaSide};
 use crate::interop::{Bridge, BufferUsage, SharedAllocation, SharedBuffer};
-use crate::rules::layout::{self, AlignmentRule, CUDA_MAPPED_OFFSET_ALIGNMENT};
+use crate::rules::layout::{self, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
 use crate::rules::suballoc::{PoolReport, PoolStats};
 use crate::vulkan::{PoolCore, PoolDesc};
 
@@ -140,22 +140,18 @@ impl SharedPool {
         let (bound, lease) = self
             .core
             .allocate(bytes, element.max(CUDA_MAPPED_OFFSET_ALIGNMENT))?;
-        // The pool placed the range by these rules; the checks cost nanoseconds and keep the
-        // CUDA pointer arithmetic below honest.
-        let offset = lease.offset();
-        layout::check_aligned(
-            "offset",
-            offset,
-            CUDA_MAPPED_OFFSET_ALIGNMENT,
-            AlignmentRule::CudaMappedBuffer,
-        )?;
-        layout::check_element_offset::<T>(offset)?;
-        layout::check_range(
-            offset,
-            bytes,
-            "allocation",
-            lease.block().extra.mapping.size(),
-        )?;
+        // The pool placed the range through the rules (range in the block, Vulkan, CUDA and
+        // element alignment): its placement is what makes the CUDA pointer arithmetic sound.
+        if lease.placement().map(|p| p.range()) != Some(lease.offset()..lease.offset() + bytes) {
+            return Err(LayoutError::OutOfBounds {
+                offset: lease.offset(),
+                size: bytes,
+                end: lease.offset().saturating_add(bytes),
+                container: "pool block",
+                container_size: lease.block().extra.mapping.size(),
+            }
+            .into());
+        }
         Ok(SharedBuffer::from_parts(
             bound,
             CudaSide::Pooled(lease),

@@ -20,7 +20,7 @@ use crate::error::MemoryError;
 use crate::error::{CudaResultExt, Result};
 use crate::interop::pool::CudaBlock;
 use crate::interop::Bridge;
-use crate::rules::layout::{self, ImportLayout, MappingRequest};
+use crate::rules::layout::{self, ImportLayout, PlacementRequest};
 use crate::vulkan::{
     AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse,
     PoolLease, VulkanContext,
@@ -99,8 +99,7 @@ impl Bridge {
             is_dedicated.then_some(&buffer),
         )?;
         // Offset 0 of an allocation made for exactly this buffer: every rule holds.
-        let range = allocation.validate_buffer::<T>(&buffer, BufferPlacement::default())?;
-        allocation.bind_validated(buffer, range, len, false)
+        allocation.place_buffer(buffer, len, BufferPlacement::default())
     }
 
     /// Allocates `size` bytes of exportable, non-dedicated device memory, imported into CUDA,
@@ -208,54 +207,44 @@ impl SharedAllocation {
             return Err(MemoryError::DedicatedHoldsOneBuffer.into());
         }
         let bytes = layout::bytes_for::<T>(len)?;
-        // The range is checked before the buffer is created, so the error names the allocation.
+        // The range is checked before the buffer is created, so the error names the allocation
+        // (and nothing is created for a request that cannot fit).
         layout::check_range(placement.offset, bytes, "allocation", self.size())?;
         let buffer = exportable_buffer(self.memory.context(), bytes, self.usage)?;
-        let range = self.validate_buffer::<T>(&buffer, placement)?;
-        self.bind_validated(buffer, range, len, placement.allow_overlap)
+        self.place_buffer(buffer, len, placement)
     }
 
-    /// Every rule a buffer at `placement` must meet, checked once: the CUDA mapping rules
-    /// (range, dedicated offset, Vulkan and CUDA alignment), the element's alignment, and the
-    /// Vulkan bind rules (device, memory type, dedicated). Overlap is checked at mapping time,
-    /// under the lock that guards the live mappings.
-    fn validate_buffer<T>(
-        &self,
-        buffer: &Buffer,
-        placement: BufferPlacement,
-    ) -> Result<std::ops::Range<u64>> {
-        let request = MappingRequest {
-            offset: placement.offset,
-            size: buffer.size(),
-            vulkan_alignment: buffer.requirements().alignment,
-            allow_overlap: true,
-        };
-        let range = layout::validate_mapping(self.import_layout(), request, [])?;
-        layout::check_element_offset::<T>(placement.offset)?;
-        buffer.validate_bind(&self.memory, placement.offset)?;
-        Ok(range)
-    }
-
-    fn import_layout(&self) -> ImportLayout {
-        self.imported.layout()
-    }
-
-    fn bind_validated<T: bytemuck::Pod>(
+    /// Places `buffer` (of `len` elements of `T`) in this allocation: every range and alignment
+    /// rule once ([`layout::place`]); the mapping and the bind consume the proof.
+    fn place_buffer<T: bytemuck::Pod>(
         self: &Arc<Self>,
         buffer: Buffer,
-        range: std::ops::Range<u64>,
         len: usize,
-        allow_overlap: bool,
+        placement: BufferPlacement,
     ) -> Result<SharedBuffer<T>> {
-        // SAFETY: `range` passed validate_mapping for this import (validate_buffer).
-        let mapping = unsafe { self.imported.map_prevalidated(range.clone(), allow_overlap) }?;
-        // SAFETY: validate_buffer checked every bind rule for this memory and offset.
-        let bound = unsafe { buffer.bind_unchecked(self.memory.clone(), range.start) }?;
+        let bytes = buffer.size();
+        let r = buffer.requirements();
+        let placed = layout::place(
+            self.import_layout(),
+            PlacementRequest {
+                offset: placement.offset,
+                size: bytes,
+                vulkan_alignment: r.alignment,
+                vulkan_size: r.size,
+                element_alignment: std::mem::align_of::<T>() as u64,
+            },
+        )?;
+        let mapping = self.imported.map_placed(&placed, placement.allow_overlap)?;
+        let bound = buffer.bind_placed(self.memory.clone(), &placed)?;
         let cuda = CudaSide::Imported {
             mapping,
             allocation: self.clone(),
         };
         SharedBuffer::assemble(bound, cuda, self.stream.clone(), len)
+    }
+
+    fn import_layout(&self) -> ImportLayout {
+        self.imported.layout()
     }
 
     /// Allocation size in bytes.

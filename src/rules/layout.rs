@@ -318,6 +318,86 @@ pub fn validate_mapping<'a>(
     Ok(range)
 }
 
+/// Where a buffer goes in an allocation, proven: made only by [`place`], which checked every
+/// range and alignment rule once; the Vulkan bind and the CUDA mapping consume it without
+/// checking again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Placement {
+    range: Range<u64>,
+    import: ImportLayout,
+    vulkan_alignment: u64,
+    vulkan_size: u64,
+}
+
+impl Placement {
+    /// The byte range CUDA maps (the buffer's size).
+    pub(crate) fn range(&self) -> Range<u64> {
+        self.range.clone()
+    }
+    /// The byte offset in the allocation.
+    pub(crate) fn offset(&self) -> u64 {
+        self.range.start
+    }
+    /// The allocation it was checked against.
+    pub(crate) fn import(&self) -> ImportLayout {
+        self.import
+    }
+    /// Whether it was checked for a Vulkan buffer of this alignment and required size.
+    pub(crate) fn suits(&self, vulkan_alignment: u64, vulkan_size: u64) -> bool {
+        self.vulkan_alignment == vulkan_alignment && self.vulkan_size == vulkan_size
+    }
+}
+
+/// A request to place a buffer in an allocation (for [`place`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PlacementRequest {
+    /// Byte offset in the allocation.
+    pub offset: u64,
+    /// The buffer's size in bytes (what CUDA maps).
+    pub size: u64,
+    /// `VkMemoryRequirements::alignment` of the Vulkan buffer.
+    pub vulkan_alignment: u64,
+    /// `VkMemoryRequirements::size` of the Vulkan buffer (what Vulkan binds).
+    pub vulkan_size: u64,
+    /// The element type's alignment (`align_of::<T>()`).
+    pub element_alignment: u64,
+}
+
+/// Every range and alignment rule of a buffer in an allocation, once: the CUDA mapping rules
+/// ([`validate_mapping`]: range, dedicated offset, Vulkan and CUDA alignment), the element's
+/// alignment, and the Vulkan bind range (`offset + VkMemoryRequirements::size`). Overlap with
+/// live mappings is left to the mapping, which holds the lock that guards them.
+pub(crate) fn place(import: ImportLayout, req: PlacementRequest) -> Result<Placement, LayoutError> {
+    let range = validate_mapping(
+        import,
+        MappingRequest {
+            offset: req.offset,
+            size: req.size,
+            vulkan_alignment: req.vulkan_alignment,
+            allow_overlap: true,
+        },
+        [],
+    )?;
+    check_aligned(
+        "offset",
+        req.offset,
+        req.element_alignment,
+        AlignmentRule::Element,
+    )?;
+    check_range(
+        req.offset,
+        req.vulkan_size,
+        "allocation",
+        import.allocation_size,
+    )?;
+    Ok(Placement {
+        range,
+        import,
+        vulkan_alignment: req.vulkan_alignment,
+        vulkan_size: req.vulkan_size,
+    })
+}
+
 /// Byte size of `len` elements of `T`, or an overflow error naming the numbers.
 pub fn bytes_for<T>(len: usize) -> Result<u64, LayoutError> {
     let element_size = std::mem::size_of::<T>() as u64;
@@ -341,6 +421,7 @@ pub fn elements_in<T>(bytes: u64) -> Result<u64, LayoutError> {
     Ok(bytes / element_size)
 }
 
+#[cfg(test)]
 /// Checks that `offset` suits elements of `T`: a multiple of `align_of::<T>()`.
 pub fn check_element_offset<T>(offset: u64) -> Result<(), LayoutError> {
     check_aligned(
@@ -474,6 +555,70 @@ pub fn validate_multicast_bind(req: MulticastBindRequest) -> Result<(), LayoutEr
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic, clippy::single_range_in_vec_init)]
 mod tests {
+    #[test]
+    fn place_checks_every_rule_once() {
+        let import = ImportLayout {
+            allocation_size: 1 << 20,
+            dedicated: false,
+        };
+        let req = PlacementRequest {
+            offset: 4096,
+            size: 100,
+            vulkan_alignment: 256,
+            vulkan_size: 256,
+            element_alignment: 32,
+        };
+        let p = place(import, req).unwrap();
+        assert_eq!(p.range(), 4096..4196);
+        assert!(p.suits(256, 256) && !p.suits(64, 256));
+        // Element alignment: a 32-byte type at offset 16 (CUDA's 16 is met).
+        let e = place(
+            import,
+            PlacementRequest {
+                offset: 16,
+                vulkan_alignment: 16,
+                ..req
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LayoutError::Misaligned {
+                    rule: AlignmentRule::Element,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // The Vulkan bind range: the CUDA range fits, the required size does not.
+        let end = (1 << 20) - 128;
+        let e = place(
+            import,
+            PlacementRequest {
+                offset: end,
+                element_alignment: 1,
+                vulkan_alignment: 128,
+                ..req
+            },
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, LayoutError::OutOfBounds { size: 256, .. }),
+            "{e}"
+        );
+        // Dedicated imports map only at offset 0.
+        let dedicated = ImportLayout {
+            dedicated: true,
+            ..import
+        };
+        let e = place(dedicated, req).unwrap_err();
+        assert!(
+            matches!(e, LayoutError::DedicatedOffset { offset: 4096 }),
+            "{e}"
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -259,9 +259,39 @@ impl Buffer {
         })
     }
 
+    /// Binds at a [`Placement`](crate::rules::layout::Placement) (range and alignment proven
+    /// for this buffer's requirements), after the rules that concern the memory itself.
+    pub(crate) fn bind_placed(
+        self,
+        memory: Arc<DeviceMemory>,
+        placement: &crate::rules::layout::Placement,
+    ) -> Result<BoundBuffer> {
+        let r = self.requirements;
+        if !placement.suits(r.alignment, r.size)
+            || placement.import().allocation_size != memory.size
+        {
+            // A placement made for another buffer or allocation: check from scratch.
+            self.validate_bind(&memory, placement.offset())?;
+        } else {
+            self.validate_bind_memory(&memory)?;
+        }
+        // SAFETY: the memory rules checked above; range and alignment proven by the placement.
+        unsafe { self.bind_unchecked(memory, placement.offset()) }
+    }
+
     /// Every rule of `vkBindBufferMemory` the bridge can see: same device, dedicated rules,
     /// memory type, offset alignment and range, handle types.
     pub(crate) fn validate_bind(&self, memory: &DeviceMemory, offset: u64) -> Result<()> {
+        self.validate_bind_memory(memory)?;
+        let r = self.requirements;
+        layout::check_aligned("offset", offset, r.alignment, AlignmentRule::VulkanBuffer)?;
+        layout::check_range(offset, r.size, "memory", memory.size)?;
+        Ok(())
+    }
+
+    /// The bind rules that concern the memory, not the offset: same device, dedicated rules,
+    /// memory type, device address, handle types.
+    fn validate_bind_memory(&self, memory: &DeviceMemory) -> Result<()> {
         if !self.ctx.same_device(&memory.ctx) {
             return Err(Error::WrongDevice {
                 object: crate::DeviceObject::Memory,
@@ -287,8 +317,6 @@ impl Buffer {
             }
             .into());
         }
-        layout::check_aligned("offset", offset, r.alignment, AlignmentRule::VulkanBuffer)?;
-        layout::check_range(offset, r.size, "memory", memory.size)?;
         if self
             .usage
             .contains(vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS)

@@ -20,7 +20,7 @@ use ash::vk;
 
 use crate::error::MemoryError;
 use crate::error::{ErrorKind, Result};
-use crate::rules::layout;
+use crate::rules::layout::{self, ImportLayout, Placement, PlacementRequest};
 use crate::rules::suballoc::{
     BlockId, PoolConfig, PoolLayout, PoolReport, PoolStats, RangeRequest, Route, SubRange,
 };
@@ -213,9 +213,23 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
             None => self.allocate_own(&buffer, r.size, r.memory_type_bits, bytes, dedicated)?,
         };
         let memory = lease.block.memory.clone();
-        buffer.validate_bind(&memory, lease.offset)?;
-        // SAFETY: validate_bind accepted this memory and offset just above.
-        let bound = unsafe { buffer.bind_unchecked(memory, lease.offset) }?;
+        // The range the books chose, through the rules once; the bind (and, in a SharedPool,
+        // the CUDA pointer arithmetic) consume the proof.
+        let placement = layout::place(
+            ImportLayout {
+                allocation_size: memory.size(),
+                dedicated: memory.is_dedicated(),
+            },
+            PlacementRequest {
+                offset: lease.offset,
+                size: bytes,
+                vulkan_alignment: r.alignment,
+                vulkan_size: r.size,
+                element_alignment: min_alignment,
+            },
+        )?;
+        let bound = buffer.bind_placed(memory, &placement)?;
+        lease.placement = Some(placement);
         lease.release_if_empty = false;
         Ok((bound, lease))
     }
@@ -254,6 +268,7 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
             range: None,
             offset: 0,
             release_if_empty: false,
+            placement: None,
         })
     }
 
@@ -323,6 +338,7 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
             offset: range.offset(),
             range: Some(range),
             release_if_empty: fresh,
+            placement: None,
         }
     }
 
@@ -363,12 +379,18 @@ pub(crate) struct PoolLease<X: Send + Sync + 'static> {
     /// Set while the buffer is being made in a block made for it: if that fails, the block
     /// is released rather than kept empty, so a failed call leaves no new block behind.
     release_if_empty: bool,
+    /// The checked placement of the buffer in the block's memory, once it is bound.
+    placement: Option<Placement>,
 }
 
 impl<X: Send + Sync + 'static> PoolLease<X> {
     /// Byte offset in the block's memory.
     pub(crate) fn offset(&self) -> u64 {
         self.offset
+    }
+    /// The placement the rules checked (range and alignment in the block's memory).
+    pub(crate) fn placement(&self) -> Option<&Placement> {
+        self.placement.as_ref()
     }
     /// The block.
     pub(crate) fn block(&self) -> &Arc<Block<X>> {
