@@ -95,9 +95,9 @@ impl Bridge {
         let (format, support) = validate_create(&self.vulkan, desc)?;
         // SAFETY: validated just above.
         let bound = unsafe {
-            BoundImage::new_validated(&self.vulkan, desc, ImageOptions::EXPORT, support)
+            BoundImage::new_unchecked(&self.vulkan, desc, ImageOptions::EXPORT, support)
         }?;
-        self.import_validated(Arc::new(bound), format)
+        self.import_unchecked(Arc::new(bound), format)
     }
 
     /// Maps an image the caller created ([`BoundImage::new`] with [`ImageOptions::EXPORT`],
@@ -106,24 +106,24 @@ impl Bridge {
     /// outside the table.
     pub fn share_image(&self, image: BoundImage) -> Result<SharedImage> {
         let format = validate_share(&self.vulkan, &image, None)?;
-        self.import_validated(Arc::new(image), format)
+        self.import_unchecked(Arc::new(image), format)
     }
 
     /// As [`Self::share_image`], for callers that built a CUDA array descriptor of their own:
     /// it must equal the one the image implies ([`ImageError::DescriptorMismatch`] names the
     /// first field that differs).
-    pub fn share_image_checked(
+    pub fn share_image_with_descriptor(
         &self,
         image: BoundImage,
         descriptor: &ArrayDesc,
     ) -> Result<SharedImage> {
         let format = validate_share(&self.vulkan, &image, Some(descriptor))?;
-        self.import_validated(Arc::new(image), format)
+        self.import_unchecked(Arc::new(image), format)
     }
 
     /// Exports the image's memory, imports it (dedicated exactly when the allocation is) and
     /// maps the mipmapped array the image implies at its bind offset.
-    pub(crate) fn import_validated(
+    pub(crate) fn import_unchecked(
         &self,
         bound: Arc<BoundImage>,
         format: FormatInfo,
@@ -297,7 +297,7 @@ impl SharedImage {
     }
 
     /// Every check [`Bridge::share_image`] (with `descriptor`:
-    /// [`Bridge::share_image_checked`]) makes before it exports anything, on the Vulkan side
+    /// [`Bridge::share_image_with_descriptor`]) makes before it exports anything, on the Vulkan side
     /// alone: same device, OPTIMAL tiling, created and allocated exportable, format in the
     /// table, descriptor equal to the one the image implies.
     pub fn validate_shareable(
@@ -341,7 +341,7 @@ pub(crate) fn validate_create(
 }
 
 /// Every check of [`Bridge::share_image`] (and, with a descriptor, of
-/// [`Bridge::share_image_checked`]): same device, OPTIMAL tiling, created exportable, memory
+/// [`Bridge::share_image_with_descriptor`]): same device, OPTIMAL tiling, created exportable, memory
 /// allocated exportable, format in the table, descriptor equal to the implied one.
 fn validate_share(
     vulkan: &VulkanContext,

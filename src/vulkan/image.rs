@@ -199,7 +199,7 @@ impl Image {
     pub fn new(ctx: &Arc<VulkanContext>, desc: &ImageDesc, options: ImageOptions) -> Result<Self> {
         let support = Self::validate(ctx, desc, options)?;
         // SAFETY: validated just above.
-        unsafe { Self::new_validated(ctx, desc, options, support) }
+        unsafe { Self::new_unchecked(ctx, desc, options, support) }
     }
 
     /// Every check of [`Self::new`]: a usage, the shape rules, then the device's answer
@@ -308,7 +308,7 @@ impl Image {
     /// # Safety
     /// [`Self::validate`] must have accepted `desc` and `options` on this context and returned
     /// `support`.
-    pub(crate) unsafe fn new_validated(
+    pub(crate) unsafe fn new_unchecked(
         ctx: &Arc<VulkanContext>,
         desc: &ImageDesc,
         options: ImageOptions,
@@ -514,14 +514,14 @@ impl BoundImage {
         }
         let support = Image::validate(ctx, desc, options)?;
         // SAFETY: validated just above.
-        unsafe { Self::new_validated(ctx, desc, options, support) }
+        unsafe { Self::new_unchecked(ctx, desc, options, support) }
     }
 
     /// [`Self::new`] after [`Image::validate`] (and with `options` not importing).
     ///
     /// # Safety
-    /// As [`Image::new_validated`].
-    pub(crate) unsafe fn new_validated(
+    /// As [`Image::new_unchecked`].
+    pub(crate) unsafe fn new_unchecked(
         ctx: &Arc<VulkanContext>,
         desc: &ImageDesc,
         options: ImageOptions,
@@ -533,12 +533,12 @@ impl BoundImage {
         Ok(bound)
     }
 
-    /// [`Self::new_validated`] without the one-time transition: the image is bound and in
+    /// [`Self::new_unchecked`] without the one-time transition: the image is bound and in
     /// `UNDEFINED` layout, owned by the context's queue family. For contexts without a queue
     /// (wgpu's device), whose owner records [`Self::enter_shared_layout_barrier`] itself.
     ///
     /// # Safety
-    /// As [`Image::new_validated`]; the image must not be used before that barrier executed.
+    /// As [`Image::new_unchecked`]; the image must not be used before that barrier executed.
     pub(crate) unsafe fn new_untransitioned(
         ctx: &Arc<VulkanContext>,
         desc: &ImageDesc,
@@ -546,7 +546,7 @@ impl BoundImage {
         support: ImageSupport,
     ) -> Result<Self> {
         // SAFETY: forwarded from the caller.
-        let image = unsafe { Image::new_validated(ctx, desc, options, support) }?;
+        let image = unsafe { Image::new_unchecked(ctx, desc, options, support) }?;
         let r = image.requirements();
         let dedicated = image.wants_dedicated();
         let memory = DeviceMemory::allocate_dedicated(
@@ -621,7 +621,7 @@ impl BoundImage {
         let support = Image::validate(ctx, &desc, ImageOptions::IMPORT)?;
         let handle = source.memory.export()?;
         // SAFETY: validated just above.
-        let image = unsafe { Image::new_validated(ctx, &desc, ImageOptions::IMPORT, support) }?;
+        let image = unsafe { Image::new_unchecked(ctx, &desc, ImageOptions::IMPORT, support) }?;
         let type_bits =
             image.requirements().memory_type_bits & (1 << source.memory.memory_type_index());
         let dedicated = source

@@ -133,7 +133,7 @@ impl Buffer {
     /// `vkGetPhysicalDeviceExternalBufferProperties` depends only on the usage, flags and
     /// handle type, so it is not asked again per buffer. `dedicated_only` is what that query
     /// said about `DEDICATED_ONLY`.
-    pub(crate) fn new_export_prechecked(
+    pub(crate) fn new_export_unchecked(
         ctx: &Arc<VulkanContext>,
         size: u64,
         usage: vk::BufferUsageFlags,

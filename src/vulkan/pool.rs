@@ -193,7 +193,7 @@ impl<X: Send + Sync + 'static> PoolCore<X> {
         bytes: u64,
         min_alignment: u64,
     ) -> Result<(BoundBuffer, PoolLease<X>)> {
-        let buffer = Buffer::new_export_prechecked(&self.ctx, bytes, self.usage, false)?;
+        let buffer = Buffer::new_export_unchecked(&self.ctx, bytes, self.usage, false)?;
         let r = buffer.requirements();
         layout::check_power_of_two(r.alignment)?;
         layout::check_power_of_two(min_alignment)?;

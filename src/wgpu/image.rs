@@ -25,14 +25,14 @@ use ::wgpu::hal;
 use ash::vk;
 
 use crate::error::Result;
-use crate::image_format::ImageKind;
 use crate::interop::SharedImage;
+use crate::rules::image_format::ImageKind;
 use crate::vulkan::{AsVkImage, BoundImage, ImageDesc, ImageOptions, SHARED_LAYOUT};
 use crate::wgpu::device::Vk;
 use crate::wgpu::{WgpuBridge, WgpuDevice};
 use crate::Error;
 
-/// The wgpu format of a format of cuvk's table ([`crate::image_format::FORMATS`]): every one
+/// The wgpu format of a format of cuvk's table ([`crate::rules::image_format::FORMATS`]): every one
 /// has a wgpu counterpart. Anything else is refused ([`Error::NotWgpuTexture`] naming it).
 /// The 16-bit UNORM / SNORM formats need `Features::TEXTURE_FORMAT_16BIT_NORM` on the device
 /// (checked when wrapping).
@@ -544,7 +544,7 @@ impl WgpuBridge {
             BoundImage::new_untransitioned(wgpu.vulkan(), desc, ImageOptions::EXPORT, support)
         }?;
         wgpu.enter_shared_layout(&bound)?;
-        let shared = self.bridge().import_validated(Arc::new(bound), format)?;
+        let shared = self.bridge().import_unchecked(Arc::new(bound), format)?;
         let texture = self.wrap_shared_image(&shared, None)?;
         Ok(WgpuSharedImage {
             wgpu: texture,
@@ -580,7 +580,7 @@ impl WgpuBridge {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::image_format::FORMATS;
+    use crate::rules::image_format::FORMATS;
 
     #[test]
     fn every_table_format_maps_with_its_texel_size() {
