@@ -16,7 +16,6 @@
 //! # Ok(()) }
 //! ```
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -73,9 +73,9 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
         layout::check_aligned("size", chunk_bytes, g, AlignmentRule::Granularity)?;
-        if chunk_bytes % std::mem::size_of::<T>().max(1) as u64 != 0 {
+        if !chunk_bytes.is_multiple_of(std::mem::size_of::<T>().max(1) as u64) {
             return Err(MemoryError::ChunkNotWholeElements {
-                chunk_bytes: chunk_bytes as u64,
+                chunk_bytes,
                 element_size: std::mem::size_of::<T>() as u64,
             }
             .into());

@@ -412,7 +412,7 @@ pub fn bytes_for<T>(len: usize) -> Result<u64, LayoutError> {
 /// Number of `T` in `bytes`, which must be a whole number of elements.
 pub fn elements_in<T>(bytes: u64) -> Result<u64, LayoutError> {
     let element_size = std::mem::size_of::<T>() as u64;
-    if element_size == 0 || bytes % element_size != 0 {
+    if element_size == 0 || !bytes.is_multiple_of(element_size) {
         return Err(LayoutError::PartialElement {
             bytes,
             element_size,

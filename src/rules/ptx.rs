@@ -70,7 +70,7 @@ pub fn entries(ptx: &str) -> Result<Vec<KernelSignature>, PtxError> {
         let brace = rest.find('{');
         // An entry with no parameter list (`.entry k {`) has no '(' before its body.
         let (name, params_text) = match (open, brace) {
-            (Some(o), b) if b.map_or(true, |b| o < b) => {
+            (Some(o), b) if b.is_none_or(|b| o < b) => {
                 let close = rest[o..]
                     .find(')')
                     .map(|c| o + c)

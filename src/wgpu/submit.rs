@@ -11,7 +11,7 @@ use cudarc::driver::CudaStream;
 
 use crate::error::Result;
 use crate::interop::{Frame, FramePacer, SharedBuffer, DEFAULT_SLOT_TIMEOUT};
-use crate::timeline::SignalLedger;
+use crate::rules::timeline::SignalLedger;
 use crate::vulkan::{
     record_barrier_before_kernel, record_kernel_barrier, AsVkBuffer, BoundBuffer, CuFunction,
     KernelArg, LaunchDims, Semaphore, SemaphoreKind, SemaphoreOp,
