@@ -83,9 +83,13 @@ pub use platform::{
 };
 pub use uuid::Uuid;
 
-/// Re-exported so users name the same versions this crate was built with.
+/// Re-exported so users name the same versions this crate was built with: write
+/// `cuvk::ash::vk`, not a direct `ash` dependency (or depend on ash 0.38 with the `loaded`
+/// feature, exactly).
 pub use ash;
-/// Re-exported so users name the same versions this crate was built with.
+/// Re-exported so users name the same versions this crate was built with: write
+/// `cuvk::cudarc::driver`, not a direct `cudarc` dependency (or depend on cudarc 0.19 with
+/// `driver`, `nvrtc`, `dynamic-loading` and `cuda-13000`, exactly).
 pub use cudarc;
 
 /// The README's code examples, compiled as doctests so they stay true.

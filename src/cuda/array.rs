@@ -58,7 +58,7 @@ impl ImportedMemory {
     /// # Safety
     /// `offset`, `desc` and `levels` must describe an OPTIMAL-tiled image the exporting API
     /// bound at `offset` of this memory: the same format, channels, extent and levels, with
-    /// the flags its type and usage need (see [`crate::rules::image_format::array_desc`]). CUDA
+    /// the flags its type and usage need (derived from the image, checked against the format table). CUDA
     /// cannot check the layout it is told; a wrong description reads and writes wrong texels.
     pub unsafe fn map_mipmapped_array(
         self: &Arc<Self>,

@@ -100,7 +100,7 @@ impl ImportedMemory {
     }
 
     /// Maps `offset..offset + size` as a CUDA buffer after checking every rule of
-    /// [`layout::validate_mapping`] against this import and its live mappings.
+    /// the mapping rules (range, dedicated offset, Vulkan and CUDA alignment, overlap: [`crate::LayoutError`]) against this import and its live mappings.
     pub fn map(
         self: &Arc<Self>,
         offset: u64,

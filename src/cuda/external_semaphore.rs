@@ -26,7 +26,7 @@ pub enum CudaSemaphoreType {
 }
 
 /// A semaphore exported by another API and imported into CUDA. It keeps the exporter's
-/// semaphore alive, shares its [`SignalLedger`] (so values increase across APIs), and its drop
+/// semaphore alive, shares its signal ledger (so values increase across APIs), and its drop
 /// waits for the last CUDA operation that used it, so a pending CUDA wait never sees it
 /// destroyed (see [`Self::set_drop_timeout`]).
 pub struct ExternalSemaphore {

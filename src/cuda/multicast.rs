@@ -4,9 +4,9 @@
 //! **Safety of shared machines**: creating a multicast object on a system whose devices do not
 //! support it can take shared GPUs out of service. [`MulticastGroup::new`] therefore reads
 //! `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED` for every device of the team and returns
-//! [`Error::Unsupported`] before any multicast call when one of them reports 0. Every bind
+//! [`Error::Unsupported`](crate::Error::Unsupported) before any multicast call when one of them reports 0. Every bind
 //! rule of the reference page is checked before `cuMulticastBindMem`
-//! ([`crate::rules::layout::validate_multicast_bind`] plus the team and shareability rules in
+//! (the layout rules of a multicast bind plus the team and shareability rules in
 //! [`validate_bind_target`]), so the rules are tested without a GPU.
 
 use std::sync::Arc;
@@ -59,7 +59,7 @@ pub struct MulticastGroup {
 impl MulticastGroup {
     /// Creates a multicast object of `size` bytes for `devices` (contexts of the team), after
     /// checking that every device supports multicast: where one does not, it returns
-    /// [`Error::Unsupported`] and makes no multicast call at all.
+    /// [`Error::Unsupported`](crate::Error::Unsupported) and makes no multicast call at all.
     pub fn new(devices: &[Arc<CudaContext>], size: u64) -> Result<Self> {
         let first = devices.first().ok_or(MemoryError::EmptyMulticastTeam)?;
         for d in devices {

@@ -2,7 +2,7 @@
 //! file descriptors for Vulkan; address reservations (`cuMemAddressReserve`); mappings
 //! (`cuMemMap`) that become usable only through [`VmmMappingNoAccess::enable_access`]
 //! (`cuMemSetAccess`), so the types make access before it impossible. Every `cuMemMap` rule
-//! of its reference page is checked first ([`crate::rules::layout::validate_vmm_map`]); drop order
+//! of its reference page is checked first (granularity, range and alignment: [`crate::LayoutError`]); drop order
 //! is unmap → release → free by construction (a mapping holds its reservation and memory).
 
 use std::ops::Range;

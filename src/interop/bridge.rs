@@ -16,16 +16,19 @@ pub type BufferUsage = vk::BufferUsageFlags;
 
 use crate::cuda::CudaDeviceChoice;
 
-/// Options for [`Bridge::new`].
+/// Options for [`Bridge::new`]. `BridgeConfig::default()` is CUDA device 0, no validation
+/// layer, and no extensions beyond what sharing needs (cuvk always enables the platform's
+/// external memory extension, and external semaphores, host-memory import, buffer device
+/// addresses and `VK_NVX_binary_import` where the device has them).
 #[derive(Debug, Clone, Default)]
 pub struct BridgeConfig {
-    /// The CUDA device; the Vulkan device is the one with the same UUID.
+    /// The CUDA device; the Vulkan device is the one with the same UUID. Default: ordinal 0.
     pub cuda_device: CudaDeviceChoice,
-    /// Validation layer use on the Vulkan side.
+    /// Validation layer use on the Vulkan side. Default: [`Validation::Off`].
     pub validation: Validation,
-    /// Extra Vulkan instance extensions (e.g. for a window surface).
+    /// Extra Vulkan instance extensions (e.g. for a window surface). Default: none.
     pub instance_extensions: Vec<&'static std::ffi::CStr>,
-    /// Extra Vulkan device extensions (e.g. `VK_KHR_swapchain`).
+    /// Extra Vulkan device extensions (e.g. `VK_KHR_swapchain`). Default: none.
     pub device_extensions: Vec<&'static std::ffi::CStr>,
 }
 

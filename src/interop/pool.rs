@@ -50,7 +50,7 @@ impl CudaBlock {
 /// Every rule of a mapped buffer holds by construction: blocks are non-dedicated allocations
 /// imported without `CUDA_EXTERNAL_MEMORY_DEDICATED`; offsets are multiples of the Vulkan
 /// buffer's alignment, of CUDA's 16 bytes and of `align_of::<T>()`; live ranges never
-/// overlap ([`crate::rules::suballoc`], property-tested).
+/// overlap (the pool's range books, property-tested).
 ///
 /// - Blocks are [`PoolDesc::block_size`] (64 MiB by default); buffers above
 ///   [`PoolDesc::dedicated_threshold`] (half a block) and buffers Vulkan prefers or requires

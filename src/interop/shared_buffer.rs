@@ -69,7 +69,10 @@ fn exportable_buffer(vk: &Arc<VulkanContext>, size: u64, usage: BufferUsage) -> 
 
 impl Bridge {
     /// Creates a buffer of `len` elements in its own allocation, dedicated when Vulkan
-    /// prefers or requires it, shared with CUDA.
+    /// prefers or requires it, shared with CUDA. The Vulkan buffer's usage is `usage` plus
+    /// what every shared buffer gets ([`crate::vulkan::shared_buffer_usage`]:
+    /// `TRANSFER_SRC | TRANSFER_DST`, and `SHADER_DEVICE_ADDRESS` where the device has
+    /// buffer device addresses).
     pub fn create_buffer<T: bytemuck::Pod>(
         &self,
         len: usize,

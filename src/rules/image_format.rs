@@ -91,7 +91,25 @@ const fn row(
 use CUarray_format as Cf;
 use NumericClass as Nc;
 
-/// Every format a shared image can have (see the module documentation for the choices).
+/// Every format a shared image can have, with the CUDA array format and channel count it maps
+/// to ([`format_info`] looks one up):
+///
+/// | bits | UNORM | SNORM | UINT | SINT | SFLOAT |
+/// |---|---|---|---|---|---|
+/// | 8 | `R8`, `R8G8`, `R8G8B8A8`, `B8G8R8A8` | `R8`, `R8G8`, `R8G8B8A8` | `R8`, `R8G8`, `R8G8B8A8` | `R8`, `R8G8`, `R8G8B8A8` | |
+/// | 16 | `R16`, `R16G16`, `R16G16B16A16` | same | same | same | same |
+/// | 32 | | | `R32`, `R32G32`, `R32G32B32A32` | same | same |
+///
+/// UNORM formats are unsigned-integer arrays that textures read as normalized floats, SNORM
+/// signed-integer arrays read as normalized floats, UINT/SINT integer arrays read as
+/// integers, SFLOAT `HALF` / `FLOAT` arrays. Surfaces load and store the raw texel bits.
+/// `B8G8R8A8_UNORM` is an 8-bit 4-channel array whose channels CUDA sees in memory order
+/// (`.x` is blue).
+///
+/// Refused, with the reason in the error ([`FormatRefusal`]): sRGB formats (CUDA arrays have
+/// no sRGB format), depth and stencil formats, block-compressed formats, 3-channel formats
+/// (CUDA arrays have 1, 2 or 4 channels), and everything else (packed formats, 64-bit
+/// channels, multi-planar formats).
 pub const FORMATS: &[FormatInfo] = &[
     row(
         vk::Format::R8_UNORM,

@@ -678,7 +678,7 @@ pub struct PoolStats {
     /// `reserved_bytes - used_bytes`: free bytes in blocks.
     pub free_bytes: u64,
     /// The largest free range of any block (a lower bound within 12.5%, see
-    /// [`BlockRanges::largest_free_range`]).
+    /// the largest free range of a block).
     pub largest_free_range: u64,
     /// The share of free bytes outside each block's largest free range, 0 (every block's free
     /// space in one range) to 1 (all in small gaps).

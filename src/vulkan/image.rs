@@ -78,7 +78,7 @@ impl ImageDesc {
         }
     }
 
-    /// The shape, as the rules of [`image_format`] take it.
+    /// The shape, as the image rules take it.
     pub fn shape(&self) -> ImageShape {
         ImageShape {
             kind: self.kind,
@@ -484,8 +484,11 @@ impl Drop for Image {
     }
 }
 
-/// An image bound to memory it keeps alive, in [`SHARED_LAYOUT`] between uses (see the
-/// module documentation).
+/// An image bound to memory it keeps alive, in [`SHARED_LAYOUT`] between uses: `GENERAL`,
+/// owned by `VK_QUEUE_FAMILY_EXTERNAL` when its memory is shared. Vulkan acquires it before
+/// its commands and releases it after ([`cmd_acquire_images`](crate::vulkan::cmd_acquire_images),
+/// [`cmd_release_images`](crate::vulkan::cmd_release_images), or the frame pacer's
+/// `record_image_acquire_from_cuda` / `record_image_release_to_cuda`).
 pub struct BoundImage {
     image: Image,
     memory: Arc<DeviceMemory>,

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 
@@ -13,8 +13,9 @@ use crate::platform::{self, OwnedExternalHandle, SEMAPHORE_EXTENSION, SEMAPHORE_
 use crate::rules::timeline::SignalLedger;
 use crate::vulkan::VulkanContext;
 
-/// How long a [`Semaphore`]'s drop waits for the submissions that used it before it leaks the
-/// semaphore rather than destroy it in use.
+/// How long, in all, a [`Semaphore`]'s drop waits for the submissions that used it (and its
+/// last scheduled signal) before it leaks the semaphore rather than destroy it in use; change
+/// it per semaphore with [`Semaphore::set_drop_timeout`].
 pub const SEMAPHORE_DROP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binary or timeline.
@@ -51,12 +52,13 @@ impl SemaphoreDesc {
     };
 }
 
-/// A `vk::Semaphore`, destroyed on drop, with the [`SignalLedger`] every API that signals it
+/// A `vk::Semaphore`, destroyed on drop, with the signal ledger every API that signals it
 /// shares, so that a timeline value that does not increase is refused before the driver.
 ///
 /// Drop waits only for this semaphore's own work: the submissions made through
 /// [`VulkanContext::submit_with_semaphores`] that used it, and (timelines) its highest
-/// scheduled signal; never for the whole device.
+/// scheduled signal; never for the whole device, and never longer in all than its drop
+/// timeout ([`SEMAPHORE_DROP_TIMEOUT`], [`Self::set_drop_timeout`]): then it logs and leaks.
 pub struct Semaphore {
     ctx: Arc<VulkanContext>,
     semaphore: vk::Semaphore,
@@ -64,6 +66,8 @@ pub struct Semaphore {
     exportable: bool,
     ledger: Arc<SignalLedger>,
     last_submission: AtomicU64,
+    /// The drop timeout in nanoseconds (`u64::MAX`: none).
+    drop_timeout_ns: AtomicU64,
 }
 
 impl std::fmt::Debug for Semaphore {
@@ -104,6 +108,7 @@ impl Semaphore {
             exportable: desc.exportable,
             ledger: SignalLedger::new(initial, vk_type == vk::SemaphoreType::TIMELINE),
             last_submission: AtomicU64::new(0),
+            drop_timeout_ns: AtomicU64::new(duration_ns(SEMAPHORE_DROP_TIMEOUT)),
         }))
     }
 
@@ -183,6 +188,20 @@ impl Semaphore {
     pub fn ledger(&self) -> &Arc<SignalLedger> {
         &self.ledger
     }
+    /// Checks that a wait for `value` will be satisfied by a signal already scheduled (by any
+    /// API): [`SyncError::WaitNeverSignalled`] otherwise, with the highest scheduled value.
+    /// Code that enqueues a wait on the GPU calls it first, so that the GPU never waits for a
+    /// value nobody will signal (binary semaphores: always `Ok`).
+    pub fn check_scheduled(&self, value: u64) -> Result<()> {
+        self.ledger.check_scheduled(value)
+    }
+    /// Sets how long, in all, this semaphore's drop waits for its submissions and its last
+    /// scheduled signal before it logs and leaks the semaphore (default
+    /// [`SEMAPHORE_DROP_TIMEOUT`]). Takes `&self`: the semaphore is shared in an `Arc`.
+    pub fn set_drop_timeout(&self, timeout: Duration) {
+        self.drop_timeout_ns
+            .store(duration_ns(timeout), Ordering::Relaxed);
+    }
     /// Notes that submission `number` of the context's progress timeline used it.
     pub(crate) fn note_submission(&self, number: u64) {
         self.last_submission.fetch_max(number, Ordering::AcqRel);
@@ -220,9 +239,11 @@ impl Semaphore {
     }
 
     /// Waits on the host until the counter reaches `value`, or returns [`Error::Timeout`].
+    /// A value that no signal was scheduled for (yet) is waited for too: another thread may
+    /// schedule it; check with [`Self::check_scheduled`] first where none will.
     pub fn wait_host(&self, value: u64, timeout: Duration) -> Result<()> {
         self.require_timeline("a host wait")?;
-        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let timeout_ns = duration_ns(timeout);
         let sems = [self.semaphore];
         let values = [value];
         let info = vk::SemaphoreWaitInfo::default()
@@ -269,24 +290,34 @@ impl Drop for Semaphore {
     fn drop(&mut self) {
         // Every CUDA import holds an Arc to this semaphore, so none is alive now. Wait for the
         // submissions that used it (and, for a timeline, its last scheduled signal) — never
-        // for the whole device, which may be an engine's.
-        let submissions = self.ctx.wait_submissions(
-            self.last_submission.load(Ordering::Acquire),
-            SEMAPHORE_DROP_TIMEOUT,
-        );
-        let signals = match self.kind {
-            SemaphoreKind::Timeline { .. } => {
-                self.wait_host(self.ledger.highest(), SEMAPHORE_DROP_TIMEOUT)
-            }
-            SemaphoreKind::Binary => Ok(()),
+        // for the whole device, which may be an engine's — within one deadline.
+        let timeout_ns = self.drop_timeout_ns.load(Ordering::Relaxed);
+        let deadline = Instant::now().checked_add(Duration::from_nanos(timeout_ns));
+        let remaining = || match deadline {
+            Some(d) if timeout_ns != u64::MAX => d.saturating_duration_since(Instant::now()),
+            _ => Duration::MAX,
         };
-        if let Err(e) = submissions.and(signals) {
+        let waited = self
+            .ctx
+            .wait_submissions(self.last_submission.load(Ordering::Acquire), remaining())
+            .and_then(|()| match self.kind {
+                SemaphoreKind::Timeline { .. } => {
+                    self.wait_host(self.ledger.highest(), remaining())
+                }
+                SemaphoreKind::Binary => Ok(()),
+            });
+        if let Err(e) = waited {
             log::error!("Semaphore dropped while still in use ({e}); leaking it to stay safe");
             return;
         }
         // SAFETY: created by us; no submission or scheduled signal uses it any more.
         unsafe { self.ctx.device().destroy_semaphore(self.semaphore, None) };
     }
+}
+
+/// A duration in nanoseconds, `u64::MAX` for one too long to represent (no deadline).
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn check_exportable(ctx: &VulkanContext, kind: SemaphoreKind) -> Result<()> {
@@ -323,19 +354,72 @@ fn check_exportable(ctx: &VulkanContext, kind: SemaphoreKind) -> Result<()> {
 }
 
 /// One semaphore operation of a submission: the semaphore and, for timelines, the value.
+///
+/// `stage` means something only for a wait: the pipeline stages that wait (it must not be
+/// empty: [`SyncError::EmptyWaitStage`]). A signal made by
+/// [`VulkanContext::submit_with_semaphores`] (`vkQueueSubmit`) always follows every command of
+/// the submission, whatever `stage` says: pass `vk::PipelineStageFlags::empty()`, or build it
+/// with [`SemaphoreOp::signal`]. (A `vkQueueSubmit2` signal has a stage mask of its own; see
+/// `FrameSemaphores` for submissions an engine makes itself.)
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// use cuvk::ash::vk;
+/// use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext};
+/// # fn f(ctx: &Arc<VulkanContext>, cmd: vk::CommandBuffer) -> cuvk::Result<()> {
+/// let upload = Semaphore::new(ctx, SemaphoreDesc::LOCAL_TIMELINE)?;
+/// let done = Semaphore::new(ctx, SemaphoreDesc::LOCAL_TIMELINE)?;
+/// upload.signal_host(1)?;
+/// let waits = [SemaphoreOp::wait(&upload, 1, vk::PipelineStageFlags::COMPUTE_SHADER)];
+/// let signals = [SemaphoreOp::signal(&done, 1)];
+/// // SAFETY: `cmd` is executable, of this device, and everything it uses outlives the wait.
+/// unsafe { ctx.submit_with_semaphores(&[cmd], &waits, &signals, vk::Fence::null())? };
+/// done.wait_host(1, std::time::Duration::from_secs(5))?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct SemaphoreOp<'a> {
     /// The semaphore.
     pub semaphore: &'a Semaphore,
     /// The value (ignored for binary semaphores).
     pub value: u64,
-    /// For waits: the stages that wait.
+    /// For waits: the stages that wait (not empty). For signals: ignored (a `vkQueueSubmit`
+    /// signal follows every command of the submission); pass `empty()`.
     pub stage: vk::PipelineStageFlags,
+}
+
+impl<'a> SemaphoreOp<'a> {
+    /// A wait for `value` (timeline; ignored for binary) before the `stage` stages of the
+    /// submission's commands run.
+    pub fn wait(semaphore: &'a Semaphore, value: u64, stage: vk::PipelineStageFlags) -> Self {
+        Self {
+            semaphore,
+            value,
+            stage,
+        }
+    }
+    /// A signal of `value` (timeline; ignored for binary) once every command of the
+    /// submission has completed.
+    pub fn signal(semaphore: &'a Semaphore, value: u64) -> Self {
+        Self {
+            semaphore,
+            value,
+            stage: vk::PipelineStageFlags::empty(),
+        }
+    }
 }
 
 impl VulkanContext {
     /// Submits `command_buffers` to the queue, waiting for `waits` and signalling `signals`
     /// (timeline signal values must increase: checked before the driver), and `fence`.
+    ///
+    /// Refused before the driver, changing nothing: a semaphore of another device
+    /// ([`Error::WrongDevice`]), a wait with an empty stage mask
+    /// ([`SyncError::EmptyWaitStage`]), a signal value that does not increase
+    /// ([`SyncError::TimelineNotIncreasing`]) or a semaphore signalled twice. A timeline wait
+    /// for a value not scheduled yet is accepted (Vulkan allows waiting before the signal is
+    /// submitted): the caller promises a signal will come, or check with
+    /// [`Semaphore::check_scheduled`].
     ///
     /// # Safety
     /// The command buffers must be executable, belong to this device, and every resource they
@@ -355,6 +439,11 @@ impl VulkanContext {
                     owner: crate::DeviceOwner::VulkanDevice,
                 });
             }
+        }
+        // VUID-VkSubmitInfo-pWaitDstStageMask-03937 (synchronization2 is not enabled): a wait
+        // must name the stages that wait.
+        if waits.iter().any(|op| op.stage.is_empty()) {
+            return Err(SyncError::EmptyWaitStage.into());
         }
         let wait_sems: Vec<vk::Semaphore> = waits.iter().map(|o| o.semaphore.handle()).collect();
         let wait_vals: Vec<u64> = waits.iter().map(|o| o.value).collect();
