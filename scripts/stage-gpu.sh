@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Stages everything for the GPU machine: the C example (built against the release cdylib, with
-# the library beside it) and then the shared stage script (release tests, examples, loader).
+# Stages everything for the GPU machine: the C example (built against the release cdylib of the
+# capi crate, with the library beside it) and then the shared stage script (release tests of
+# cuvk and of cuvk-capi, examples, loader). The capi test binary finds libcuvk.so beside it.
 #   scripts/stage-gpu.sh            then on the GPU machine: bash .gpu/run.sh
 #                                   and: bash .gpu/run.sh .gpu/bin/capi_example
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release
+cargo build --release -p cuvk-capi
 mkdir -p target/release/examples
 cp target/release/libcuvk.so target/release/examples/libcuvk.so
-cc -std=c11 -Wall -Wextra -Werror -O1 -I include examples/capi/example.c \
+cc -std=c11 -Wall -Wextra -Werror -O1 -I capi/include capi/examples/example.c \
    -L target/release -lcuvk -lvulkan -ldl '-Wl,-rpath,$ORIGIN' -o target/release/examples/capi_example
-bash ../shared/gpu/stage.sh
+bash ../shared/gpu/stage.sh -p cuvk -p cuvk-capi

@@ -10,7 +10,7 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 export REQUIRE_VULKAN=1
 # Formatting, then lints on every target (warnings are errors).
 cargo fmt --all -- --check
-cargo clippy --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 # The library type-checks for Windows with no warnings: Debian's rustc (deps.sh) builds std
 # from source for the target (-Zbuild-std, allowed on a stable rustc by RUSTC_BOOTSTRAP), into
 # its own target dir so that the RUSTFLAGS change does not invalidate the normal build.
@@ -22,8 +22,8 @@ RUSTFLAGS="-D warnings" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 \
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib
 # Unit, property, Vulkan and GPU tests, and every example and bench built and run as tests;
 # then the doctests, which --all-targets leaves out.
-cargo test --all-targets
-cargo test --doc
+cargo test --workspace --all-targets
+cargo test --workspace --doc
 # The wgpu integration (feature `wgpu`, off by default).
 cargo clippy --all-targets --features wgpu -- -D warnings
 cargo test --features wgpu

@@ -4,18 +4,47 @@
 //! and all error paths everywhere (lavapipe in CI), the CUDA part where there is a GPU —
 //! under the validation layer, ending alive with no validation message.
 
-#[path = "support/repo.rs"]
-mod repo;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// This crate's folder (`capi/`), found at run time, not at the path the test was compiled
+/// in: release test binaries are staged to another machine and run there, from the root of a
+/// copy of the repository at another path. `$CUVK_REPO_DIR/capi` when that is set; else
+/// `capi/` under the current directory (staged binaries run from the repository root); else
+/// the current directory (cargo runs tests from the package root).
+fn crate_dir() -> PathBuf {
+    let cwd = std::env::current_dir().expect("current directory");
+    let candidates = match std::env::var_os("CUVK_REPO_DIR") {
+        Some(dir) if !dir.is_empty() => vec![PathBuf::from(dir).join("capi")],
+        _ => vec![cwd.join("capi"), cwd.clone()],
+    };
+    candidates
+        .iter()
+        .find(|d| d.join("cbindgen.toml").is_file() && d.join("include").is_dir())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "the capi crate (cbindgen.toml, include/) is not at any of {candidates:?}: run \
+                 the tests from the repository root or capi/, or set CUVK_REPO_DIR to the \
+                 repository"
+            )
+        })
+}
+
+/// `rel` (relative to the capi crate) under [`crate_dir`]; panics with what it looked for
+/// when it is not there, rather than letting a test pass or skip without the file.
+fn file(rel: &str) -> PathBuf {
+    let path = crate_dir().join(rel);
+    assert!(path.exists(), "{} not found", path.display());
+    path
+}
+
 fn generated_header() -> String {
-    let config = cbindgen::Config::from_file(repo::file("cbindgen.toml")).expect("cbindgen.toml");
+    let config = cbindgen::Config::from_file(file("cbindgen.toml")).expect("cbindgen.toml");
     let mut out = Vec::new();
     cbindgen::Builder::new()
-        .with_src(repo::file("src/capi.rs"))
+        .with_src(file("src/lib.rs"))
         .with_config(config)
         .generate()
         .expect("cbindgen")
@@ -27,17 +56,17 @@ fn generated_header() -> String {
 fn checked_in_header_matches_the_code() {
     let generated = generated_header();
     let path = if std::env::var("CUVK_WRITE_HEADER").as_deref() == Ok("1") {
-        let path = repo::root().join("include/cuvk.h");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let path = crate_dir().join("include/cuvk.h");
         std::fs::write(&path, &generated).unwrap();
         path
     } else {
-        repo::file("include/cuvk.h")
+        file("include/cuvk.h")
     };
-    let checked_in = std::fs::read_to_string(&path).expect("read include/cuvk.h");
+    let checked_in = std::fs::read_to_string(&path).expect("read capi/include/cuvk.h");
     assert!(
         checked_in == generated,
-        "include/cuvk.h is stale: regenerate it with CUVK_WRITE_HEADER=1 cargo test --test capi"
+        "capi/include/cuvk.h is stale: regenerate it with \
+         CUVK_WRITE_HEADER=1 cargo test -p cuvk-capi --test capi"
     );
 }
 
@@ -65,7 +94,7 @@ fn cdylib_or_skip() -> Option<PathBuf> {
 }
 
 fn header_functions() -> BTreeSet<String> {
-    let h = std::fs::read_to_string(repo::file("include/cuvk.h")).expect("read include/cuvk.h");
+    let h = std::fs::read_to_string(file("include/cuvk.h")).expect("read capi/include/cuvk.h");
     h.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .zip(
             h.split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -122,8 +151,8 @@ fn c_example_builds_and_runs_every_path() {
     let build = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])
         .arg("-I")
-        .arg(repo::file("include"))
-        .arg(repo::file("examples/capi/example.c"))
+        .arg(file("include"))
+        .arg(file("examples/example.c"))
         .arg("-L")
         .arg(&libdir)
         .args(["-lcuvk", "-lvulkan", "-ldl"])
