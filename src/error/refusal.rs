@@ -392,6 +392,21 @@ pub enum SyncError {
         /// The highest value scheduled so far.
         scheduled: u64,
     },
+    /// A host signal while a signal already scheduled (on a queue or a CUDA stream) has not
+    /// executed: that signal would then run after the higher host value, which Vulkan forbids
+    /// (VUID-VkSemaphoreSignalInfo-value-03259).
+    #[error(
+        "a host signal of {value} while the scheduled signal of {pending} has not executed yet \
+         (the counter is at {current}): wait for it first"
+    )]
+    SignalPending {
+        /// The value asked for.
+        value: u64,
+        /// The highest value scheduled, not yet reached.
+        pending: u64,
+        /// The semaphore's counter now.
+        current: u64,
+    },
     /// A semaphore wait whose stage mask is empty.
     #[error("a semaphore wait needs the stages that wait (its stage mask is empty)")]
     EmptyWaitStage,
@@ -425,6 +440,30 @@ pub enum SyncError {
         /// Why the step needs the current frame.
         reason: FrameStep,
     },
+    /// The pacer's current frame, asked for a step its state does not allow (e.g. CUDA's
+    /// release before its acquire, a second submission, the next frame before this one is
+    /// submitted).
+    #[error("frame {frame} was last {}: {reason}", frame_step_done(.last_step))]
+    FrameOutOfOrder {
+        /// The frame.
+        frame: u64,
+        /// The last step the frame went through ([`FrameStep::Begin`], `CudaAcquire`,
+        /// `CudaRelease` or `Submit`).
+        last_step: FrameStep,
+        /// The step refused, and why.
+        reason: FrameStep,
+    },
+}
+
+/// The past tense of a frame's step, for [`SyncError::FrameOutOfOrder`].
+fn frame_step_done(step: &FrameStep) -> &'static str {
+    match step {
+        FrameStep::Begin => "begun",
+        FrameStep::CudaAcquire => "acquired by CUDA",
+        FrameStep::CudaRelease => "released by CUDA",
+        FrameStep::Submit | FrameStep::MarkSubmitted => "submitted",
+        FrameStep::RecordCommands => "recorded",
+    }
 }
 
 /// Which step of a frame needed the current frame ([`SyncError::WrongFrame`]).
@@ -439,6 +478,10 @@ pub enum FrameStep {
     Submit,
     /// Marking the frame submitted (by a submission made elsewhere).
     MarkSubmitted,
+    /// Handing out the next frame: the current one must be submitted first.
+    Begin,
+    /// Recording the frame's command buffer: only before the frame is submitted.
+    RecordCommands,
 }
 
 impl std::fmt::Display for FrameStep {
@@ -450,6 +493,13 @@ impl std::fmt::Display for FrameStep {
             FrameStep::CudaRelease => "CUDA can release only the frame it acquired last",
             FrameStep::Submit => "only the frame released by CUDA can be submitted",
             FrameStep::MarkSubmitted => "only the frame released by CUDA can be marked submitted",
+            FrameStep::Begin => {
+                "the next frame begins only once this one is submitted (to skip a frame, acquire, \
+                 release and submit it with no work)"
+            }
+            FrameStep::RecordCommands => {
+                "a frame's command buffer can be recorded only before the frame is submitted"
+            }
         })
     }
 }

@@ -1,4 +1,4 @@
-//! Frame pacing for render loops where CUDA writes and Vulkan reads shared buffers, with
+//! Frame pacing for render loops where CUDA writes and Vulkan reads shared memory, with
 //! K frames in flight, ordered on the GPU by two timeline semaphores:
 //!
 //! - `cuda_done` reaches N when CUDA has finished writing frame N;
@@ -13,59 +13,246 @@
 //! That host wait is on a third, non-exported timeline (`frames_complete`) that each Vulkan
 //! submission also signals: the validation layer cannot follow the payload of exported
 //! semaphores, so only a wait on a non-exported one tells it the command buffer is free.
+//!
+//! Each frame goes through its steps in order — begin, CUDA acquire, CUDA release, Vulkan
+//! submission — and only the frame begun last can take a step. Each step checks, before
+//! anything is enqueued, that every wait it adds is for a value a submission already
+//! scheduled (the semaphores' signal ledgers know), so no safe call can make the GPU or the
+//! host wait for a value nobody will signal.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use ash::vk;
 use cudarc::driver::CudaStream;
 
 use crate::cuda::ExternalSemaphore;
-use crate::error::Result;
-use crate::error::SyncError;
+use crate::error::{FrameStep, Result, SyncError, VkResultExt};
 use crate::interop::{import_semaphore, Bridge};
-use crate::rules::timeline::SignalLedger;
+use crate::rules::timeline::{FrameBook, PacerMarks, SignalLedger};
 use crate::vulkan::{
-    cmd_acquire_images, cmd_release_images, AsVkBuffer, AsVkImage, Semaphore, SemaphoreDesc,
-    SemaphoreOp,
+    cmd_acquire_buffers, cmd_acquire_images, cmd_release_buffers, cmd_release_images, AsVkBuffer,
+    AsVkImage, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
 };
 
-/// How long [`FramePacer::begin_frame`] waits for a slot before reporting [`Error::Timeout`].
+/// How long [`FramePacer::begin_frame`] waits for a command slot before reporting
+/// [`crate::Error::Timeout`], and the bound of a pacer's drop.
 pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One frame handed out by [`FramePacer::begin_frame`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The next pacer's identity ([`FramePacer::id`]); 0 is never used.
+static NEXT_PACER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One frame handed out by [`FramePacer::begin_frame`]: its number, its slots, and the
+/// identity of the pacer that issued it.
+///
+/// Only the pacer that issued a frame accepts it ([`SyncError::ForeignFrame`]), and only while
+/// it is the pacer's current frame ([`SyncError::WrongFrame`]); a frame cannot be made or
+/// changed outside the pacer. Code that builds on a pacer through its public API (as
+/// `cuvk`'s wgpu pacer does) checks a frame with [`Frame::is_from`] or
+/// [`FramePacer::validate_submit`] before it relies on the frame's slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Frame {
-    /// Frame number, from 1, strictly increasing: the timeline value of this frame.
-    pub number: u64,
-    /// The slot (buffer index) this frame writes and reads: `number % frames_in_flight`.
-    pub slot: usize,
-    /// Which of the `2 * frames_in_flight` command buffers this frame may record into: the
-    /// frame that last used it has completed.
-    pub command_slot: usize,
+    pacer: u64,
+    number: u64,
+    slot: usize,
+    command_slot: usize,
     frames_in_flight: u64,
 }
 
 impl Frame {
-    /// The last frame that used this slot (`number - K`), if any: what CUDA must wait for.
+    /// Frame number, from 1, strictly increasing: the timeline value of this frame.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+    /// The data slot (index of the buffer or image) this frame writes and reads:
+    /// `number % frames_in_flight`.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+    /// Which of the `2 * frames_in_flight` command slots this frame records into
+    /// (`number % 2K`): the frame that last used it (`number - 2K`) has completed, so its
+    /// command buffer, and anything else kept per command slot (a readback buffer), is free.
+    pub fn command_slot(&self) -> usize {
+        self.command_slot
+    }
+    /// The last frame that used this data slot (`number - K`), if any: what CUDA waits for.
     pub fn previous_use(&self) -> Option<u64> {
         self.number
             .checked_sub(self.frames_in_flight)
             .filter(|&n| n > 0)
     }
+    /// The last frame that used this command slot (`number - 2K`), if any. It has completed
+    /// once [`FramePacer::begin_frame`] returned this frame: what it wrote to memory kept per
+    /// command slot (a readback) can be read now, and the memory reused.
+    pub fn previous_command_use(&self) -> Option<u64> {
+        self.number
+            .checked_sub(2 * self.frames_in_flight)
+            .filter(|&n| n > 0)
+    }
+    /// The identity of the pacer that issued it ([`FramePacer::id`]).
+    pub fn pacer_id(&self) -> u64 {
+        self.pacer
+    }
+    /// Whether `pacer` issued it. (Whether it is still the pacer's current frame is for the
+    /// pacer's steps to say: [`FramePacer::validate_submit`].)
+    pub fn is_from(&self, pacer: &FramePacer) -> bool {
+        self.pacer == pacer.id
+    }
 }
 
-/// Hands out frames and orders CUDA writes and Vulkan reads of K slots on the GPU.
-pub struct FramePacer {
-    frames_in_flight: u64,
+/// The pacer's semaphores and their CUDA imports: dropped only once the GPU is done with
+/// them, leaked otherwise.
+struct Timelines {
     cuda_done: Arc<Semaphore>,
     vulkan_done: Arc<Semaphore>,
     frames_complete: Arc<Semaphore>,
     cuda_done_import: ExternalSemaphore,
     vulkan_done_import: ExternalSemaphore,
+}
+
+/// Hands out frames and orders CUDA writes and Vulkan reads of K slots on the GPU.
+///
+/// # A paced frame
+///
+/// Per frame: [`Self::begin_frame`]; on a CUDA stream [`Self::cuda_acquire`], the kernels
+/// that write the frame's slot, [`Self::cuda_release`]; then the Vulkan work that reads it,
+/// recorded into the frame's command buffer ([`Self::record_commands`]) between the
+/// acquire and release barriers of the shared memory, and submitted with
+/// [`Self::vulkan_submit`]. Keep one buffer or image per **data slot** (`K`,
+/// [`Frame::slot`]): CUDA writes slot `N % K` while Vulkan may still read the others. Keep
+/// what the host reads back per **command slot** (`2K`, [`Frame::command_slot`]): frame N's
+/// readback stays untouched until frame `N + 2K`, whose `begin_frame` waits for frame N to
+/// complete — so right after `begin_frame` it holds that earlier frame's result, ready to
+/// read, and may then be reused. A readback needs a barrier to the host
+/// ([`Self::record_host_read_barrier`]) after the copy that writes it, and the frame must be
+/// complete before the host reads it ([`Self::wait_frame`], or `begin_frame` 2K frames
+/// later).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use cuvk::ash::vk;
+/// use cuvk::cudarc::driver::CudaStream;
+/// use cuvk::vulkan::{AsVkBuffer, AsVkImage, HostBuffer};
+/// use cuvk::{Bridge, BridgeConfig, FramePacer, ImageDesc, SharedImage};
+///
+/// /// CUDA writes the frame into the image (a kernel on `image.surface(0)?`, say).
+/// fn write_image(stream: &CudaStream, image: &SharedImage, frame: u64) -> cuvk::Result<()> {
+///     # let _ = (stream, image, frame);
+///     Ok(())
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let bridge = Bridge::new(BridgeConfig::default())?;
+/// let stream = bridge.cuda().new_stream()?;
+/// let mut pacer = FramePacer::new(&bridge, 2)?; // K = 2 frames in flight
+/// let (w, h) = (256u32, 256u32);
+/// let usage = vk::ImageUsageFlags::STORAGE | vk::ImageUsageFlags::TRANSFER_SRC;
+/// // One image per data slot (K).
+/// let images = (0..pacer.frames_in_flight())
+///     .map(|_| bridge.create_image(&ImageDesc::d2(vk::Format::R8G8B8A8_UNORM, w, h, usage)))
+///     .collect::<cuvk::Result<Vec<SharedImage>>>()?;
+/// // One readback per command slot (2K).
+/// let readbacks = (0..pacer.command_slots())
+///     .map(|_| {
+///         HostBuffer::new(bridge.vulkan(), u64::from(w * h * 4), vk::BufferUsageFlags::empty())
+///     })
+///     .collect::<cuvk::Result<Vec<HostBuffer>>>()?;
+/// let region = vk::BufferImageCopy::default()
+///     .image_subresource(vk::ImageSubresourceLayers::default()
+///         .aspect_mask(vk::ImageAspectFlags::COLOR)
+///         .layer_count(1))
+///     .image_extent(vk::Extent3D { width: w, height: h, depth: 1 });
+///
+/// for _ in 0..100 {
+///     let frame = pacer.begin_frame()?;
+///     let (image, readback) = (&images[frame.slot()], &readbacks[frame.command_slot()]);
+///     if let Some(earlier) = frame.previous_command_use() {
+///         // Frame `earlier` (N - 2K) wrote this readback and has completed: read it now,
+///         // before this frame's copy reuses it.
+///         let pixels: Vec<u32> = readback.read()?;
+///         # let _ = (earlier, pixels);
+///     }
+///     // CUDA: wait (on the GPU) until Vulkan released the slot, write it, release it.
+///     pacer.cuda_acquire(&frame, &stream)?;
+///     write_image(&stream, image, frame.number())?;
+///     pacer.cuda_release(&frame, &stream)?;
+///     // Vulkan: acquire the image from CUDA, copy it out, give it back, make the copy
+///     // visible to the host.
+///     let cmd = pacer.record_commands(&frame, |pacer, cmd| {
+///         let layout = vk::ImageLayout::TRANSFER_SRC_OPTIMAL;
+///         let images: [(&dyn AsVkImage, vk::ImageLayout); 1] = [(image, layout)];
+///         let (stage, device) = (vk::PipelineStageFlags::TRANSFER, pacer.context().device());
+///         // SAFETY: `cmd` records on the pacer's device; the image and the readback outlive
+///         // the frame (the loop ends with wait_idle).
+///         unsafe {
+///             let read = vk::AccessFlags::TRANSFER_READ;
+///             pacer.record_image_acquire_from_cuda(cmd, &images, stage, read);
+///             let (src, dst) = (image.vk_image(), readback.vk_buffer());
+///             device.cmd_copy_image_to_buffer(cmd, src, layout, dst, &[region]);
+///             pacer.record_image_release_to_cuda(cmd, &images, stage, vk::AccessFlags::empty());
+///             pacer.record_host_read_barrier(cmd, stage, vk::AccessFlags::TRANSFER_WRITE);
+///         }
+///         Ok(())
+///     })?;
+///     // SAFETY: the frame's own command buffer, just recorded; what it uses outlives it.
+///     unsafe {
+///         let stage = vk::PipelineStageFlags::TRANSFER;
+///         pacer.vulkan_submit(&frame, &[cmd], stage, &[], &[], vk::Fence::null())?
+///     };
+/// }
+/// pacer.wait_idle(Duration::from_secs(10))?; // now every readback holds its last frame
+/// # Ok(()) }
+/// ```
+///
+/// To skip a frame (nothing to draw this time), still acquire, release and submit it, with
+/// no work: the next frame begins only once the current one is submitted
+/// ([`SyncError::FrameOutOfOrder`]), since a frame left unsubmitted would leave a value every
+/// later frame's wait needs unsignalled.
+///
+/// # Command buffers
+///
+/// [`Self::record_commands`] hands out the frame's own primary command buffer (one per
+/// command slot, made on first use, reset when its slot comes round: no pool to manage).
+/// Commands are recorded with `ash` through [`Self::context`]`().device()` (`cuvk::ash`),
+/// the shared-memory barriers with the `record_*` methods here. An engine with its own
+/// command buffers uses those instead, indexed by [`Frame::command_slot`]: the pacer
+/// guarantees that the frame which last used a command slot has completed.
+///
+/// # Engines that submit themselves
+///
+/// An engine that submits on its own queue takes the frame's waits and signals from
+/// [`Self::frame_semaphores`] (`vkQueueSubmit2` infos), submits, and then reports the
+/// submission with the `unsafe` [`Self::mark_submitted`] — the pacer cannot see a submission
+/// made outside `cuvk`, so the engine promises it. Code built on the pacer that submits
+/// through another `cuvk` path that records signals in the semaphores' ledgers (wgpu) checks
+/// the frame with [`Self::validate_submit`] first and need not mark anything.
+///
+/// # Drop
+///
+/// Dropping the pacer waits for the frames scheduled on its timelines, all within one bound
+/// ([`DEFAULT_SLOT_TIMEOUT`]); past it, it logs and leaks its semaphores, their CUDA imports
+/// and its command buffers rather than destroy them in use.
+pub struct FramePacer {
+    id: u64,
+    frames_in_flight: u64,
+    timelines: ManuallyDrop<Timelines>,
+    book: Mutex<FrameBook>,
+    /// One pool and primary command buffer per command slot, made on first use.
+    commands: Vec<Option<(vk::CommandPool, vk::CommandBuffer)>>,
     queue_family: u32,
-    next: u64,
     slot_timeout: Duration,
+}
+
+impl std::fmt::Debug for FramePacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FramePacer")
+            .field("id", &self.id)
+            .field("frames_in_flight", &self.frames_in_flight)
+            .field("current_frame", &self.book().current())
+            .finish_non_exhaustive()
+    }
 }
 
 impl FramePacer {
@@ -83,83 +270,227 @@ impl FramePacer {
         let cuda_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
         let vulkan_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
         let frames_complete = Semaphore::new(vk, SemaphoreDesc::LOCAL_TIMELINE)?;
-        Ok(Self {
-            frames_in_flight: u64::from(frames_in_flight),
+        let timelines = Timelines {
             cuda_done_import: import_semaphore(bridge.cuda(), &cuda_done)?,
             vulkan_done_import: import_semaphore(bridge.cuda(), &vulkan_done)?,
             cuda_done,
             vulkan_done,
             frames_complete,
+        };
+        let id = NEXT_PACER_ID.fetch_add(1, Ordering::Relaxed);
+        let k = u64::from(frames_in_flight);
+        Ok(Self {
+            id,
+            frames_in_flight: k,
+            timelines: ManuallyDrop::new(timelines),
+            book: Mutex::new(FrameBook::new(id, k)),
+            commands: vec![None; 2 * frames_in_flight as usize],
             queue_family: vk.queue_family_index(),
-            next: 1,
             slot_timeout: DEFAULT_SLOT_TIMEOUT,
         })
     }
 
+    /// This pacer's identity, unique in the process: every [`Frame`] it issues carries it
+    /// ([`Frame::pacer_id`]).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
     /// Frames in flight (K).
     pub fn frames_in_flight(&self) -> u32 {
         self.frames_in_flight as u32
     }
+    /// The Vulkan context the pacer's semaphores and command buffers belong to.
+    pub fn context(&self) -> &Arc<VulkanContext> {
+        self.timelines.cuda_done.context()
+    }
     /// The timeline CUDA signals with the frame number when it has written a frame.
     pub fn cuda_done(&self) -> &Arc<Semaphore> {
-        &self.cuda_done
+        &self.timelines.cuda_done
     }
     /// The timeline Vulkan signals with the frame number when it has read a frame.
     pub fn vulkan_done(&self) -> &Arc<Semaphore> {
-        &self.vulkan_done
+        &self.timelines.vulkan_done
     }
     /// The host-side completion timeline (not exported): Vulkan signals it with the frame
     /// number alongside `vulkan_done`. A submission that bypasses [`Self::vulkan_submit`] must
     /// signal both.
     pub fn frames_complete(&self) -> &Arc<Semaphore> {
-        &self.frames_complete
+        &self.timelines.frames_complete
     }
-    /// Sets how long [`Self::begin_frame`] waits for a slot.
+    /// Sets how long [`Self::begin_frame`] waits for a command slot.
     pub fn set_slot_timeout(&mut self, timeout: Duration) {
         self.slot_timeout = timeout;
     }
 
-    /// Number of command buffers a loop cycles through ([`Frame::command_slot`]): `2K`.
+    /// Number of command slots a loop cycles through ([`Frame::command_slot`]): `2K`.
     pub fn command_slots(&self) -> usize {
         2 * self.frames_in_flight as usize
     }
 
-    /// The next frame. Waits on the host only until Vulkan has finished frame `N - 2K`, the
-    /// previous user of the frame's command slot (immediate unless the CPU is 2K frames ahead).
+    fn book(&self) -> MutexGuard<'_, FrameBook> {
+        // A poisoned lock only means a thread panicked between steps; the book is consistent
+        // (it changes only after the step's driver call succeeded).
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the ledgers say the GPU will reach on each timeline.
+    fn marks(&self) -> PacerMarks {
+        PacerMarks {
+            cuda_done: self.timelines.cuda_done.highest_signal(),
+            vulkan_done: self.timelines.vulkan_done.highest_signal(),
+            frames_complete: self.timelines.frames_complete.highest_signal(),
+        }
+    }
+
+    fn check(&self, book: &FrameBook, frame: &Frame, step: FrameStep) -> Result<()> {
+        book.check(frame.pacer, frame.number, step, self.marks())
+    }
+
+    /// The next frame. Refused ([`SyncError::FrameOutOfOrder`]) until the current frame is
+    /// submitted. Waits on the host only until Vulkan has finished frame `N - 2K`, the
+    /// previous user of the frame's command slot (immediate unless the CPU is 2K frames
+    /// ahead); on [`crate::Error::Timeout`] nothing changed and the call can be repeated.
     pub fn begin_frame(&mut self) -> Result<Frame> {
-        let command_slots = 2 * self.frames_in_flight;
-        let frame = Frame {
-            number: self.next,
-            slot: (self.next % self.frames_in_flight) as usize,
-            command_slot: (self.next % command_slots) as usize,
-            frames_in_flight: self.frames_in_flight,
-        };
-        if let Some(prev) = self.next.checked_sub(command_slots).filter(|&n| n > 0) {
-            self.frames_complete.wait_host(prev, self.slot_timeout)?;
+        let (number, reuse) = self.book().plan_begin(self.marks())?;
+        if let Some(prev) = reuse {
+            self.timelines
+                .frames_complete
+                .wait_host(prev, self.slot_timeout)?;
         }
-        self.next += 1;
-        Ok(frame)
+        self.book
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .begun(number);
+        let k = self.frames_in_flight;
+        Ok(Frame {
+            pacer: self.id,
+            number,
+            slot: (number % k) as usize,
+            command_slot: (number % (2 * k)) as usize,
+            frames_in_flight: k,
+        })
     }
 
-    /// On `stream`: wait (on the GPU) until Vulkan has released the frame's slot.
+    /// On `stream`: wait (on the GPU) until Vulkan has released the frame's slot
+    /// (`vulkan_done >= number - K`). Call it on every stream that writes the frame, before
+    /// its kernels, and before [`Self::cuda_release`]; refused for another pacer's frame, a
+    /// frame that is not the current one, or one CUDA already released.
     pub fn cuda_acquire(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
-        match frame.previous_use() {
-            Some(prev) => self.vulkan_done_import.wait(stream, prev),
-            None => Ok(()),
+        let mut book = self.book();
+        self.check(&book, frame, FrameStep::CudaAcquire)?;
+        if let Some(prev) = frame.previous_use() {
+            self.timelines.vulkan_done_import.wait(stream, prev)?;
         }
+        book.acquired();
+        Ok(())
     }
 
-    /// On `stream`, after the frame's kernels: signal `cuda_done = frame.number`.
+    /// On `stream`, after the frame's kernels: signal `cuda_done = frame.number()`. Refused
+    /// before [`Self::cuda_acquire`] (CUDA would overwrite a slot Vulkan may still read), for
+    /// another pacer's frame, a frame that is not the current one, or a second release.
+    ///
+    /// Frames may be released on different streams: the stream first waits (on the GPU) for
+    /// the previous frame's release, so the releases run in frame order (a timeline signal
+    /// must exceed the value before it when it runs).
     pub fn cuda_release(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
-        self.cuda_done_import.signal(stream, frame.number)
+        let book = self.book();
+        self.check(&book, frame, FrameStep::CudaRelease)?;
+        let t = &*self.timelines;
+        // Scheduled: the previous frame was submitted, so it was released.
+        if let Some(prev) = frame.number.checked_sub(1).filter(|&n| n > 0) {
+            t.cuda_done.check_scheduled(prev)?;
+            t.cuda_done_import.wait(stream, prev)?;
+        }
+        t.cuda_done_import.signal(stream, frame.number)
     }
 
-    /// Submits the frame's Vulkan work: it waits for `cuda_done >= frame.number` at
-    /// `wait_stage` and signals `vulkan_done = frame.number`, plus the extra semaphores given
-    /// (e.g. binary swapchain semaphores).
+    /// Resets and begins the frame's own command buffer (one per command slot, made on first
+    /// use), lets `record` record into it, ends it and returns it, ready for
+    /// [`Self::vulkan_submit`]. `record` gets the pacer (for its `record_*` barriers and
+    /// [`Self::context`]) and the command buffer.
+    ///
+    /// Refused for another pacer's frame, a frame that is not the current one, or one already
+    /// submitted (its command buffer may be executing). Recording it again before the
+    /// submission starts over. If `record` fails, its error is returned and the buffer is
+    /// reset on the next call.
+    pub fn record_commands(
+        &mut self,
+        frame: &Frame,
+        record: impl FnOnce(&Self, vk::CommandBuffer) -> Result<()>,
+    ) -> Result<vk::CommandBuffer> {
+        self.check(&self.book(), frame, FrameStep::RecordCommands)?;
+        let (pool, cmd) = self.command_slot(frame.command_slot)?;
+        let device = self.context().device();
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        // SAFETY: the pool and its buffer are ours, used by this command slot only; the frame
+        // that last submitted it (number - 2K) has completed (begin_frame waited for it on the
+        // non-exported timeline) and this frame is not submitted yet (checked), so no
+        // submission uses it; `&mut self` excludes any other use of the pool.
+        unsafe {
+            device
+                .reset_command_pool(pool, vk::CommandPoolResetFlags::empty())
+                .vk("vkResetCommandPool")?;
+            device
+                .begin_command_buffer(cmd, &begin)
+                .vk("vkBeginCommandBuffer")?;
+        }
+        record(self, cmd)?;
+        // SAFETY: the buffer is in the recording state (begun above).
+        unsafe { device.end_command_buffer(cmd) }.vk("vkEndCommandBuffer")?;
+        Ok(cmd)
+    }
+
+    /// The pool and command buffer of command slot `slot`, made on first use.
+    fn command_slot(&mut self, slot: usize) -> Result<(vk::CommandPool, vk::CommandBuffer)> {
+        if let Some(Some(made)) = self.commands.get(slot) {
+            return Ok(*made);
+        }
+        let ctx = self.timelines.cuda_done.context().clone();
+        let device = ctx.device();
+        let info = vk::CommandPoolCreateInfo::default()
+            .flags(vk::CommandPoolCreateFlags::TRANSIENT)
+            .queue_family_index(self.queue_family);
+        // SAFETY: a valid device; the pool is destroyed on failure below or by the pacer's drop.
+        let pool = unsafe { device.create_command_pool(&info, None) }.vk("vkCreateCommandPool")?;
+        let alloc = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: our fresh pool; one primary buffer.
+        let cmd = match unsafe { device.allocate_command_buffers(&alloc) } {
+            Ok(cmds) if !cmds.is_empty() => cmds[0],
+            other => {
+                // SAFETY: our fresh pool, with no buffer in use.
+                unsafe { device.destroy_command_pool(pool, None) };
+                return Err(crate::error::Error::Vulkan {
+                    call: "vkAllocateCommandBuffers",
+                    result: other.err().unwrap_or(vk::Result::ERROR_UNKNOWN),
+                });
+            }
+        };
+        if let Some(entry) = self.commands.get_mut(slot) {
+            *entry = Some((pool, cmd));
+        }
+        Ok((pool, cmd))
+    }
+
+    /// Submits the frame's Vulkan work: it waits for `cuda_done >= frame.number()` at
+    /// `wait_stage` and signals `vulkan_done` and `frames_complete` with the frame number,
+    /// plus the extra semaphores given (e.g. binary swapchain semaphores; a timeline wait
+    /// among them should be for a value already scheduled, see
+    /// [`Semaphore::check_scheduled`]).
+    ///
+    /// Refused before the driver, changing nothing (the same frame can then be submitted):
+    /// another pacer's frame, a frame that is not the current one, a frame CUDA has not
+    /// released ([`SyncError::WaitNeverSignalled`]: the GPU would wait forever), a frame
+    /// already submitted, an empty `wait_stage`, or an extra signal the ledgers refuse.
     ///
     /// # Safety
-    /// As [`crate::vulkan::VulkanContext::submit_with_semaphores`].
+    /// As [`crate::vulkan::VulkanContext::submit_with_semaphores`]: the command buffers must
+    /// be executable and of the pacer's device, and everything they use must stay alive until
+    /// the frame completes. A command buffer from [`Self::record_commands`] may be submitted
+    /// only here, with its own frame.
     pub unsafe fn vulkan_submit(
         &self,
         frame: &Frame,
@@ -169,54 +500,61 @@ impl FramePacer {
         extra_signals: &[SemaphoreOp<'_>],
         fence: vk::Fence,
     ) -> Result<()> {
-        let mut waits = vec![SemaphoreOp {
-            semaphore: &self.cuda_done,
-            value: frame.number,
-            stage: wait_stage,
-        }];
+        let book = self.book();
+        self.check(&book, frame, FrameStep::Submit)?;
+        let t = &*self.timelines;
+        let mut waits = vec![SemaphoreOp::wait(&t.cuda_done, frame.number, wait_stage)];
         waits.extend_from_slice(extra_waits);
         let mut signals = vec![
-            SemaphoreOp {
-                semaphore: &self.vulkan_done,
-                value: frame.number,
-                stage: vk::PipelineStageFlags::empty(),
-            },
-            SemaphoreOp {
-                semaphore: &self.frames_complete,
-                value: frame.number,
-                stage: vk::PipelineStageFlags::empty(),
-            },
+            SemaphoreOp::signal(&t.vulkan_done, frame.number),
+            SemaphoreOp::signal(&t.frames_complete, frame.number),
         ];
         signals.extend_from_slice(extra_signals);
-        // SAFETY: forwarded from the caller.
+        // SAFETY: forwarded from the caller; the frame's wait is for a value scheduled
+        // (checked above, under the book's lock).
         unsafe {
-            self.cuda_done.context().submit_with_semaphores(
-                command_buffers,
-                &waits,
-                &signals,
-                fence,
-            )
+            self.context()
+                .submit_with_semaphores(command_buffers, &waits, &signals, fence)
         }
     }
 
+    /// Checks that `frame` may be submitted now, as [`Self::vulkan_submit`] would: this
+    /// pacer's, the current frame, released by CUDA and not yet submitted. For code that
+    /// submits the frame another way through `cuvk` (a wgpu submission that signals the
+    /// pacer's timelines, say): call it before building the submission.
+    pub fn validate_submit(&self, frame: &Frame) -> Result<()> {
+        self.check(&self.book(), frame, FrameStep::Submit)
+    }
+
     /// The semaphores frame `frame`'s Vulkan work must wait on and signal, for an engine that
-    /// submits its own work (`vkQueueSubmit2`): wait `cuda_done >= frame.number` at
-    /// `wait_stage`, signal `vulkan_done` and `frames_complete` with `frame.number`. The values
-    /// are checked now; once the engine's submission succeeded, report it with
-    /// [`Self::mark_submitted`] (until then, the frame may be submitted again).
+    /// submits its own work (`vkQueueSubmit2`): wait `cuda_done >= frame.number()` at
+    /// `wait_stage`, signal `vulkan_done` and `frames_complete` with the frame number. The
+    /// frame is checked now ([`Self::validate_submit`], plus the signal values); once the
+    /// engine's submission succeeded, report it with [`Self::mark_submitted`] (until then,
+    /// the frame may be submitted again).
     pub fn frame_semaphores(
         &self,
         frame: &Frame,
         wait_stage: vk::PipelineStageFlags2,
     ) -> Result<FrameSemaphores> {
-        let out = FrameSemaphores {
+        if wait_stage.is_empty() {
+            return Err(SyncError::EmptyWaitStage.into());
+        }
+        let book = self.book();
+        self.check(&book, frame, FrameStep::Submit)?;
+        // Checked now (nothing recorded), so a bad frame is refused before the engine builds
+        // its submission.
+        SignalLedger::check_all(&self.signal_ledgers(frame.number))?;
+        let t = &*self.timelines;
+        Ok(FrameSemaphores {
+            pacer: self.id,
             frame: frame.number,
             waits: vec![SemaphoreSubmit {
-                semaphore: self.cuda_done.handle(),
+                semaphore: t.cuda_done.handle(),
                 value: frame.number,
                 stage: wait_stage,
             }],
-            signals: [&self.vulkan_done, &self.frames_complete]
+            signals: [&t.vulkan_done, &t.frames_complete]
                 .iter()
                 .map(|s| SemaphoreSubmit {
                     semaphore: s.handle(),
@@ -224,23 +562,40 @@ impl FramePacer {
                     stage: vk::PipelineStageFlags2::ALL_COMMANDS,
                 })
                 .collect(),
-        };
-        // Checked now (nothing recorded), so a bad frame is refused before the engine builds
-        // its submission.
-        SignalLedger::check_all(&self.signal_ledgers(frame.number))?;
-        Ok(out)
+        })
     }
 
     /// Records that the engine's submission of `semaphores` (from [`Self::frame_semaphores`])
-    /// was accepted by the driver, so later frames are checked against it.
-    pub fn mark_submitted(&self, semaphores: &FrameSemaphores) -> Result<()> {
+    /// was accepted by the driver: the frame counts as submitted, later frames may begin, and
+    /// the pacer's drop waits for it.
+    ///
+    /// Refused, changing nothing, for another pacer's semaphores, a frame that is not the
+    /// current one, a frame CUDA has not released ([`SyncError::WaitNeverSignalled`]) or one
+    /// already submitted.
+    ///
+    /// # Safety
+    /// A submission that waits and signals exactly `semaphores` (every wait and every signal,
+    /// at those values) was accepted by a queue of the pacer's device (`vkQueueSubmit2`
+    /// returned success), and its signals run after those of the frame before (the same
+    /// queue as the previous frame's submission, or ordered after it): a timeline signal must
+    /// exceed the value before it when it runs. The pacer cannot see a submission made outside
+    /// `cuvk`: if none was made, nothing will signal the frame, later frames wait for it on
+    /// the GPU, and the pacer's drop gives up after its timeout and leaks.
+    pub unsafe fn mark_submitted(&self, semaphores: &FrameSemaphores) -> Result<()> {
+        let book = self.book();
+        book.check(
+            semaphores.pacer,
+            semaphores.frame,
+            FrameStep::MarkSubmitted,
+            self.marks(),
+        )?;
         SignalLedger::signal_all(&self.signal_ledgers(semaphores.frame), || Ok(()))
     }
 
     fn signal_ledgers(&self, value: u64) -> [(&SignalLedger, u64); 2] {
         [
-            (self.vulkan_done.ledger().as_ref(), value),
-            (self.frames_complete.ledger().as_ref(), value),
+            (self.timelines.vulkan_done.ledger().as_ref(), value),
+            (self.timelines.frames_complete.ledger().as_ref(), value),
         ]
     }
 
@@ -257,14 +612,16 @@ impl FramePacer {
         dst_stage: vk::PipelineStageFlags,
         dst_access: vk::AccessFlags,
     ) {
+        let device = self.context().device();
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.record_transfer(
+            cmd_acquire_buffers(
+                device,
                 cmd,
+                self.queue_family,
                 buffers,
-                (vk::QUEUE_FAMILY_EXTERNAL, self.queue_family),
-                (vk::PipelineStageFlags::TOP_OF_PIPE, dst_stage),
-                (vk::AccessFlags::empty(), dst_access),
+                dst_stage,
+                dst_access,
             )
         }
     }
@@ -281,53 +638,16 @@ impl FramePacer {
         src_stage: vk::PipelineStageFlags,
         src_access: vk::AccessFlags,
     ) {
+        let device = self.context().device();
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.record_transfer(
+            cmd_release_buffers(
+                device,
                 cmd,
+                self.queue_family,
                 buffers,
-                (self.queue_family, vk::QUEUE_FAMILY_EXTERNAL),
-                (src_stage, vk::PipelineStageFlags::BOTTOM_OF_PIPE),
-                (src_access, vk::AccessFlags::empty()),
-            )
-        }
-    }
-
-    /// Records one queue-family ownership barrier for `buffers`.
-    ///
-    /// # Safety
-    /// As [`Self::record_acquire_from_cuda`].
-    unsafe fn record_transfer(
-        &self,
-        cmd: vk::CommandBuffer,
-        buffers: &[&dyn AsVkBuffer],
-        (src_family, dst_family): (u32, u32),
-        (src_stage, dst_stage): (vk::PipelineStageFlags, vk::PipelineStageFlags),
-        (src_access, dst_access): (vk::AccessFlags, vk::AccessFlags),
-    ) {
-        let barriers: Vec<vk::BufferMemoryBarrier> = buffers
-            .iter()
-            .map(|b| {
-                vk::BufferMemoryBarrier::default()
-                    .src_access_mask(src_access)
-                    .dst_access_mask(dst_access)
-                    .src_queue_family_index(src_family)
-                    .dst_queue_family_index(dst_family)
-                    .buffer(b.vk_buffer())
-                    .offset(0)
-                    .size(vk::WHOLE_SIZE)
-            })
-            .collect();
-        // SAFETY: forwarded from the caller (recording command buffer on this device).
-        unsafe {
-            self.cuda_done.context().device().cmd_pipeline_barrier(
-                cmd,
                 src_stage,
-                dst_stage,
-                vk::DependencyFlags::empty(),
-                &[],
-                &barriers,
-                &[],
+                src_access,
             )
         }
     }
@@ -349,7 +669,7 @@ impl FramePacer {
         dst_stage: vk::PipelineStageFlags,
         dst_access: vk::AccessFlags,
     ) {
-        let device = self.cuda_done.context().device();
+        let device = self.context().device();
         // SAFETY: forwarded from the caller.
         unsafe {
             cmd_acquire_images(
@@ -377,7 +697,7 @@ impl FramePacer {
         src_stage: vk::PipelineStageFlags,
         src_access: vk::AccessFlags,
     ) {
-        let device = self.cuda_done.context().device();
+        let device = self.context().device();
         // SAFETY: forwarded from the caller.
         unsafe {
             cmd_release_images(
@@ -391,22 +711,96 @@ impl FramePacer {
         }
     }
 
-    /// Waits on the host until Vulkan has finished every frame handed out so far.
+    /// Records the barrier that makes the frame's writes (`src_stage`, `src_access`: e.g.
+    /// `TRANSFER`, `TRANSFER_WRITE` after a copy into a
+    /// [`HostBuffer`](crate::vulkan::HostBuffer)) visible to the host. Record it after the
+    /// last write the host will read; the host reads once the frame completed
+    /// ([`Self::wait_frame`], or the `begin_frame` that hands out the same command slot).
+    ///
+    /// # Safety
+    /// `cmd` must be recording on the pacer's device.
+    pub unsafe fn record_host_read_barrier(
+        &self,
+        cmd: vk::CommandBuffer,
+        src_stage: vk::PipelineStageFlags,
+        src_access: vk::AccessFlags,
+    ) {
+        let to_host = [vk::MemoryBarrier::default()
+            .src_access_mask(src_access)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        // SAFETY: forwarded from the caller (a recording command buffer of this device); the
+        // barrier is well formed.
+        unsafe {
+            self.context().device().cmd_pipeline_barrier(
+                cmd,
+                src_stage,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &to_host,
+                &[],
+                &[],
+            )
+        }
+    }
+
+    /// Waits on the host until Vulkan has finished `frame` (any frame of this pacer, current
+    /// or earlier). Refused at once for another pacer's frame, or a frame not submitted
+    /// ([`SyncError::WaitNeverSignalled`]) instead of waiting for the timeout.
+    pub fn wait_frame(&self, frame: &Frame, timeout: Duration) -> Result<()> {
+        if frame.pacer != self.id {
+            return Err(SyncError::ForeignFrame {
+                frame: frame.number,
+            }
+            .into());
+        }
+        let done = &self.timelines.frames_complete;
+        done.check_scheduled(frame.number)?;
+        done.wait_host(frame.number, timeout)
+    }
+
+    /// Waits on the host until Vulkan has finished every frame submitted so far.
     pub fn wait_idle(&self, timeout: Duration) -> Result<()> {
-        self.frames_complete.wait_host(self.next - 1, timeout)
+        let done = &self.timelines.frames_complete;
+        done.wait_host(done.highest_signal(), timeout)
     }
 }
 
 impl Drop for FramePacer {
     fn drop(&mut self) {
         // Submissions an engine made itself (`mark_submitted`) are not on the context's
-        // progress timeline: wait for the last frame the pacer knows of, so the semaphores
-        // (dropped after this) are not destroyed under a pending batch. Bounded; on timeout
-        // the semaphores' own drops wait or leak.
-        let last = self.frames_complete.highest_signal();
-        if let Err(e) = self.frames_complete.wait_host(last, DEFAULT_SLOT_TIMEOUT) {
-            log::error!("FramePacer dropped with frame {last} still pending: {e}");
+        // progress timeline: wait for the last value scheduled on each timeline, within one
+        // deadline, so that nothing is destroyed under pending work.
+        let deadline = Instant::now().checked_add(DEFAULT_SLOT_TIMEOUT);
+        let remaining = || {
+            deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            })
+        };
+        let t = &*self.timelines;
+        let waited = [&t.frames_complete, &t.vulkan_done, &t.cuda_done]
+            .into_iter()
+            .try_for_each(|s| s.wait_host(s.highest_signal(), remaining()));
+        if let Err(e) = waited {
+            log::error!(
+                "FramePacer dropped with frames still pending after {:?} ({e}); leaking its \
+                 semaphores, their CUDA imports and its command buffers",
+                DEFAULT_SLOT_TIMEOUT
+            );
+            return;
         }
+        let device = self.timelines.cuda_done.context().device();
+        for (pool, _) in self.commands.iter().flatten() {
+            // SAFETY: our pool; every frame that used its buffer has completed (waited above).
+            unsafe { device.destroy_command_pool(*pool, None) };
+        }
+        // What is left of the imports' drops (their CUDA events) shares the same deadline;
+        // the semaphores' own waits are already satisfied.
+        let rest = remaining();
+        let t = &mut *self.timelines;
+        t.cuda_done_import.set_drop_timeout(rest);
+        t.vulkan_done_import.set_drop_timeout(rest);
+        // SAFETY: dropped once, here; not used after.
+        unsafe { ManuallyDrop::drop(&mut self.timelines) };
     }
 }
 
@@ -434,6 +828,7 @@ impl SemaphoreSubmit {
 /// What one frame's Vulkan submission waits on and signals ([`FramePacer::frame_semaphores`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameSemaphores {
+    pacer: u64,
     frame: u64,
     /// Wait before the frame's commands.
     pub waits: Vec<SemaphoreSubmit>,
@@ -442,6 +837,14 @@ pub struct FrameSemaphores {
 }
 
 impl FrameSemaphores {
+    /// The frame these are for.
+    pub fn frame(&self) -> u64 {
+        self.frame
+    }
+    /// The pacer that made them ([`FramePacer::id`]).
+    pub fn pacer_id(&self) -> u64 {
+        self.pacer
+    }
     /// The waits as `VkSemaphoreSubmitInfo`s.
     pub fn wait_infos(&self) -> Vec<vk::SemaphoreSubmitInfo<'static>> {
         self.waits.iter().map(SemaphoreSubmit::info).collect()
@@ -451,3 +854,12 @@ impl FrameSemaphores {
         self.signals.iter().map(SemaphoreSubmit::info).collect()
     }
 }
+
+// A pacer moves to, and is shared with, other threads (an engine's render thread); frames are
+// plain values.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<FramePacer>();
+    send_sync::<Frame>();
+    send_sync::<FrameSemaphores>();
+};

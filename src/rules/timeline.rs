@@ -4,7 +4,12 @@
 //!
 //! A value is recorded only when the signal it guards was accepted: a refused call (a bad
 //! value, or a driver error) changes no ledger. A submission that signals several
-//! semaphores checks all of them before recording any ([`SignalLedger::signal_all`]).
+//! semaphores checks all of them before recording any ([`SignalLedger::signal_all`]). A wait
+//! can be checked against the ledger too ([`SignalLedger::check_scheduled`]): a wait for a
+//! value no signal was scheduled for may wait forever.
+//!
+//! [`FrameBook`] is the frame pacer's state machine on top of its three ledgers: which frame
+//! is current, and which step it may take.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -59,6 +64,38 @@ impl SignalLedger {
             return Err(SyncError::WaitNeverSignalled { value, scheduled }.into());
         }
         Ok(())
+    }
+
+    /// As [`Self::signal`] for a signal that takes effect at once (a host signal): refused
+    /// also while a signal already scheduled has not executed — `counter` (read under the
+    /// ledger's lock) gives the semaphore's current value — since that signal would then run
+    /// after the higher value ([`SyncError::SignalPending`]).
+    pub fn signal_now<R>(
+        &self,
+        value: u64,
+        counter: impl FnOnce() -> Result<u64>,
+        signal: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let mut last = self.lock();
+        if self.timeline {
+            if value <= *last {
+                return Err(SyncError::TimelineNotIncreasing { value, last: *last }.into());
+            }
+            let current = counter()?;
+            if current < *last {
+                return Err(SyncError::SignalPending {
+                    value,
+                    pending: *last,
+                    current,
+                }
+                .into());
+            }
+        }
+        let out = signal()?;
+        if self.timeline {
+            *last = value;
+        }
+        Ok(out)
     }
 
     /// Checks that every value would be accepted now, recording nothing.
@@ -317,6 +354,286 @@ mod tests {
         assert_eq!((a.highest(), b.highest()), (1, 5));
         SignalLedger::signal_all(&[(&a, 2), (&b, 6)], || Ok(())).unwrap();
         assert_eq!((a.highest(), b.highest()), (2, 6));
+    }
+
+    #[test]
+    fn waits_only_for_scheduled_values() {
+        let a = SignalLedger::new(2, true);
+        a.check_scheduled(0).unwrap();
+        a.check_scheduled(2).unwrap();
+        assert!(matches!(
+            a.check_scheduled(3),
+            Err(Error::Sync(SyncError::WaitNeverSignalled {
+                value: 3,
+                scheduled: 2
+            }))
+        ));
+        a.signal(3, || Ok(())).unwrap();
+        a.check_scheduled(3).unwrap();
+        SignalLedger::new(0, false).check_scheduled(9).unwrap();
+    }
+
+    #[test]
+    fn a_signal_at_once_waits_for_no_pending_signal() {
+        let a = SignalLedger::new(0, true);
+        a.signal(3, || Ok(())).unwrap(); // scheduled on a queue, not executed
+        assert!(matches!(
+            a.signal_now(4, || Ok(1), || Ok(())),
+            Err(Error::Sync(SyncError::SignalPending {
+                value: 4,
+                pending: 3,
+                current: 1
+            }))
+        ));
+        assert!(matches!(
+            a.signal_now(3, || Ok(3), || Ok(())),
+            Err(Error::Sync(SyncError::TimelineNotIncreasing {
+                value: 3,
+                last: 3
+            }))
+        ));
+        assert_eq!(a.highest(), 3);
+        a.signal_now(4, || Ok(3), || Ok(())).unwrap();
+        assert_eq!(a.highest(), 4);
+    }
+
+    /// A pacer's timelines, driven the way the pacer drives them.
+    struct Sim {
+        book: FrameBook,
+        marks: PacerMarks,
+    }
+
+    impl Sim {
+        fn new(k: u64) -> Self {
+            Self {
+                book: FrameBook::new(7, k),
+                marks: PacerMarks::default(),
+            }
+        }
+        fn begin(&mut self) -> Result<u64> {
+            let (n, reuse) = self.book.plan_begin(self.marks)?;
+            if let Some(prev) = reuse {
+                assert!(self.marks.frames_complete >= prev);
+            }
+            self.book.begun(n);
+            Ok(n)
+        }
+        fn step(&mut self, frame: u64, step: FrameStep) -> Result<()> {
+            self.book.check(7, frame, step, self.marks)?;
+            match step {
+                FrameStep::CudaAcquire => self.book.acquired(),
+                FrameStep::CudaRelease => self.marks.cuda_done = frame,
+                FrameStep::Submit | FrameStep::MarkSubmitted => {
+                    self.marks.vulkan_done = frame;
+                    self.marks.frames_complete = frame;
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+        fn frame(&mut self) -> u64 {
+            let n = self.begin().unwrap();
+            for step in [
+                FrameStep::RecordCommands,
+                FrameStep::CudaAcquire,
+                FrameStep::CudaAcquire, // a second stream
+                FrameStep::CudaRelease,
+                FrameStep::RecordCommands,
+                FrameStep::Submit,
+            ] {
+                self.step(n, step).unwrap();
+            }
+            n
+        }
+    }
+
+    fn sync_err(r: Result<impl std::fmt::Debug>) -> SyncError {
+        match r {
+            Err(Error::Sync(e)) => e,
+            other => panic!("expected a sync refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn frames_go_through_their_steps_in_order() {
+        for k in 1..=3 {
+            let mut sim = Sim::new(k);
+            for expected in 1..=3 * k {
+                assert_eq!(sim.frame(), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn another_pacers_frame_is_refused_at_every_step() {
+        let mut sim = Sim::new(2);
+        let n = sim.begin().unwrap();
+        for step in [
+            FrameStep::CudaAcquire,
+            FrameStep::CudaRelease,
+            FrameStep::Submit,
+            FrameStep::MarkSubmitted,
+            FrameStep::RecordCommands,
+        ] {
+            assert_eq!(
+                sync_err(sim.book.check(8, n, step, sim.marks)),
+                SyncError::ForeignFrame { frame: n }
+            );
+        }
+        // Nothing changed: the frame proceeds.
+        sim.step(n, FrameStep::CudaAcquire).unwrap();
+        sim.step(n, FrameStep::CudaRelease).unwrap();
+        sim.step(n, FrameStep::Submit).unwrap();
+        assert_eq!(sim.frame(), 2);
+    }
+
+    #[test]
+    fn a_stale_frame_is_refused_at_every_step() {
+        let mut sim = Sim::new(1);
+        let old = sim.frame();
+        let n = sim.begin().unwrap();
+        for step in [
+            FrameStep::CudaAcquire,
+            FrameStep::CudaRelease,
+            FrameStep::Submit,
+            FrameStep::MarkSubmitted,
+            FrameStep::RecordCommands,
+        ] {
+            assert_eq!(
+                sync_err(sim.step(old, step)),
+                SyncError::WrongFrame {
+                    frame: old,
+                    current: n,
+                    reason: step
+                }
+            );
+        }
+        for step in [
+            FrameStep::CudaAcquire,
+            FrameStep::CudaRelease,
+            FrameStep::Submit,
+        ] {
+            sim.step(n, step).unwrap();
+        }
+        assert_eq!(sim.frame(), 3);
+    }
+
+    #[test]
+    fn steps_out_of_order_are_refused_and_change_nothing() {
+        let mut sim = Sim::new(2);
+        let n = sim.begin().unwrap();
+        // Release before acquire: CUDA would write a slot Vulkan may still read.
+        assert_eq!(
+            sync_err(sim.step(n, FrameStep::CudaRelease)),
+            SyncError::FrameOutOfOrder {
+                frame: n,
+                last_step: FrameStep::Begin,
+                reason: FrameStep::CudaRelease
+            }
+        );
+        // Submission before release: the GPU would wait for a value nobody schedules.
+        for step in [FrameStep::Submit, FrameStep::MarkSubmitted] {
+            assert_eq!(
+                sync_err(sim.step(n, step)),
+                SyncError::WaitNeverSignalled {
+                    value: n,
+                    scheduled: 0
+                }
+            );
+        }
+        // The next frame before this one is submitted.
+        assert_eq!(
+            sync_err(sim.begin()),
+            SyncError::FrameOutOfOrder {
+                frame: n,
+                last_step: FrameStep::Begin,
+                reason: FrameStep::Begin
+            }
+        );
+        sim.step(n, FrameStep::CudaAcquire).unwrap();
+        assert_eq!(
+            sync_err(sim.step(n, FrameStep::Submit)),
+            SyncError::WaitNeverSignalled {
+                value: n,
+                scheduled: 0
+            }
+        );
+        sim.step(n, FrameStep::CudaRelease).unwrap();
+        // Acquire or release again after the release.
+        for step in [FrameStep::CudaAcquire, FrameStep::CudaRelease] {
+            assert_eq!(
+                sync_err(sim.step(n, step)),
+                SyncError::FrameOutOfOrder {
+                    frame: n,
+                    last_step: FrameStep::CudaRelease,
+                    reason: step
+                }
+            );
+        }
+        assert_eq!(
+            sync_err(sim.begin()),
+            SyncError::FrameOutOfOrder {
+                frame: n,
+                last_step: FrameStep::CudaRelease,
+                reason: FrameStep::Begin
+            }
+        );
+        sim.step(n, FrameStep::Submit).unwrap();
+        // Submitted: a second submission, a mark, or re-recording its commands.
+        for step in [
+            FrameStep::Submit,
+            FrameStep::MarkSubmitted,
+            FrameStep::RecordCommands,
+            FrameStep::CudaAcquire,
+        ] {
+            assert_eq!(
+                sync_err(sim.step(n, step)),
+                SyncError::FrameOutOfOrder {
+                    frame: n,
+                    last_step: FrameStep::Submit,
+                    reason: step
+                }
+            );
+        }
+        // Nothing was recorded by the refusals: three more frames run.
+        assert_eq!(sim.frame(), 2);
+        assert_eq!(sim.frame(), 3);
+        assert_eq!(sim.frame(), 4);
+    }
+
+    #[test]
+    fn releases_and_submissions_made_another_way_count() {
+        // A wgpu submission (or a raw one) that signals the pacer's timelines records them in
+        // the ledgers: the book reads the state from there.
+        let mut sim = Sim::new(1);
+        let n = sim.begin().unwrap();
+        sim.step(n, FrameStep::CudaAcquire).unwrap();
+        sim.marks.cuda_done = n;
+        sim.marks.vulkan_done = n;
+        sim.marks.frames_complete = n;
+        assert_eq!(sim.begin().unwrap(), 2);
+    }
+
+    #[test]
+    fn an_acquire_whose_slot_was_never_submitted_is_refused() {
+        // Not reachable through the pacer (a frame begins only after the previous one is
+        // submitted), but the check stands on its own: frame 3 at K = 1 waits for frame 2.
+        let mut book = FrameBook::new(1, 1);
+        book.begun(3);
+        let marks = PacerMarks {
+            cuda_done: 1,
+            vulkan_done: 1,
+            frames_complete: 1,
+        };
+        assert_eq!(
+            sync_err(book.check(1, 3, FrameStep::CudaAcquire, marks)),
+            SyncError::WaitNeverSignalled {
+                value: 2,
+                scheduled: 1
+            }
+        );
+        assert_eq!(book.previous_use(3), Some(2));
+        assert_eq!(book.previous_use(1), None);
     }
 
     #[test]

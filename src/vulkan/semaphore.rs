@@ -14,8 +14,7 @@ use crate::rules::timeline::SignalLedger;
 use crate::vulkan::VulkanContext;
 
 /// How long, in all, a [`Semaphore`]'s drop waits for the submissions that used it (and its
-/// last scheduled signal) before it leaks the semaphore rather than destroy it in use; change
-/// it per semaphore with [`Semaphore::set_drop_timeout`].
+/// last scheduled signal) before it leaks the semaphore rather than destroy it in use.
 pub const SEMAPHORE_DROP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binary or timeline.
@@ -57,8 +56,8 @@ impl SemaphoreDesc {
 ///
 /// Drop waits only for this semaphore's own work: the submissions made through
 /// [`VulkanContext::submit_with_semaphores`] that used it, and (timelines) its highest
-/// scheduled signal; never for the whole device, and never longer in all than its drop
-/// timeout ([`SEMAPHORE_DROP_TIMEOUT`], [`Self::set_drop_timeout`]): then it logs and leaks.
+/// scheduled signal; never for the whole device, and never longer in all than
+/// [`SEMAPHORE_DROP_TIMEOUT`]: then it logs and leaks.
 pub struct Semaphore {
     ctx: Arc<VulkanContext>,
     semaphore: vk::Semaphore,
@@ -66,8 +65,6 @@ pub struct Semaphore {
     exportable: bool,
     ledger: Arc<SignalLedger>,
     last_submission: AtomicU64,
-    /// The drop timeout in nanoseconds (`u64::MAX`: none).
-    drop_timeout_ns: AtomicU64,
 }
 
 impl std::fmt::Debug for Semaphore {
@@ -108,7 +105,6 @@ impl Semaphore {
             exportable: desc.exportable,
             ledger: SignalLedger::new(initial, vk_type == vk::SemaphoreType::TIMELINE),
             last_submission: AtomicU64::new(0),
-            drop_timeout_ns: AtomicU64::new(duration_ns(SEMAPHORE_DROP_TIMEOUT)),
         }))
     }
 
@@ -195,13 +191,7 @@ impl Semaphore {
     pub fn check_scheduled(&self, value: u64) -> Result<()> {
         self.ledger.check_scheduled(value)
     }
-    /// Sets how long, in all, this semaphore's drop waits for its submissions and its last
-    /// scheduled signal before it logs and leaks the semaphore (default
-    /// [`SEMAPHORE_DROP_TIMEOUT`]). Takes `&self`: the semaphore is shared in an `Arc`.
-    pub fn set_drop_timeout(&self, timeout: Duration) {
-        self.drop_timeout_ns
-            .store(duration_ns(timeout), Ordering::Relaxed);
-    }
+
     /// Notes that submission `number` of the context's progress timeline used it.
     pub(crate) fn note_submission(&self, number: u64) {
         self.last_submission.fetch_max(number, Ordering::AcqRel);
@@ -226,16 +216,24 @@ impl Semaphore {
         .vk("vkGetSemaphoreCounterValue")
     }
 
-    /// Signals `value` from the host (timeline only; it must increase).
+    /// Signals `value` from the host (timeline only). It must exceed every value scheduled by
+    /// any API ([`SyncError::TimelineNotIncreasing`]), and every scheduled signal must have
+    /// executed ([`SyncError::SignalPending`]: a queue or CUDA signal still pending would run
+    /// after the higher host value, VUID-VkSemaphoreSignalInfo-value-03259).
     pub fn signal_host(&self, value: u64) -> Result<()> {
         self.require_timeline("a host signal")?;
         let info = vk::SemaphoreSignalInfo::default()
             .semaphore(self.semaphore)
             .value(value);
-        self.ledger.signal(value, || {
-            // SAFETY: valid timeline semaphore; value greater than every scheduled signal.
-            unsafe { self.ctx.device().signal_semaphore(&info) }.vk("vkSignalSemaphore")
-        })
+        self.ledger.signal_now(
+            value,
+            || self.value(),
+            || {
+                // SAFETY: valid timeline semaphore; value greater than every scheduled signal,
+                // all of which have executed (checked under the ledger's lock).
+                unsafe { self.ctx.device().signal_semaphore(&info) }.vk("vkSignalSemaphore")
+            },
+        )
     }
 
     /// Waits on the host until the counter reaches `value`, or returns [`Error::Timeout`].
@@ -291,11 +289,11 @@ impl Drop for Semaphore {
         // Every CUDA import holds an Arc to this semaphore, so none is alive now. Wait for the
         // submissions that used it (and, for a timeline, its last scheduled signal) — never
         // for the whole device, which may be an engine's — within one deadline.
-        let timeout_ns = self.drop_timeout_ns.load(Ordering::Relaxed);
-        let deadline = Instant::now().checked_add(Duration::from_nanos(timeout_ns));
-        let remaining = || match deadline {
-            Some(d) if timeout_ns != u64::MAX => d.saturating_duration_since(Instant::now()),
-            _ => Duration::MAX,
+        let deadline = Instant::now().checked_add(SEMAPHORE_DROP_TIMEOUT);
+        let remaining = || {
+            deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            })
         };
         let waited = self
             .ctx
