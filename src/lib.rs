@@ -38,6 +38,7 @@ mod error;
 mod interop;
 mod platform;
 mod rules;
+mod teardown;
 mod uuid;
 pub mod vulkan;
 #[cfg(feature = "wgpu")]
@@ -82,6 +83,9 @@ pub use platform::{
     SEMAPHORE_EXTENSION, SEMAPHORE_HANDLE_TYPE,
 };
 pub use uuid::Uuid;
+
+// How long drops wait for the GPU before they give up, log and leak.
+pub use teardown::DEFAULT_DROP_TIMEOUT;
 
 /// Re-exported so users name the same versions this crate was built with: write
 /// `cuvk::ash::vk`, not a direct `ash` dependency (or depend on ash 0.38 with the `loaded`

@@ -661,13 +661,13 @@ impl Engine {
         };
         let s = &side.stream;
         let k = self.opts.frames_in_flight as usize;
-        let (slot, prev) = (frame.slot, (frame.slot + k - 1) % k);
+        let (slot, prev) = (frame.slot(), (frame.slot() + k - 1) % k);
         let cfg = LaunchConfig {
             grid_dim: (side.grid, 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (ev0, ev1) = &side.events[frame.command_slot];
+        let (ev0, ev1) = &side.events[frame.command_slot()];
         let params = self.params;
         match &mut self.store {
             Store::ZeroCopy { pos, vel } => {
@@ -690,7 +690,7 @@ impl Engine {
             Store::Staging {
                 pos, vel, staging, ..
             } => {
-                let n = frame.number as usize;
+                let n = frame.number() as usize;
                 let (src, dst) = ((n + 1) % 2, n % 2);
                 ev0.record(s)?;
                 let p = params.for_frame(simulate);
@@ -716,7 +716,8 @@ impl Engine {
                 pacer.cuda_acquire(frame, s)?;
                 staging[slot].cuda_download(s, &pos[dst])?;
             }
-            Store::Vulkan { .. } => {}
+            // No CUDA work this frame: the pacer still wants acquire before release.
+            Store::Vulkan { .. } => pacer.cuda_acquire(frame, s)?,
         }
         pacer.cuda_release(frame, s)?;
         Ok(())

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaStream};
 
+use crate::cuda::external_memory::destroy_result;
 use crate::cuda::ImportedMemory;
 use crate::error::MemoryError;
 use crate::error::{CudaResultExt, Error, Result};
@@ -208,7 +209,8 @@ impl Drop for MipmappedArray {
         let ctx = self.memory.context();
         ctx.record_err(ctx.bind_to_thread());
         // SAFETY: the handle came from a successful mapping and is destroyed once, here.
-        ctx.record_err(unsafe { sys::cuMipmappedArrayDestroy(self.handle) }.result());
+        let destroyed = unsafe { sys::cuMipmappedArrayDestroy(self.handle) }.result();
+        destroy_result(ctx, "cuMipmappedArrayDestroy", destroyed);
     }
 }
 
@@ -426,7 +428,8 @@ impl Drop for SurfaceObject {
         let ctx = self.level.parent.context();
         ctx.record_err(ctx.bind_to_thread());
         // SAFETY: created by cuSurfObjectCreate, destroyed once, before its array (we hold it).
-        ctx.record_err(unsafe { sys::cuSurfObjectDestroy(self.handle) }.result());
+        let destroyed = unsafe { sys::cuSurfObjectDestroy(self.handle) }.result();
+        destroy_result(ctx, "cuSurfObjectDestroy", destroyed);
     }
 }
 
@@ -655,7 +658,8 @@ impl Drop for TextureObject {
         let ctx = self.source.parent().context();
         ctx.record_err(ctx.bind_to_thread());
         // SAFETY: created by cuTexObjectCreate, destroyed once, before what it reads (held).
-        ctx.record_err(unsafe { sys::cuTexObjectDestroy(self.handle) }.result());
+        let destroyed = unsafe { sys::cuTexObjectDestroy(self.handle) }.result();
+        destroy_result(ctx, "cuTexObjectDestroy", destroyed);
     }
 }
 

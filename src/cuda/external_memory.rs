@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{result, sys, CudaContext};
+use cudarc::driver::{result, sys, CudaContext, DriverError};
 
 use crate::error::{CudaResultExt, Importer, Result};
 use crate::platform::{self, OwnedExternalHandle};
@@ -207,11 +207,25 @@ impl ImportedMemory {
 
 impl Drop for ImportedMemory {
     fn drop(&mut self) {
-        // Every MappedRange holds an Arc to us, so none is alive now.
+        // Every MappedRange and mipmapped array holds an Arc to us, so none is alive now.
         self.ctx.record_err(self.ctx.bind_to_thread());
         // SAFETY: the handle came from a successful import and is destroyed once, here.
-        self.ctx
-            .record_err(unsafe { result::external_memory::destroy_external_memory(self.handle) });
+        let destroyed = unsafe { result::external_memory::destroy_external_memory(self.handle) };
+        destroy_result(&self.ctx, "cuDestroyExternalMemory", destroyed);
+    }
+}
+
+/// What a drop does with the result of a CUDA destroy or free: a failure (the memory or object
+/// then stays allocated in the driver) is logged with the call's name and recorded on the
+/// context (cudarc's `record_err`), never dropped silently.
+pub(crate) fn destroy_result(
+    ctx: &CudaContext,
+    call: &'static str,
+    result: Result<(), DriverError>,
+) {
+    if let Err(e) = result {
+        log::error!("{call} failed in a drop ({e}): what it frees stays allocated in the driver");
+        ctx.record_err(Err::<(), _>(e));
     }
 }
 
@@ -295,7 +309,7 @@ impl Drop for MappedRange {
         ctx.record_err(ctx.bind_to_thread());
         // SAFETY: the pointer came from cuExternalMemoryGetMappedBuffer and is freed once, here,
         // before its imported memory can be destroyed (we hold the Arc).
-        ctx.record_err(unsafe { result::memory_free(self.ptr) });
+        destroy_result(ctx, "cuMemFree", unsafe { result::memory_free(self.ptr) });
         let mut live = self.memory.live.lock().unwrap_or_else(|p| p.into_inner());
         live.retain(|(id, _)| *id != self.id);
     }

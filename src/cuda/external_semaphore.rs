@@ -3,18 +3,16 @@
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 
+use crate::cuda::external_memory::destroy_result;
 use crate::error::SyncError;
 use crate::error::{CudaResultExt, Error, Importer, Result};
 use crate::platform::{self, OwnedExternalHandle};
 use crate::rules::timeline::SignalLedger;
-
-/// How long [`ExternalSemaphore`]'s drop waits for CUDA work that still uses it before it
-/// gives up and leaks the import (and the semaphore it imports) rather than destroy them in use.
-pub const DEFAULT_DROP_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::teardown::{DropBudget, DEFAULT_DROP_TIMEOUT};
 
 /// The CUDA handle type asked for at import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +26,11 @@ pub enum CudaSemaphoreType {
 /// A semaphore exported by another API and imported into CUDA. It keeps the exporter's
 /// semaphore alive, shares its signal ledger (so values increase across APIs), and its drop
 /// waits for the last CUDA operation that used it, so a pending CUDA wait never sees it
-/// destroyed (see [`Self::set_drop_timeout`]).
+/// destroyed — but never longer than its drop timeout: then it logs an error and leaks the
+/// import and the exporter's semaphore until that operation finishes, if ever (see
+/// [`Self::set_drop_timeout`]). Imported through the bridge, it waits within its Vulkan
+/// context's one drop budget
+/// ([`VulkanContext::set_drop_timeout`](crate::vulkan::VulkanContext::set_drop_timeout)).
 pub struct ExternalSemaphore {
     ctx: Arc<CudaContext>,
     handle: sys::CUexternalSemaphore,
@@ -36,8 +38,8 @@ pub struct ExternalSemaphore {
     ledger: Arc<SignalLedger>,
     // One event per stream that used the semaphore, re-recorded after each operation there.
     last_use: Mutex<Vec<(sys::CUstream, CudaEvent)>>,
-    drop_timeout: Duration,
-    // Dropped after the import is destroyed (fields drop after Drop::drop runs).
+    budget: Arc<DropBudget>,
+    // Released after the import is destroyed, in Drop (see SemaphoreImport).
     keep_alive: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -79,7 +81,7 @@ impl ExternalSemaphore {
             ty,
             ledger,
             last_use: Mutex::new(Vec::new()),
-            drop_timeout: DEFAULT_DROP_TIMEOUT,
+            budget: Arc::new(DropBudget::new(DEFAULT_DROP_TIMEOUT)),
             keep_alive,
         })
     }
@@ -94,9 +96,19 @@ impl ExternalSemaphore {
         &self.ledger
     }
 
-    /// Sets how long drop waits for pending CUDA work on this semaphore before leaking it.
+    /// Sets how long drop waits for pending CUDA work on this semaphore before it leaks it
+    /// (default [`crate::DEFAULT_DROP_TIMEOUT`], or its context's drop timeout when imported
+    /// through the bridge), for this semaphore alone: it no longer shares a context's budget.
     pub fn set_drop_timeout(&mut self, timeout: Duration) {
-        self.drop_timeout = timeout;
+        self.budget = Arc::new(DropBudget::new(timeout));
+    }
+
+    /// Makes drop wait within `budget` (a Vulkan context's), shared with every other drop of
+    /// that context.
+    // To be called where the bridge pairs a Vulkan semaphore with its import
+    // (`interop::semaphore::import_semaphore`).
+    pub(crate) fn share_drop_budget(&mut self, budget: Arc<DropBudget>) {
+        self.budget = budget;
     }
 
     /// Enqueues a signal on `stream`: for a timeline, of `value` (which must increase over
@@ -213,38 +225,64 @@ impl ExternalSemaphore {
     }
 }
 
+/// An import and what keeps the exporter's semaphore alive: destroyed (the import first) when
+/// dropped, which a drop may park until CUDA work that still uses it has finished.
+struct SemaphoreImport {
+    ctx: Arc<CudaContext>,
+    handle: sys::CUexternalSemaphore,
+    _keep_alive: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+// SAFETY: the CUDA handle is usable from any thread once its context is bound (Drop binds it).
+unsafe impl Send for SemaphoreImport {}
+
+impl Drop for SemaphoreImport {
+    fn drop(&mut self) {
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        // SAFETY: imported once, destroyed once, here, after the last CUDA operation using it
+        // (the drop that made this waited for it, or parked this until it finished).
+        let destroyed = unsafe { sys::cuDestroyExternalSemaphore(self.handle) }.result();
+        destroy_result(&self.ctx, "cuDestroyExternalSemaphore", destroyed);
+    }
+}
+
 impl Drop for ExternalSemaphore {
     fn drop(&mut self) {
-        let ctx = self.ctx.clone();
-        ctx.record_err(ctx.bind_to_thread());
-        let uses = std::mem::take(self.last_use.get_mut().unwrap_or_else(|p| p.into_inner()));
-        // A timeout too long to represent means no deadline.
-        let deadline = Instant::now().checked_add(self.drop_timeout);
-        let all_done = uses.iter().all(|(_, event)| {
-            while !event.is_complete() {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return false;
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            true
-        });
-        if !all_done {
-            // A CUDA wait is still pending (its value was never signalled). Destroying the
-            // semaphore now would be undefined: leak the import, its events and the Vulkan
-            // semaphore instead, and say so.
-            log::error!(
-                "ExternalSemaphore dropped while CUDA work still waits on it after {:?}; \
-                 leaking the import and the exported semaphore to stay safe",
-                self.drop_timeout
-            );
-            std::mem::forget(self.keep_alive.take());
-            std::mem::forget(uses);
-            return;
-        }
-        // SAFETY: imported once, destroyed once, after the last CUDA operation using it.
-        ctx.record_err(unsafe { sys::cuDestroyExternalSemaphore(self.handle) }.result());
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        let events: Vec<CudaEvent> =
+            std::mem::take(self.last_use.get_mut().unwrap_or_else(|p| p.into_inner()))
+                .into_iter()
+                .map(|(_, event)| event)
+                .collect();
+        let import = SemaphoreImport {
+            ctx: self.ctx.clone(),
+            handle: self.handle,
+            _keep_alive: self.keep_alive.take(),
+        };
+        // A CUDA wait still pending (its value never signalled) must not see the semaphore
+        // destroyed: wait within the budget, else park the import until it finishes.
+        let finished = self.budget.poll(|| uses_done(&events));
+        self.budget
+            .release("ExternalSemaphore", finished, import, || {
+                Box::new(move || uses_done(&events))
+            });
     }
+}
+
+/// Whether every stream's last use of the semaphore has completed; an error counts as done
+/// (the context is then broken and runs nothing more; the error is recorded on it).
+fn uses_done(events: &[CudaEvent]) -> bool {
+    events.iter().all(|event| {
+        let ctx = event.context();
+        ctx.record_err(ctx.bind_to_thread());
+        match event.try_is_complete() {
+            Ok(done) => done,
+            Err(e) => {
+                ctx.record_err(Err::<(), _>(e));
+                true
+            }
+        }
+    })
 }
 
 /// The raw `cuImportExternalSemaphore` call.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{sys, CudaContext};
 
+use crate::cuda::external_memory::destroy_result;
 use crate::error::MemoryError;
 use crate::error::{CudaResultExt, Error, Result};
 use crate::rules::layout::{self, AlignmentRule};
@@ -253,8 +254,8 @@ impl<T> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
         self.ctx.record_err(self.ctx.bind_to_thread());
         // SAFETY: allocated by cuMemHostAlloc, freed once, here.
-        self.ctx
-            .record_err(unsafe { cudarc::driver::result::free_host(self.ptr.as_ptr().cast()) });
+        let freed = unsafe { cudarc::driver::result::free_host(self.ptr.as_ptr().cast()) };
+        destroy_result(&self.ctx, "cuMemFreeHost", freed);
         PINNED_BYTES.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
@@ -358,8 +359,8 @@ impl<T> Drop for HostRegistration<'_, T> {
     fn drop(&mut self) {
         self.ctx.record_err(self.ctx.bind_to_thread());
         // SAFETY: registered by us, unregistered once, here, while the borrow is still held.
-        self.ctx
-            .record_err(unsafe { sys::cuMemHostUnregister(self.range.start as *mut _) }.result());
+        let unregistered = unsafe { sys::cuMemHostUnregister(self.range.start as *mut _) }.result();
+        destroy_result(&self.ctx, "cuMemHostUnregister", unregistered);
         REGISTERED
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -21,5 +21,5 @@ pub use device::{
     CudaDeviceInfo,
 };
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
-pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore, DEFAULT_DROP_TIMEOUT};
+pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore};
 pub use kernels::{compile_module, compile_ptx};

@@ -770,21 +770,24 @@ impl Drop for FramePacer {
         // Submissions an engine made itself (`mark_submitted`) are not on the context's
         // progress timeline: wait for the last value scheduled on each timeline, within one
         // deadline, so that nothing is destroyed under pending work.
-        let deadline = Instant::now().checked_add(DEFAULT_SLOT_TIMEOUT);
-        let remaining = || {
-            deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            })
-        };
+        // Within the context's one drop budget (the whole teardown is bounded by it).
         let t = &*self.timelines;
-        let waited = [&t.frames_complete, &t.vulkan_done, &t.cuda_done]
-            .into_iter()
-            .try_for_each(|s| s.wait_host(s.highest_signal(), remaining()));
+        let ctx = t.frames_complete.context().clone();
+        let waited = ctx.drop_wait("a FramePacer's last frames", |allowance| {
+            let deadline = Instant::now().checked_add(allowance);
+            let remaining = || {
+                deadline.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(Instant::now())
+                })
+            };
+            [&t.frames_complete, &t.vulkan_done, &t.cuda_done]
+                .into_iter()
+                .try_for_each(|s| s.wait_host(s.highest_signal(), remaining()))
+        });
         if let Err(e) = waited {
             log::error!(
-                "FramePacer dropped with frames still pending after {:?} ({e}); leaking its \
-                 semaphores, their CUDA imports and its command buffers",
-                DEFAULT_SLOT_TIMEOUT
+                "FramePacer dropped with frames still pending ({e}); leaking its semaphores, \
+                 their CUDA imports and its command buffers"
             );
             return;
         }
@@ -793,12 +796,7 @@ impl Drop for FramePacer {
             // SAFETY: our pool; every frame that used its buffer has completed (waited above).
             unsafe { device.destroy_command_pool(*pool, None) };
         }
-        // What is left of the imports' drops (their CUDA events) shares the same deadline;
-        // the semaphores' own waits are already satisfied.
-        let rest = remaining();
-        let t = &mut *self.timelines;
-        t.cuda_done_import.set_drop_timeout(rest);
-        t.vulkan_done_import.set_drop_timeout(rest);
+        // The imports' drops (their CUDA events) share the context's budget (import_semaphore).
         // SAFETY: dropped once, here; not used after.
         unsafe { ManuallyDrop::drop(&mut self.timelines) };
     }

@@ -24,7 +24,7 @@ pub fn import_semaphore(
     let handle = semaphore.export()?;
     // SAFETY: the handle was just exported from `semaphore`, whose type matches `ty`; the
     // ledger is the semaphore's own; the Arc keeps the semaphore alive.
-    unsafe {
+    let mut imported = unsafe {
         ExternalSemaphore::import(
             cuda,
             handle,
@@ -32,7 +32,10 @@ pub fn import_semaphore(
             semaphore.ledger().clone(),
             Some(semaphore.clone()),
         )
-    }
+    }?;
+    // One drop budget for the Vulkan context and everything shared on it.
+    imported.share_drop_budget(semaphore.context().drop_budget().clone());
+    Ok(imported)
 }
 
 /// A Vulkan semaphore and its CUDA import.

@@ -6,6 +6,7 @@
 //! then calls take validated values.
 
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use ash::vk;
@@ -307,18 +308,22 @@ pub(crate) type BufferEvents = (Option<CudaEvent>, Option<CudaEvent>);
 ///
 /// On the CUDA side it keeps cudarc's stream contract the way `CudaSlice` does: a read or
 /// write on any stream waits for the last write (and a write for the last reads) through
-/// events, so cudarc copies on different streams are ordered; drop waits for both events.
+/// events, so cudarc copies on different streams are ordered.
 /// The two APIs do not order their accesses by themselves: finish CUDA work (stream sync or
 /// an exported semaphore) before Vulkan reads, and the reverse.
+///
+/// Drop waits for both events (in single-stream mode, for the buffer's stream), but never
+/// longer than the context's drop timeout
+/// ([`VulkanContext::set_drop_timeout`](crate::vulkan::VulkanContext::set_drop_timeout)): if
+/// the work has not finished by then (a stream that waits for a value nobody writes), it logs
+/// an error and leaks the memory and its mapping until that work finishes, if ever, rather
+/// than free them under the GPU or hang.
 pub struct SharedBuffer<T> {
-    // Declared before `cuda`: the events are waited for in Drop, then the Vulkan view goes,
-    // then the CUDA mapping (and through it the allocation). The Vulkan view is shared with
-    // a wgpu::Buffer made of it (feature `wgpu`), which may keep it, and the memory it is
-    // bound to, alive after this buffer and its CUDA mapping are gone.
     read: Option<CudaEvent>,
     write: Option<CudaEvent>,
-    bound: Arc<BoundBuffer>,
-    cuda: CudaSide,
+    // Taken apart in Drop, once the events say the GPU is done with them (see BufferParts).
+    bound: ManuallyDrop<Arc<BoundBuffer>>,
+    cuda: ManuallyDrop<CudaSide>,
     device_ptr: sys::CUdeviceptr,
     stream: Arc<CudaStream>,
     len: usize,
@@ -362,8 +367,8 @@ impl<T> SharedBuffer<T> {
             read,
             write,
             device_ptr: cuda.device_ptr(),
-            bound: Arc::new(bound),
-            cuda,
+            bound: ManuallyDrop::new(Arc::new(bound)),
+            cuda: ManuallyDrop::new(cuda),
             stream,
             len,
             _element: PhantomData,
@@ -387,7 +392,7 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     /// Byte offset inside its allocation (a pool buffer: inside its pool block; 0 for
     /// CUDA-allocated buffers).
     pub fn offset(&self) -> u64 {
-        match &self.cuda {
+        match &*self.cuda {
             CudaSide::Imported { mapping, .. } => mapping.range().start,
             CudaSide::Vmm(_) => 0,
             CudaSide::Pooled(lease) => lease.offset(),
@@ -421,7 +426,7 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     /// whole range the pool maps, so [`SharedAllocation::buffer`] refuses to overlap it);
     /// `None` for buffers CUDA allocated ([`Bridge::create_buffer_from_cuda`]).
     pub fn allocation(&self) -> Option<&Arc<SharedAllocation>> {
-        match &self.cuda {
+        match &*self.cuda {
             CudaSide::Imported { allocation, .. } => Some(allocation),
             CudaSide::Vmm(_) => None,
             CudaSide::Pooled(lease) => Some(&lease.block().extra.allocation),
@@ -430,7 +435,7 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
 
     /// Whether it came from a [`SharedPool`](crate::SharedPool).
     pub fn is_pooled(&self) -> bool {
-        matches!(self.cuda, CudaSide::Pooled(_))
+        matches!(*self.cuda, CudaSide::Pooled(_))
     }
 
     /// Copies the buffer to the host through CUDA (ordered after the last write on any
@@ -467,19 +472,75 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     }
 }
 
+/// What a shared buffer frees once the GPU is done with it, in this order (field order): the
+/// Vulkan view (shared with a wgpu::Buffer made of it, feature `wgpu`, which may keep it and
+/// its memory alive longer), then the CUDA mapping (and through it the allocation).
+struct BufferParts {
+    _bound: Arc<BoundBuffer>,
+    _cuda: CudaSide,
+}
+
 impl<T> Drop for SharedBuffer<T> {
     fn drop(&mut self) {
+        // SAFETY: taken once, here; `bound` and `cuda` are not used again (ManuallyDrop leaves
+        // nothing for the fields' own drops).
+        let parts = unsafe {
+            BufferParts {
+                _bound: ManuallyDrop::take(&mut self.bound),
+                _cuda: ManuallyDrop::take(&mut self.cuda),
+            }
+        };
+        let budget = parts._bound.vk_context().drop_budget().clone();
+        let ctx = self.stream.context().clone();
+        ctx.record_err(ctx.bind_to_thread());
         // Wait for this buffer's own CUDA work (never the whole device) before the mapping
         // is freed: its events where cudarc tracks streams, else its stream (cudarc records
         // no events in single-stream mode). Kernels launched with a raw `kernel_arg` on other
         // streams are the launcher's to finish (cudarc's launches are `unsafe`).
-        let ctx = self.stream.context();
         if ctx.is_managing_stream_synchronization() {
-            for event in [&self.read, &self.write].into_iter().flatten() {
-                ctx.record_err(event.synchronize());
-            }
+            let events = [self.read.take(), self.write.take()];
+            let finished = budget.poll(|| events_done(&events));
+            budget.release("SharedBuffer", finished, parts, || {
+                Box::new(move || events_done(&events))
+            });
         } else {
-            ctx.record_err(self.stream.synchronize());
+            let stream = self.stream.clone();
+            let finished = budget.poll(|| stream_done(&stream));
+            budget.release("SharedBuffer", finished, parts, || {
+                Box::new(move || stream_done(&stream))
+            });
+        }
+    }
+}
+
+/// Whether every recorded event has completed (an error counts as done: the context is then
+/// broken and will run nothing more; the error is recorded on it).
+fn events_done(events: &[Option<CudaEvent>]) -> bool {
+    events.iter().flatten().all(|event| {
+        let ctx = event.context();
+        ctx.record_err(ctx.bind_to_thread());
+        match event.try_is_complete() {
+            Ok(done) => done,
+            Err(e) => {
+                ctx.record_err(Err::<(), _>(e));
+                true
+            }
+        }
+    })
+}
+
+/// Whether `stream` has finished all its work (`cuStreamQuery`; an error counts as done, as
+/// in [`events_done`]).
+fn stream_done(stream: &CudaStream) -> bool {
+    let ctx = stream.context();
+    ctx.record_err(ctx.bind_to_thread());
+    // SAFETY: a live stream of this context (the Arc keeps it).
+    match unsafe { sys::cuStreamQuery(stream.cu_stream()) }.result() {
+        Ok(()) => true,
+        Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => false,
+        Err(e) => {
+            ctx.record_err(Err::<(), _>(e));
+            true
         }
     }
 }

@@ -4,6 +4,8 @@
 //! two DMA copies and no CPU copy. The particle demo's `--transfer staging` mode uses it as
 //! the baseline that shows what zero-copy saves.
 
+use std::mem::ManuallyDrop;
+
 use ash::vk;
 use cudarc::driver::{sys, CudaEvent, CudaStream, DevicePtr, DevicePtrMut};
 
@@ -36,10 +38,16 @@ use crate::vulkan::{AsVkBuffer, HostImportedBuffer, VulkanContext};
 /// staging.cuda_upload_raw(stream, 0x1000, 16); // error: call to unsafe function
 /// # }
 /// ```
+///
+/// Drop waits for the last CUDA copy, but never longer than the context's drop timeout
+/// ([`VulkanContext::set_drop_timeout`]): if the copy has not finished by then (its stream
+/// waits for a value nobody writes), it logs an error and leaks the pinned memory and its
+/// Vulkan import until the copy finishes, if ever, rather than free them under the GPU or
+/// hang.
 pub struct StagingBuffer {
-    // Declared first so it is dropped first: the Vulkan import must not outlive the memory.
-    vk: HostImportedBuffer<'static>,
-    pinned: PinnedBuffer<u8>,
+    // Taken apart in Drop once the last copy is done (see StagingParts).
+    vk: ManuallyDrop<HostImportedBuffer<'static>>,
+    pinned: ManuallyDrop<PinnedBuffer<u8>>,
     // Recorded after each CUDA copy; waited for before the host sees the bytes.
     pending: Option<CudaEvent>,
 }
@@ -71,8 +79,8 @@ impl StagingBuffer {
         let region: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
         let vk = HostImportedBuffer::new(bridge.vulkan(), region, usage)?;
         Ok(Self {
-            vk,
-            pinned,
+            vk: ManuallyDrop::new(vk),
+            pinned: ManuallyDrop::new(pinned),
             pending: None,
         })
     }
@@ -227,11 +235,46 @@ impl StagingBuffer {
     }
 }
 
+/// What a staging buffer frees once its last copy is done, in this order (field order): the
+/// Vulkan import must not outlive the memory it imports.
+struct StagingParts {
+    _vk: HostImportedBuffer<'static>,
+    _pinned: PinnedBuffer<u8>,
+}
+
 impl Drop for StagingBuffer {
     fn drop(&mut self) {
-        // The pinned memory must not be freed under an in-flight copy: wait for ours.
-        if let Some(event) = &self.pending {
-            self.pinned.context().record_err(event.synchronize());
+        // SAFETY: taken once, here; `vk` and `pinned` are not used again (ManuallyDrop leaves
+        // nothing for the fields' own drops).
+        let parts = unsafe {
+            StagingParts {
+                _vk: ManuallyDrop::take(&mut self.vk),
+                _pinned: ManuallyDrop::take(&mut self.pinned),
+            }
+        };
+        // The pinned memory must not be freed under an in-flight copy: wait (bounded) for ours.
+        let budget = parts._vk.vk_context().drop_budget().clone();
+        let pending = self.pending.take();
+        let finished = budget.poll(|| copy_done(&pending));
+        budget.release("StagingBuffer", finished, parts, || {
+            Box::new(move || copy_done(&pending))
+        });
+    }
+}
+
+/// Whether the last copy (if any) has completed; an error counts as done (the context is then
+/// broken and runs nothing more; the error is recorded on it).
+fn copy_done(pending: &Option<CudaEvent>) -> bool {
+    let Some(event) = pending else {
+        return true;
+    };
+    let ctx = event.context();
+    ctx.record_err(ctx.bind_to_thread());
+    match event.try_is_complete() {
+        Ok(done) => done,
+        Err(e) => {
+            ctx.record_err(Err::<(), _>(e));
+            true
         }
     }
 }

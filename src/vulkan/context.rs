@@ -10,6 +10,7 @@ use ash::{ext, vk};
 
 use crate::error::{ApiVersion, Error, ExtensionState, Result, VkResultExt};
 use crate::platform::{self, MEMORY_EXTENSION, SEMAPHORE_EXTENSION};
+use crate::teardown::{DropBudget, Probe, DEFAULT_DROP_TIMEOUT};
 use crate::Uuid;
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
@@ -199,6 +200,10 @@ struct Parts {
 /// engine's objects by [`VulkanContext::from_existing`] (destroys nothing of the engine's).
 /// Shared as `Arc<VulkanContext>`: every object made from it holds the Arc, so the device
 /// outlives them.
+///
+/// No drop of the context or of an object made from it waits without bound for the GPU: all
+/// of them wait within one drop timeout ([`Self::set_drop_timeout`], default
+/// [`crate::DEFAULT_DROP_TIMEOUT`]), then log an error and leak what the GPU may still touch.
 pub struct VulkanContext {
     entry: ash::Entry,
     instance: ash::Instance,
@@ -212,6 +217,9 @@ pub struct VulkanContext {
     supported_extensions: Vec<CString>,
     pub(crate) ext: DeviceExtensions,
     pub(crate) progress: Progress,
+    /// The one drop timeout every drop of an object made from this context uses, and what
+    /// those drops gave up on (see [`Self::set_drop_timeout`]).
+    budget: Arc<DropBudget>,
     owned: bool,
     /// What keeps a wrapped device alive (e.g. the `wgpu::Device` it belongs to): dropped
     /// after [`Drop::drop`] has destroyed everything the context made on the device.
@@ -377,6 +385,7 @@ impl VulkanContext {
             supported_extensions,
             ext,
             progress,
+            budget: Arc::new(DropBudget::new(DEFAULT_DROP_TIMEOUT)),
             owned: parts.owned,
             keep_alive: parts.keep_alive,
         }))
@@ -491,39 +500,259 @@ impl VulkanContext {
             ExtensionState::NotSupported
         }
     }
+}
 
-    /// Waits on the host until submission `number` of [`Self::submit_with_semaphores`] (and
-    /// every earlier one) has completed; 0 means none.
-    pub(crate) fn wait_submissions(&self, number: u64, timeout: Duration) -> Result<()> {
+impl VulkanContext {
+    /// How long, in all, drops of objects made from this context wait for GPU work that still
+    /// uses them before they give up: they then log an error and leak what the GPU may still
+    /// touch (until that work finishes, if ever) rather than free it in use or hang. The
+    /// context's own drop waits as long for its queue, then leaks the device rather than
+    /// destroy it under the GPU. Starts at [`crate::DEFAULT_DROP_TIMEOUT`].
+    pub fn drop_timeout(&self) -> Duration {
+        self.budget.timeout()
+    }
+
+    /// Sets [`Self::drop_timeout`] for every drop that starts after this (`Duration::MAX`: wait
+    /// without bound). It is one budget, not one per object: once a drop has given up, later
+    /// drops on this context do not wait at all until the work it gave up on has finished
+    /// (see [`Self::is_wedged`]), so a teardown with the GPU stuck costs one timeout, not one
+    /// per object. Works for every context, however it was made (a bridge's:
+    /// `bridge.vulkan().set_drop_timeout(..)`).
+    pub fn set_drop_timeout(&self, timeout: Duration) {
+        self.budget.set_timeout(timeout);
+    }
+
+    /// Whether a drop on this context gave up waiting for GPU work that has still not
+    /// finished. Meanwhile drops do not wait, and what they would free is parked (freeing
+    /// CUDA memory behind a stuck stream can block in the driver); once that work finishes,
+    /// this call (and every drop) frees what was parked and says `false` again.
+    pub fn is_wedged(&self) -> bool {
+        self.budget.is_wedged()
+    }
+
+    /// The budget every drop of an object made from this context waits within.
+    pub(crate) fn drop_budget(&self) -> &Arc<DropBudget> {
+        &self.budget
+    }
+
+    /// A probe that says whether the progress timeline has reached `value` (or the device is
+    /// lost). It holds the device's function table and the progress timeline, which live as
+    /// long as the device: the context settles its budget before it destroys them.
+    fn progress_probe(&self, value: u64) -> Probe {
+        let device = self.device.clone();
+        let semaphore = self.progress.semaphore;
+        Box::new(move || {
+            // SAFETY: the progress timeline of a live device (see above).
+            unsafe { device.get_semaphore_counter_value(semaphore) }.map_or(true, |v| v >= value)
+        })
+    }
+
+    /// Waits within the drop budget (as `wait` does, given how long it may wait): on a timeout
+    /// the budget is wedged until every submission made so far through the context has
+    /// completed, and the error says how long the drop timeout is. For drops that wait on
+    /// something else than the progress timeline (a pacer's frames).
+    // For the pacers' drops (wgpu::submit's WgpuFramePacer; interop::pacer's FramePacer), which
+    // wait on their own timelines.
+    pub(crate) fn drop_wait(
+        &self,
+        what: &'static str,
+        wait: impl FnOnce(Duration) -> Result<()>,
+    ) -> Result<()> {
+        match wait(self.budget.allowance()) {
+            Err(Error::Timeout { .. }) => {
+                self.budget
+                    .wedge(self.progress_probe(self.progress.last_submitted()));
+                Err(Error::Timeout {
+                    what,
+                    timeout_ns: self.budget.timeout_ns(),
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Waits within the drop budget until submission `number` of
+    /// [`Self::submit_with_semaphores`] (and every earlier one) has completed; on a timeout the
+    /// budget is wedged until it has.
+    // For `Semaphore`'s drop (vulkan::semaphore), which waits for the submissions that used it.
+    pub(crate) fn drop_wait_submissions(&self, number: u64) -> Result<()> {
         if number == 0 {
             return Ok(());
         }
+        // SAFETY: the progress timeline is destroyed only with the device.
+        unsafe {
+            self.drop_wait_timeline(
+                self.progress.semaphore,
+                number,
+                "the submissions that used an object",
+            )
+        }
+    }
+
+    /// Waits within the drop budget until timeline `semaphore` of this device reaches
+    /// `value`; on a timeout the budget is wedged until it has.
+    ///
+    /// # Safety
+    /// `semaphore` must be a timeline semaphore of this device that, if this returns an error,
+    /// is never destroyed (the budget's probe reads its counter until the context goes).
+    // For `Semaphore`'s drop (vulkan::semaphore), which waits for its last scheduled signal.
+    pub(crate) unsafe fn drop_wait_timeline(
+        &self,
+        semaphore: vk::Semaphore,
+        value: u64,
+        what: &'static str,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        let waited = unsafe { self.wait_timeline(semaphore, value, self.budget.allowance(), what) };
+        if let Err(Error::Timeout { .. }) = waited {
+            let device = self.device.clone();
+            self.budget.wedge(Box::new(move || {
+                // SAFETY: the caller leaks the semaphore (never destroys it) after an error,
+                // and the device lives until the context settles its budget.
+                unsafe { device.get_semaphore_counter_value(semaphore) }
+                    .map_or(true, |v| v >= value)
+            }));
+        }
+        waited
+    }
+
+    /// Waits on the host until timeline `semaphore` reaches `value`, at most `timeout`; a
+    /// timeout is reported with the context's drop timeout (what the caller's wait was bounded
+    /// by).
+    ///
+    /// # Safety
+    /// `semaphore` must be a live timeline semaphore of this device.
+    unsafe fn wait_timeline(
+        &self,
+        semaphore: vk::Semaphore,
+        value: u64,
+        timeout: Duration,
+        what: &'static str,
+    ) -> Result<()> {
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        let sems = [self.progress.semaphore];
-        let values = [number];
+        let sems = [semaphore];
+        let values = [value];
         let info = vk::SemaphoreWaitInfo::default()
             .semaphores(&sems)
             .values(&values);
-        // SAFETY: the progress timeline is a live semaphore of this device.
+        // SAFETY: a live timeline semaphore of this device (caller).
         match unsafe { self.device.wait_semaphores(&info, timeout_ns) } {
             Ok(()) => Ok(()),
             Err(vk::Result::TIMEOUT) => Err(Error::Timeout {
-                what: "the submissions that used an object",
-                timeout_ns,
+                what,
+                timeout_ns: self.budget.timeout_ns(),
             }),
             Err(result) => Err(Error::vulkan("vkWaitSemaphores", result)),
+        }
+    }
+
+    /// An empty submission to the context's queue that signals the progress timeline with a
+    /// new number: it completes after everything submitted to the queue before it (a
+    /// signal's first synchronization scope is every earlier command in submission order),
+    /// so waiting for its number with a timeout is a bounded `vkQueueWaitIdle`, which covers
+    /// submissions made on the queue without [`Self::submit_with_semaphores`] too. `None`
+    /// where the context has no queue.
+    fn fence_queue(&self) -> Result<Option<u64>> {
+        let queue = self.lock_queue();
+        if *queue == vk::Queue::null() {
+            return Ok(None);
+        }
+        let number = self.progress.last_submitted() + 1;
+        let sems = [self.progress.semaphore];
+        let values = [number];
+        let mut timeline =
+            vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+        let submit = [vk::SubmitInfo::default()
+            .signal_semaphores(&sems)
+            .push_next(&mut timeline)];
+        // SAFETY: the queue is locked; the batch only signals the context's own timeline with
+        // the next number (numbered under the same lock as every other submission).
+        unsafe { self.device.queue_submit(*queue, &submit, vk::Fence::null()) }
+            .vk("vkQueueSubmit")?;
+        self.progress.submitted(number);
+        Ok(Some(number))
+    }
+
+    /// Waits, within the drop budget, until the GPU no longer runs anything of the context's:
+    /// for a device the context owns, everything submitted to its queue (through a
+    /// [`Self::fence_queue`] submission); for an engine's device, the context's own
+    /// submissions only (its queue is the engine's, to which the context must not submit
+    /// behind the engine's back). `Ok` also where the device is lost (nothing runs any more).
+    fn wait_idle_for_drop(&self) -> Result<()> {
+        let number = if self.owned {
+            match self.fence_queue() {
+                Ok(Some(number)) => number,
+                Ok(None) => self.progress.last_submitted(),
+                Err(Error::Vulkan {
+                    result: vk::Result::ERROR_DEVICE_LOST,
+                    ..
+                }) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        } else {
+            self.progress.last_submitted()
+        };
+        let what = if self.owned {
+            "the work on the context's queue"
+        } else {
+            "the context's own submissions"
+        };
+        // SAFETY: the progress timeline is alive until the device is destroyed, after this.
+        let waited = unsafe {
+            self.wait_timeline(
+                self.progress.semaphore,
+                number,
+                self.budget.allowance(),
+                what,
+            )
+        };
+        match waited {
+            Err(Error::Vulkan {
+                result: vk::Result::ERROR_DEVICE_LOST,
+                ..
+            }) => Ok(()),
+            other => other,
         }
     }
 }
 
 impl Drop for VulkanContext {
     fn drop(&mut self) {
-        // Every object made from this context holds an Arc to it, so none is alive now.
+        // Every object made from this context holds an Arc to it, so none is alive now; what
+        // their drops parked holds no Arc to it either (it would be alive otherwise). Wait
+        // (bounded) until the GPU runs nothing of ours, and until whatever a drop gave up on
+        // has finished (freeing what was parked), or else leak.
+        let idle = self.wait_idle_for_drop().and_then(|()| {
+            if self.budget.is_wedged() {
+                Err(Error::Timeout {
+                    what: "GPU work an earlier drop gave up on",
+                    timeout_ns: self.budget.timeout_ns(),
+                })
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = idle {
+            log::error!(
+                "VulkanContext dropped while its GPU work is still running ({e}); leaking {} \
+                 rather than destroy it under the GPU or hang",
+                if self.owned {
+                    "the device, the instance and every object on them"
+                } else {
+                    "its timeline and what keeps the device alive"
+                }
+            );
+            // The loader must stay loaded and the validation log alive as long as the driver
+            // may still call into them; the engine's device stays alive too.
+            std::mem::forget(self.entry.clone());
+            std::mem::forget(self.debug.take());
+            std::mem::forget(self.keep_alive.take());
+            return;
+        }
         if self.owned {
-            // SAFETY: we created the device and instance; waiting idle first makes their
-            // destruction legal.
+            // SAFETY: we created the device and instance; nothing runs on the device any more
+            // (its queue's last submission completed) and every object made from it is gone.
             unsafe {
-                let _ = self.device.device_wait_idle();
                 self.device.destroy_semaphore(self.progress.semaphore, None);
                 self.device.destroy_device(None);
                 if let Some(d) = self.debug.take() {
@@ -531,14 +760,6 @@ impl Drop for VulkanContext {
                 }
                 self.instance.destroy_instance(None);
             }
-            return;
-        }
-        // An engine's device: wait for our own submissions only, then free what we made.
-        let last = self.progress.last_submitted();
-        if let Err(e) = self.wait_submissions(last, Duration::from_secs(10)) {
-            log::error!(
-                "VulkanContext dropped with submissions pending ({e}); leaking its timeline"
-            );
             return;
         }
         // SAFETY: our own semaphore; every submission that signals it has completed. A

@@ -43,5 +43,5 @@ pub use pool::{PooledBuffer, VulkanPool};
 pub(crate) use image::ImageDesc;
 pub(crate) use memory::Dedicated;
 pub(crate) use pool::PoolDesc;
-pub use semaphore::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, SEMAPHORE_DROP_TIMEOUT};
+pub use semaphore::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
 pub use sparse::SparseBuffer;

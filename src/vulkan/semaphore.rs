@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ash::vk;
 
@@ -12,10 +12,6 @@ use crate::error::{Error, Importer, Result, VkResultExt};
 use crate::platform::{self, OwnedExternalHandle, SEMAPHORE_EXTENSION, SEMAPHORE_HANDLE_TYPE};
 use crate::rules::timeline::SignalLedger;
 use crate::vulkan::VulkanContext;
-
-/// How long, in all, a [`Semaphore`]'s drop waits for the submissions that used it (and its
-/// last scheduled signal) before it leaks the semaphore rather than destroy it in use.
-pub const SEMAPHORE_DROP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binary or timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +52,8 @@ impl SemaphoreDesc {
 ///
 /// Drop waits only for this semaphore's own work: the submissions made through
 /// [`VulkanContext::submit_with_semaphores`] that used it, and (timelines) its highest
-/// scheduled signal; never for the whole device, and never longer in all than
-/// [`SEMAPHORE_DROP_TIMEOUT`]: then it logs and leaks.
+/// scheduled signal; never for the whole device, and never longer than what is left of the
+/// context's drop budget ([`VulkanContext::set_drop_timeout`]): then it logs and leaks.
 pub struct Semaphore {
     ctx: Arc<VulkanContext>,
     semaphore: vk::Semaphore,
@@ -289,19 +285,19 @@ impl Drop for Semaphore {
         // Every CUDA import holds an Arc to this semaphore, so none is alive now. Wait for the
         // submissions that used it (and, for a timeline, its last scheduled signal) — never
         // for the whole device, which may be an engine's — within one deadline.
-        let deadline = Instant::now().checked_add(SEMAPHORE_DROP_TIMEOUT);
-        let remaining = || {
-            deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            })
-        };
+        // The context's one drop budget bounds the whole teardown.
         let waited = self
             .ctx
-            .wait_submissions(self.last_submission.load(Ordering::Acquire), remaining())
+            .drop_wait_submissions(self.last_submission.load(Ordering::Acquire))
             .and_then(|()| match self.kind {
-                SemaphoreKind::Timeline { .. } => {
-                    self.wait_host(self.ledger.highest(), remaining())
-                }
+                // SAFETY: our live semaphore, destroyed only below.
+                SemaphoreKind::Timeline { .. } => unsafe {
+                    self.ctx.drop_wait_timeline(
+                        self.semaphore,
+                        self.ledger.highest(),
+                        "a semaphore's last scheduled signal",
+                    )
+                },
                 SemaphoreKind::Binary => Ok(()),
             });
         if let Err(e) = waited {

@@ -7,12 +7,10 @@ use std::sync::Arc;
 use ::wgpu::hal;
 use ash::vk;
 
-use crate::error::Result;
-use crate::interop::{Dedicated, SharedBuffer};
 use crate::vulkan::{AsVkBuffer, BoundBuffer};
 use crate::wgpu::device::Vk;
 use crate::wgpu::{WgpuBridge, WgpuDevice};
-use crate::Error;
+use crate::{Dedicated, DeviceObject, DeviceOwner, Error, Result, SharedBuffer, WgpuError};
 
 /// The Vulkan usage a `VkBuffer` needs for wgpu to use it as `usage`: what wgpu-core and
 /// wgpu-hal 30 would create it with (`conv::map_buffer_usage`; `INDIRECT` and
@@ -23,20 +21,13 @@ use crate::Error;
 pub fn vk_buffer_usage(usage: ::wgpu::BufferUsages) -> Result<vk::BufferUsageFlags> {
     use ::wgpu::BufferUsages as U;
     if usage.is_empty() {
-        return Err(Error::InvalidArgument(
-            "the wgpu buffer usage is empty".into(),
-        ));
+        return Err(WgpuError::EmptyBufferUsage.into());
     }
     if usage.intersects(U::MAP_READ | U::MAP_WRITE) {
-        return Err(Error::InvalidArgument(format!(
-            "wgpu usage {usage:?}: wgpu cannot map a buffer whose memory it does not own \
-             (wgpu-hal: externally owned buffers are not mappable); copy into a mappable wgpu buffer"
-        )));
+        return Err(WgpuError::MappableUsage { usage }.into());
     }
     if usage.intersects(U::BLAS_INPUT | U::TLAS_INPUT) {
-        return Err(Error::Unsupported(format!(
-            "wgpu usage {usage:?}: acceleration-structure inputs are not shared by cuvk"
-        )));
+        return Err(WgpuError::AccelerationStructureUsage { usage }.into());
     }
     let pairs = [
         (U::COPY_SRC, vk::BufferUsageFlags::TRANSFER_SRC),
@@ -56,10 +47,10 @@ pub fn vk_buffer_usage(usage: ::wgpu::BufferUsages) -> Result<vk::BufferUsageFla
     ];
     let known = pairs.iter().fold(U::empty(), |a, (u, _)| a | *u);
     if !known.contains(usage) {
-        return Err(Error::InvalidArgument(format!(
-            "wgpu usage {:?} is not one cuvk knows how to create a Vulkan buffer for",
-            usage - known
-        )));
+        return Err(WgpuError::UnknownBufferUsage {
+            usage: usage - known,
+        }
+        .into());
     }
     Ok(pairs
         .iter()
@@ -83,7 +74,7 @@ impl WgpuDevice {
     ) -> Result<::wgpu::Buffer> {
         self.validate_wrap(&bound, usage)?;
         // SAFETY: validated just above.
-        Ok(unsafe { self.wrap_validated(bound, usage, label) })
+        Ok(unsafe { self.wrap_buffer_unchecked(bound, usage, label) })
     }
 
     /// Imports `source`'s memory (another `VkDevice` on the same GPU and driver, e.g. a cuvk
@@ -100,7 +91,7 @@ impl WgpuDevice {
         self.check_wrappable(source.vk_size(), source.buffer().usage(), usage)?;
         let imported = Arc::new(BoundBuffer::import_from(self.vulkan(), source)?);
         // SAFETY: on this device (just imported), with `source`'s usage and size (checked).
-        Ok(unsafe { self.wrap_validated(imported, usage, label) })
+        Ok(unsafe { self.wrap_buffer_unchecked(imported, usage, label) })
     }
 
     /// Every rule of wrapping `bound` as a wgpu buffer of `usage`.
@@ -110,9 +101,10 @@ impl WgpuDevice {
         usage: ::wgpu::BufferUsages,
     ) -> Result<()> {
         if !self.vulkan().same_device(bound.vk_context()) {
-            return Err(Error::WrongDevice(
-                "the buffer belongs to another Vulkan device than the wgpu device",
-            ));
+            return Err(Error::WrongDevice {
+                object: DeviceObject::Buffer,
+                owner: DeviceOwner::WgpuDevice,
+            });
         }
         self.check_wrappable(bound.vk_size(), bound.buffer().usage(), usage)
     }
@@ -128,9 +120,7 @@ impl WgpuDevice {
         check_usage(have, vk_buffer_usage(usage)?, usage)?;
         let max = self.device().limits().max_buffer_size;
         if size > max {
-            return Err(Error::InvalidArgument(format!(
-                "a {size} byte buffer is larger than the wgpu device's max_buffer_size {max}"
-            )));
+            return Err(WgpuError::BufferTooLarge { size, max }.into());
         }
         Ok(())
     }
@@ -139,7 +129,7 @@ impl WgpuDevice {
     ///
     /// # Safety
     /// [`Self::validate_wrap`] must have accepted `bound` and `usage`.
-    pub(crate) unsafe fn wrap_validated(
+    pub(crate) unsafe fn wrap_buffer_unchecked(
         &self,
         bound: Arc<BoundBuffer>,
         usage: ::wgpu::BufferUsages,
@@ -178,11 +168,12 @@ fn check_usage(
     if have.contains(needed) {
         Ok(())
     } else {
-        Err(Error::InvalidArgument(format!(
-            "wgpu usage {usage:?} needs Vulkan usage {needed:?}; the buffer has {have:?} \
-             (missing {:?})",
-            needed & !have
-        )))
+        Err(WgpuError::MissingVulkanUsage {
+            wgpu_usage: usage,
+            needed,
+            have,
+        }
+        .into())
     }
 }
 
@@ -240,7 +231,10 @@ impl WgpuBridge {
         let bound = shared.vulkan_buffer();
         self.wgpu().validate_wrap(bound, usage)?;
         // SAFETY: validated just above.
-        Ok(unsafe { self.wgpu().wrap_validated(bound.clone(), usage, label) })
+        Ok(unsafe {
+            self.wgpu()
+                .wrap_buffer_unchecked(bound.clone(), usage, label)
+        })
     }
 }
 
@@ -263,12 +257,24 @@ mod tests {
         assert!(indirect.contains(vk::BufferUsageFlags::STORAGE_BUFFER));
         assert!(matches!(
             vk_buffer_usage(U::empty()),
-            Err(Error::InvalidArgument(_))
+            Err(Error::Wgpu(WgpuError::EmptyBufferUsage))
         ));
+        let e = vk_buffer_usage(U::MAP_READ | U::COPY_DST).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Wgpu(WgpuError::MappableUsage { usage })
+                    if usage == U::MAP_READ | U::COPY_DST
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("map"), "{e}");
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        let e = vk_buffer_usage(U::BLAS_INPUT).unwrap_err();
         assert!(matches!(
-            vk_buffer_usage(U::MAP_READ | U::COPY_DST),
-            Err(Error::InvalidArgument(m)) if m.contains("map")
+            e,
+            Error::Wgpu(WgpuError::AccelerationStructureUsage { .. })
         ));
-        assert!(vk_buffer_usage(U::BLAS_INPUT).is_err());
+        assert_eq!(e.kind(), crate::ErrorKind::Unsupported);
     }
 }

@@ -3,17 +3,19 @@
 
 use std::ffi::CStr;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use ::wgpu::hal;
 use ash::vk;
 
-use crate::error::{ExtensionState, Result};
-use crate::platform::{MEMORY_EXTENSION, SEMAPHORE_EXTENSION};
 use crate::vulkan::{
     physical_device_uuids, DeviceChoice, ExistingVulkan, Validation, VulkanContext, MIN_API_VERSION,
 };
-use crate::{Error, Uuid};
+use crate::{
+    ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ExtensionState, Result, Uuid,
+    WgpuError, WgpuObject, MEMORY_EXTENSION, SEMAPHORE_EXTENSION,
+};
 
 /// The wgpu-hal Vulkan API marker every `as_hal` call names.
 pub(crate) type Vk = hal::api::Vulkan;
@@ -22,11 +24,13 @@ pub(crate) type Vk = hal::api::Vulkan;
 /// (`wgpu_hal::vulkan::Instance::init`): what the instance's core functions are bounded by.
 const WGPU_HAL_MAX_API_VERSION: u32 = vk::API_VERSION_1_3;
 
-/// Options for [`WgpuDevice::new`].
+/// Options for [`WgpuDevice::new`]. The default: no validation layer, the best adapter that
+/// can share memory, no wgpu features beyond what cuvk enables itself, the adapter's own
+/// limits.
 #[derive(Debug, Clone, Default)]
 pub struct WgpuConfig {
-    /// Validation layer use. `IfAvailable` and `Required` create the instance with
-    /// `InstanceFlags::VALIDATION | DEBUG` and record every message for
+    /// Validation layer use (default: off). `IfAvailable` and `Required` create the instance
+    /// with `InstanceFlags::VALIDATION` ([`create_instance`]) and record every message for
     /// [`WgpuDevice::validation_messages`].
     pub validation: Validation,
     /// Which Vulkan adapter: the best that can share memory, or the one with a `deviceUUID`
@@ -50,19 +54,51 @@ pub struct WgpuConfig {
 /// wgpu frees a resource (and runs the drop callback that releases cuvk's share of a
 /// wrapped buffer) when the device is polled or submitted to after the GPU is done with it:
 /// poll the device as wgpu asks for, also before the last handle goes.
+///
+/// Clones share one device. When the last clone goes, it waits (within the context's drop
+/// budget, [`VulkanContext::set_drop_timeout`]) for cuvk's submissions on wgpu's queue to
+/// complete; if they do not (one waits for a semaphore value nobody signals), it logs that
+/// and leaks its handles of the wgpu device and queue rather than drop them: wgpu waits for
+/// its queue to be idle, without bound, when the last handle of the queue goes.
 #[derive(Clone)]
 pub struct WgpuDevice {
-    device: ::wgpu::Device,
-    queue: ::wgpu::Queue,
+    shared: Arc<Shared>,
+}
+
+/// What the clones of a [`WgpuDevice`] share.
+struct Shared {
+    // Dropped by Drop::drop only once cuvk's submissions completed; leaked otherwise.
+    device: ManuallyDrop<::wgpu::Device>,
+    queue: ManuallyDrop<::wgpu::Queue>,
     vulkan: Arc<VulkanContext>,
     adapter: Option<::wgpu::Adapter>,
     instance: Option<::wgpu::Instance>,
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Within the context's drop budget (VulkanContext::drop_timeout).
+        let last = self.vulkan.last_submission();
+        if let Err(e) = self.vulkan.drop_wait_submissions(last) {
+            log::error!(
+                "WgpuDevice dropped while cuvk's submission {last} on wgpu's queue has not \
+                 completed ({e}); leaking cuvk's handles of the wgpu device and queue, so \
+                 that wgpu does not wait for its queue without bound"
+            );
+            return;
+        }
+        // SAFETY: each field is dropped once, here, and never used again.
+        unsafe {
+            ManuallyDrop::drop(&mut self.queue);
+            ManuallyDrop::drop(&mut self.device);
+        }
+    }
+}
+
 impl std::fmt::Debug for WgpuDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WgpuDevice")
-            .field("device", &self.vulkan.info().describe())
+            .field("device", &self.shared.vulkan.info().describe())
             .finish_non_exhaustive()
     }
 }
@@ -79,10 +115,29 @@ pub fn adapter_uuid(adapter: &::wgpu::Adapter) -> Result<Uuid> {
 }
 
 fn wrong_backend_adapter(adapter: &::wgpu::Adapter) -> Error {
-    Error::WrongBackend {
-        object: "adapter",
+    WgpuError::WrongBackend {
+        object: WgpuObject::Adapter,
         backend: adapter.get_info().backend.to_str(),
     }
+    .into()
+}
+
+/// [`WgpuError::WrongBackend`] for `object`, an object of `device`.
+pub(crate) fn wrong_backend(device: &::wgpu::Device, object: WgpuObject) -> Error {
+    WgpuError::WrongBackend {
+        object,
+        backend: device.adapter_info().backend.to_str(),
+    }
+    .into()
+}
+
+/// [`WgpuError::Call`] for a failed wgpu call.
+pub(crate) fn call_failed(call: &'static str, e: impl std::fmt::Display) -> Error {
+    WgpuError::Call {
+        call,
+        message: e.to_string(),
+    }
+    .into()
 }
 
 /// Drives a wgpu future that completes at once on native backends (wgpu-core's are ready
@@ -92,10 +147,7 @@ pub(crate) fn ready<F: Future>(call: &'static str, future: F) -> Result<F::Outpu
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match future.as_mut().poll(&mut cx) {
         std::task::Poll::Ready(v) => Ok(v),
-        std::task::Poll::Pending => Err(Error::Wgpu {
-            call,
-            message: "the future did not complete at once (not a native wgpu-core backend)".into(),
-        }),
+        std::task::Poll::Pending => Err(WgpuError::NotReady { call }.into()),
     }
 }
 
@@ -115,7 +167,7 @@ pub fn create_instance(validation: Validation) -> Result<(::wgpu::Instance, bool
             // SAFETY: loading the system Vulkan loader runs its initialisers only.
             let entry =
                 unsafe { ash::Entry::load() }.map_err(|e| Error::VulkanLoader(e.to_string()))?;
-            crate::vulkan::layer_available(&entry)?
+            crate::vulkan::validation_layer_available(&entry)?
         }
     };
     if validation == Validation::Required && !layer {
@@ -151,10 +203,7 @@ pub fn create_instance(validation: Validation) -> Result<(::wgpu::Instance, bool
     );
     // SAFETY: the callback only adds an extension the loader offers (checked).
     let hal_instance = unsafe { hal::vulkan::Instance::init_with_callback(&desc, Some(callback)) }
-        .map_err(|e| Error::Wgpu {
-            call: "wgpu_hal::vulkan::Instance::init_with_callback",
-            message: e.to_string(),
-        })?;
+        .map_err(|e| call_failed("wgpu_hal::vulkan::Instance::init_with_callback", e))?;
     let recorded = hal_instance
         .shared_instance()
         .extensions()
@@ -189,9 +238,11 @@ impl WgpuDevice {
             required_limits: config.limits.unwrap_or_else(|| adapter.limits()),
             ..Default::default()
         };
-        let mut me = Self::open(&adapter, &desc)?;
-        me.instance = Some(instance);
-        Ok(me)
+        let mut shared = Self::open_shared(&adapter, &desc)?;
+        shared.instance = Some(instance);
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
     }
 
     /// Opens `adapter` (Vulkan backend) as a wgpu device with what cuvk needs besides what
@@ -207,6 +258,15 @@ impl WgpuDevice {
     /// Where the instance has `VK_EXT_debug_utils` ([`create_instance`] with validation),
     /// the validation layer's messages are recorded ([`Self::validation_messages`]).
     pub fn open(adapter: &::wgpu::Adapter, desc: &::wgpu::DeviceDescriptor<'_>) -> Result<Self> {
+        Ok(Self {
+            shared: Arc::new(Self::open_shared(adapter, desc)?),
+        })
+    }
+
+    fn open_shared(
+        adapter: &::wgpu::Adapter,
+        desc: &::wgpu::DeviceDescriptor<'_>,
+    ) -> Result<Shared> {
         validate_request(adapter, desc)?;
         let open = {
             // SAFETY: the hal adapter is used to open a device as wgpu itself would, with
@@ -231,10 +291,7 @@ impl WgpuDevice {
                     Some(callback),
                 )
             }
-            .map_err(|e| Error::Wgpu {
-                call: "wgpu_hal::vulkan::Adapter::open_with_callback",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| call_failed("wgpu_hal::vulkan::Adapter::open_with_callback", e))?;
             let record = hal
                 .shared_instance()
                 .extensions()
@@ -244,16 +301,11 @@ impl WgpuDevice {
         let (open, buffer_device_address, validation_log) = open;
         // SAFETY: `open` was created from this adapter's hal adapter, with exactly
         // `desc.required_features` (which the adapter offers: checked).
-        let (device, queue) =
-            unsafe { adapter.create_device_from_hal::<Vk>(open, desc) }.map_err(|e| {
-                Error::Wgpu {
-                    call: "wgpu::Adapter::create_device_from_hal",
-                    message: e.to_string(),
-                }
-            })?;
-        let mut me = Self::wrap(device, queue, buffer_device_address, validation_log)?;
-        me.adapter = Some(adapter.clone());
-        Ok(me)
+        let (device, queue) = unsafe { adapter.create_device_from_hal::<Vk>(open, desc) }
+            .map_err(|e| call_failed("wgpu::Adapter::create_device_from_hal", e))?;
+        let mut shared = Self::wrap(device, queue, buffer_device_address, validation_log)?;
+        shared.adapter = Some(adapter.clone());
+        Ok(shared)
     }
 
     /// Adopts a device an application opened itself (Vulkan backend), after checking it has
@@ -265,15 +317,16 @@ impl WgpuDevice {
     pub fn adopt(device: &::wgpu::Device, queue: &::wgpu::Queue) -> Result<Self> {
         let address = {
             // SAFETY: the hal device is only read.
-            let hal = unsafe { device.as_hal::<Vk>() }.ok_or(Error::WrongBackend {
-                object: "device",
-                backend: "non-Vulkan",
-            })?;
+            let hal = unsafe { device.as_hal::<Vk>() }
+                .ok_or_else(|| wrong_backend(device, WgpuObject::Device))?;
             // wgpu-hal enables the feature exactly when this name is in its list.
             hal.enabled_device_extensions()
                 .contains(&ash::khr::buffer_device_address::NAME)
         };
-        Self::wrap(device.clone(), queue.clone(), address, false)
+        let shared = Self::wrap(device.clone(), queue.clone(), address, false)?;
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
     }
 
     fn wrap(
@@ -281,24 +334,21 @@ impl WgpuDevice {
         queue: ::wgpu::Queue,
         buffer_device_address: bool,
         validation_log: bool,
-    ) -> Result<Self> {
+    ) -> Result<Shared> {
         let vulkan = {
             // SAFETY: the hal objects are only read: their handles go to a context that never
             // submits, and that keeps the wgpu::Device (and so the VkDevice and VkInstance)
             // alive until it is dropped.
-            let hal = unsafe { device.as_hal::<Vk>() }.ok_or(Error::WrongBackend {
-                object: "device",
-                backend: "non-Vulkan",
-            })?;
+            let hal = unsafe { device.as_hal::<Vk>() }
+                .ok_or_else(|| wrong_backend(&device, WgpuObject::Device))?;
             // SAFETY: as above.
-            let hal_queue = unsafe { queue.as_hal::<Vk>() }.ok_or(Error::WrongBackend {
-                object: "queue",
-                backend: "non-Vulkan",
-            })?;
+            let hal_queue = unsafe { queue.as_hal::<Vk>() }
+                .ok_or_else(|| wrong_backend(&device, WgpuObject::Queue))?;
             if hal_queue.raw_device().handle() != hal.raw_device().handle() {
-                return Err(Error::WrongDevice(
-                    "the wgpu queue belongs to another device than the wgpu device",
-                ));
+                return Err(Error::WrongDevice {
+                    object: DeviceObject::Queue,
+                    owner: DeviceOwner::WgpuDevice,
+                });
             }
             let shared = hal.shared_instance();
             let instance = shared.raw_instance();
@@ -329,9 +379,9 @@ impl WgpuDevice {
                 )
             }?
         };
-        Ok(Self {
-            device,
-            queue,
+        Ok(Shared {
+            device: ManuallyDrop::new(device),
+            queue: ManuallyDrop::new(queue),
             vulkan,
             adapter: None,
             instance: None,
@@ -340,34 +390,34 @@ impl WgpuDevice {
 
     /// The wgpu device.
     pub fn device(&self) -> &::wgpu::Device {
-        &self.device
+        &self.shared.device
     }
     /// The adapter the device was opened on ([`Self::new`], [`Self::open`]; `None` when
     /// adopted): for surface capabilities.
     pub fn adapter(&self) -> Option<&::wgpu::Adapter> {
-        self.adapter.as_ref()
+        self.shared.adapter.as_ref()
     }
     /// The instance [`Self::new`] created (`None` otherwise): for window surfaces.
     pub fn instance(&self) -> Option<&::wgpu::Instance> {
-        self.instance.as_ref()
+        self.shared.instance.as_ref()
     }
     /// The wgpu queue: every submission goes through it.
     pub fn queue(&self) -> &::wgpu::Queue {
-        &self.queue
+        &self.shared.queue
     }
     /// cuvk's view of the same `VkDevice` (no queue of its own): shared memory, semaphores and
     /// CUDA modules are made on it.
     pub fn vulkan(&self) -> &Arc<VulkanContext> {
-        &self.vulkan
+        &self.shared.vulkan
     }
     /// The `deviceUUID` (equals the CUDA device's UUID for the same GPU).
     pub fn uuid(&self) -> Uuid {
-        self.vulkan.info().device_uuid
+        self.shared.vulkan.info().device_uuid
     }
     /// Every message the validation layer reported so far, where [`WgpuDevice::new`] was asked
     /// for validation (wgpu also logs them through `log`).
     pub fn validation_messages(&self) -> Vec<String> {
-        self.vulkan.validation_messages()
+        self.shared.vulkan.validation_messages()
     }
 }
 
@@ -409,27 +459,28 @@ fn timeline_supported(instance: &ash::Instance, pd: vk::PhysicalDevice) -> bool 
 fn validate_request(adapter: &::wgpu::Adapter, desc: &::wgpu::DeviceDescriptor<'_>) -> Result<()> {
     let missing = desc.required_features - adapter.features();
     if !missing.is_empty() {
-        return Err(Error::Unsupported(format!(
-            "the adapter does not offer the wgpu features {missing:?}"
-        )));
+        return Err(WgpuError::MissingFeatures { missing }.into());
     }
-    let experimental = desc
+    let features = desc
         .required_features
         .intersection(::wgpu::Features::all_experimental_mask());
-    if !experimental.is_empty() && !desc.experimental_features.is_enabled() {
-        return Err(Error::InvalidArgument(format!(
-            "experimental wgpu features {experimental:?} need DeviceDescriptor::experimental_features enabled"
-        )));
+    if !features.is_empty() && !desc.experimental_features.is_enabled() {
+        return Err(WgpuError::ExperimentalFeatures { features }.into());
     }
     let mut failed = None;
-    desc.required_limits
-        .check_limits_with_fail_fn(&adapter.limits(), true, |name, want, have| {
-            failed = Some(format!(
-                "the wgpu limit {name} = {want} is beyond the adapter's {have}"
-            ));
-        });
+    desc.required_limits.check_limits_with_fail_fn(
+        &adapter.limits(),
+        true,
+        |limit, requested, adapter| {
+            failed = Some(WgpuError::LimitBeyondAdapter {
+                limit,
+                requested,
+                adapter,
+            });
+        },
+    );
     match failed {
-        Some(f) => Err(Error::Unsupported(f)),
+        Some(f) => Err(f.into()),
         None => Ok(()),
     }
 }
@@ -441,8 +492,8 @@ fn offer(hal: &hal::vulkan::Adapter, features: ::wgpu::Features) -> Result<Offer
     if version < MIN_API_VERSION {
         return Err(Error::ApiVersion {
             what: "physical device",
-            found: crate::error::ApiVersion(version),
-            required: crate::error::ApiVersion(MIN_API_VERSION),
+            found: ApiVersion(version),
+            required: ApiVersion(MIN_API_VERSION),
         });
     }
     if !caps.supports_extension(MEMORY_EXTENSION) {
@@ -455,9 +506,7 @@ fn offer(hal: &hal::vulkan::Adapter, features: ::wgpu::Features) -> Result<Offer
     let instance = hal.shared_instance().raw_instance();
     let pd = hal.raw_physical_device();
     if !timeline_supported(instance, pd) {
-        return Err(Error::Unsupported(
-            "the device has no timelineSemaphore feature (Vulkan 1.2)".into(),
-        ));
+        return Err(Capability::TimelineSemaphore.into());
     }
     let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
     let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);

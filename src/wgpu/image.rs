@@ -24,16 +24,16 @@ use std::sync::Arc;
 use ::wgpu::hal;
 use ash::vk;
 
-use crate::error::Result;
-use crate::interop::SharedImage;
-use crate::rules::image_format::ImageKind;
-use crate::vulkan::{AsVkImage, BoundImage, ImageDesc, ImageOptions, SHARED_LAYOUT};
-use crate::wgpu::device::Vk;
+use crate::vulkan::{AsVkImage, BoundImage, Image, ImageOptions, SHARED_LAYOUT};
+use crate::wgpu::device::{call_failed, wrong_backend, Vk};
 use crate::wgpu::{WgpuBridge, WgpuDevice};
-use crate::Error;
+use crate::{
+    DeviceObject, DeviceOwner, Error, ImageDesc, ImageError, ImageKind, NotTextureReason, Result,
+    SharedImage, WgpuError, WgpuObject,
+};
 
-/// The wgpu format of a format of cuvk's table ([`crate::rules::image_format::FORMATS`]): every one
-/// has a wgpu counterpart. Anything else is refused ([`Error::NotWgpuTexture`] naming it).
+/// The wgpu format of a format of cuvk's table ([`crate::FORMATS`]): every one has a wgpu
+/// counterpart. Anything else is refused ([`WgpuError::NotTexture`] naming it).
 /// The 16-bit UNORM / SNORM formats need `Features::TEXTURE_FORMAT_16BIT_NORM` on the device
 /// (checked when wrapping).
 pub fn texture_format(format: vk::Format) -> Result<::wgpu::TextureFormat> {
@@ -78,19 +78,19 @@ pub fn texture_format(format: vk::Format) -> Result<::wgpu::TextureFormat> {
         F::R32G32_SFLOAT => T::Rg32Float,
         F::R32G32B32A32_SFLOAT => T::Rgba32Float,
         _ => {
-            return Err(Error::NotWgpuTexture {
+            return Err(WgpuError::NotTexture {
                 format,
-                reason: "the format is not in cuvk's shared format table \
-                         (cuvk::image_format::FORMATS)"
-                    .into(),
-            })
+                reason: NotTextureReason::NotInTable,
+            }
+            .into())
         }
     })
 }
 
 /// The wgpu usages of an image created with the Vulkan `usage`: copies, sampling, storage,
-/// render attachment. Refused: an empty usage, and Vulkan usages wgpu has no counterpart for
-/// (input, depth-stencil, transient attachments...).
+/// render attachment. Refused: an empty usage ([`ImageError::NoUsage`]), and Vulkan usages wgpu
+/// has no counterpart for (input, depth-stencil, transient attachments...:
+/// [`WgpuError::ImageUsageNotInWgpu`]).
 pub fn texture_usages(usage: vk::ImageUsageFlags) -> Result<::wgpu::TextureUsages> {
     use ::wgpu::TextureUsages as U;
     use vk::ImageUsageFlags as V;
@@ -103,13 +103,13 @@ pub fn texture_usages(usage: vk::ImageUsageFlags) -> Result<::wgpu::TextureUsage
     ];
     let known = pairs.iter().fold(V::empty(), |a, (v, _)| a | *v);
     if usage.is_empty() {
-        return Err(Error::InvalidArgument("the image usage is empty".into()));
+        return Err(ImageError::NoUsage.into());
     }
     if !known.contains(usage) {
-        return Err(Error::InvalidArgument(format!(
-            "image usage {:?} has no wgpu texture usage",
-            usage & !known
-        )));
+        return Err(WgpuError::ImageUsageNotInWgpu {
+            usage: usage & !known,
+        }
+        .into());
     }
     Ok(pairs
         .iter()
@@ -120,9 +120,12 @@ pub fn texture_usages(usage: vk::ImageUsageFlags) -> Result<::wgpu::TextureUsage
 /// The wgpu dimension and depth-or-layers of `desc`, or why wgpu cannot take it as it is.
 fn texture_shape(desc: &ImageDesc) -> Result<(::wgpu::TextureDimension, u32)> {
     use ::wgpu::TextureDimension as D;
-    let refuse = |reason: &str| Error::NotWgpuTexture {
-        format: desc.format,
-        reason: format!("{:?}: {reason}", desc.kind),
+    let refuse = |reason| -> Error {
+        WgpuError::NotTexture {
+            format: desc.format,
+            reason,
+        }
+        .into()
     };
     match desc.kind {
         ImageKind::D2 => Ok((D::D2, 1)),
@@ -132,10 +135,7 @@ fn texture_shape(desc: &ImageDesc) -> Result<(::wgpu::TextureDimension, u32)> {
             if layers % 6 == 0 && desc.extent.width == desc.extent.height {
                 // wgpu allows cube views of such a texture (wgpu-hal creates it
                 // CUBE_COMPATIBLE); the VkImage is not, so such a view would be invalid.
-                Err(refuse(
-                    "a square array of 6k layers may be viewed as a cube by wgpu, which needs \
-                     a CUBE_COMPATIBLE image; create it as ImageKind::Cube or change the layers",
-                ))
+                Err(refuse(NotTextureReason::CubeViewableArray { layers }))
             } else {
                 Ok((D::D2, layers))
             }
@@ -144,10 +144,7 @@ fn texture_shape(desc: &ImageDesc) -> Result<(::wgpu::TextureDimension, u32)> {
             if desc.usage.contains(vk::ImageUsageFlags::COLOR_ATTACHMENT) {
                 // wgpu renders into 3D slices through 2D views: wgpu-hal creates such images
                 // 2D_ARRAY_COMPATIBLE, which cuvk's are not.
-                Err(refuse(
-                    "a 3D render attachment needs a 2D_ARRAY_COMPATIBLE image, which cuvk \
-                     does not create",
-                ))
+                Err(refuse(NotTextureReason::RenderTarget3d))
             } else {
                 Ok((D::D3, depth))
             }
@@ -163,7 +160,7 @@ impl WgpuDevice {
     /// The `wgpu::TextureDescriptor` of an image of `desc`, checked: the format maps
     /// ([`texture_format`]) and its wgpu features are enabled, the usage maps
     /// ([`texture_usages`]) and the format allows it on this device, the shape
-    /// ([`Error::NotWgpuTexture`] for square 6k-layer arrays and 3D render attachments).
+    /// ([`WgpuError::NotTexture`] for square 6k-layer arrays and 3D render attachments).
     pub fn texture_descriptor<'a>(
         &self,
         desc: &ImageDesc,
@@ -175,10 +172,11 @@ impl WgpuDevice {
         let features = self.device().features();
         let missing = format.required_features() - features;
         if !missing.is_empty() {
-            return Err(Error::NotWgpuTexture {
+            return Err(WgpuError::NotTexture {
                 format: desc.format,
-                reason: format!("{format:?} needs wgpu features {missing:?}, not enabled"),
-            });
+                reason: NotTextureReason::FeaturesNotEnabled { format, missing },
+            }
+            .into());
         }
         let allowed = match self.adapter() {
             Some(a)
@@ -190,13 +188,14 @@ impl WgpuDevice {
             _ => format.guaranteed_format_features(features).allowed_usages,
         };
         if !allowed.contains(usage) {
-            return Err(Error::NotWgpuTexture {
+            return Err(WgpuError::NotTexture {
                 format: desc.format,
-                reason: format!(
-                    "wgpu does not allow usage {:?} of {format:?} on this device",
-                    usage - allowed
-                ),
-            });
+                reason: NotTextureReason::UsageNotAllowed {
+                    format,
+                    usage: usage - allowed,
+                },
+            }
+            .into());
         }
         Ok(::wgpu::TextureDescriptor {
             label,
@@ -222,9 +221,10 @@ impl WgpuDevice {
     /// support for the format, usage and export.
     pub fn create_exportable_image(&self, desc: &ImageDesc) -> Result<Arc<BoundImage>> {
         self.texture_descriptor(desc, None)?;
-        let support = crate::vulkan::Image::validate(self.vulkan(), desc, ImageOptions::EXPORT)?;
-        // SAFETY: validated just above; the transition is submitted before anything else can
-        // use the image (it is not returned before).
+        let support = Image::validate(self.vulkan(), desc, ImageOptions::EXPORT)?;
+        // SAFETY: `support` is Image::validate's answer for this device, description and
+        // options; the transition is submitted before anything else can use the image (it is
+        // not returned before).
         let bound = unsafe {
             BoundImage::new_untransitioned(self.vulkan(), desc, ImageOptions::EXPORT, support)
         }?;
@@ -258,10 +258,7 @@ impl WgpuDevice {
                 submission_index: Some(index),
                 timeout: None,
             })
-            .map_err(|e| Error::Wgpu {
-                call: "wgpu::Device::poll",
-                message: e.to_string(),
-            })?;
+            .map_err(|e| call_failed("wgpu::Device::poll", e))?;
         Ok(())
     }
 
@@ -277,15 +274,13 @@ impl WgpuDevice {
         label: Option<&str>,
     ) -> Result<::wgpu::Texture> {
         if !self.vulkan().same_device(bound.vk_image_context()) {
-            return Err(Error::WrongDevice(
-                "the image belongs to another Vulkan device than the wgpu device",
-            ));
+            return Err(wrong_device_image());
         }
         let desc = self.texture_descriptor(bound.desc(), label)?;
         let raw = bound.handle();
         // SAFETY: on this device (checked), created as `desc` says (derived from its
         // description, checked); the callback keeps it and its memory alive.
-        unsafe { self.wrap_image_validated(raw, &desc, Box::new(move || drop(bound))) }
+        unsafe { self.wrap_image_unchecked(raw, &desc, Box::new(move || drop(bound))) }
     }
 
     /// Wraps without checking.
@@ -294,7 +289,7 @@ impl WgpuDevice {
     /// `raw` is a live image of this device created as `desc` says (no `MUTABLE_FORMAT`),
     /// bound to memory, in [`SHARED_LAYOUT`] once the work submitted so far on wgpu's queue has
     /// run, and kept alive with its memory until `keep` runs.
-    unsafe fn wrap_image_validated(
+    unsafe fn wrap_image_unchecked(
         &self,
         raw: vk::Image,
         desc: &::wgpu::TextureDescriptor<'_>,
@@ -328,10 +323,7 @@ impl WgpuDevice {
         // A WgpuDevice is always Vulkan (checked when it was made): `keep` went with the
         // closure otherwise, and ran when it was dropped.
         let Some(hal_texture) = hal_texture else {
-            return Err(Error::WrongBackend {
-                object: "device",
-                backend: "non-Vulkan",
-            });
+            return Err(wrong_backend(self.device(), WgpuObject::Device));
         };
         // SAFETY: created on this device from a live, bound image (initialised: wgpu never
         // clears it) as `desc` says; GENERAL is its actual layout in queue order, which
@@ -349,16 +341,12 @@ impl WgpuDevice {
     fn check_pairs(&self, images: &[TextureImage<'_>]) -> Result<()> {
         for (texture, image) in images {
             if !self.vulkan().same_device(image.vk_image_context()) {
-                return Err(Error::WrongDevice(
-                    "an image belongs to another Vulkan device than the wgpu device",
-                ));
+                return Err(wrong_device_image());
             }
             // SAFETY: the handle is only read and compared.
             let raw = unsafe { texture.as_hal::<Vk>() }.map(|t| unsafe { t.raw_handle() });
             if raw != Some(image.vk_image()) {
-                return Err(Error::InvalidArgument(
-                    "a wgpu texture does not wrap the image paired with it".into(),
-                ));
+                return Err(WgpuError::TextureNotPaired.into());
             }
         }
         Ok(())
@@ -449,6 +437,14 @@ impl WgpuDevice {
     }
 }
 
+/// [`Error::WrongDevice`] for an image of another device.
+fn wrong_device_image() -> Error {
+    Error::WrongDevice {
+        object: DeviceObject::Image,
+        owner: DeviceOwner::WgpuDevice,
+    }
+}
+
 /// The hal uses of a texture of `usage` (what wgpu-core derives; wgpu-hal only records them).
 fn hal_uses(usage: ::wgpu::TextureUsages) -> ::wgpu::TextureUses {
     use ::wgpu::TextureUsages as U;
@@ -479,9 +475,7 @@ fn ownership_barriers(
         .iter()
         .map(|(_, image)| {
             if !image.vk_image_is_external() {
-                return Err(Error::InvalidArgument(
-                    "an image whose memory is not shared needs no ownership transfer".into(),
-                ));
+                return Err(WgpuError::ImageNotShared.into());
             }
             let (src_access, dst_access) = if acquire {
                 (
@@ -538,13 +532,14 @@ impl WgpuBridge {
     pub fn create_image(&self, desc: &ImageDesc) -> Result<WgpuSharedImage> {
         let wgpu = self.wgpu();
         wgpu.texture_descriptor(desc, None)?;
-        let (format, support) = crate::interop::validate_create(wgpu.vulkan(), desc)?;
-        // SAFETY: validated just above; transitioned before it is used.
+        let support = SharedImage::validate_desc(wgpu.vulkan(), desc)?;
+        // SAFETY: `support` is the answer of the checks of Bridge::create_image for this
+        // device and description, with ImageOptions::EXPORT; transitioned before it is used.
         let bound = unsafe {
             BoundImage::new_untransitioned(wgpu.vulkan(), desc, ImageOptions::EXPORT, support)
         }?;
         wgpu.enter_shared_layout(&bound)?;
-        let shared = self.bridge().import_unchecked(Arc::new(bound), format)?;
+        let shared = self.bridge().share_image(bound)?;
         let texture = self.wrap_shared_image(&shared, None)?;
         Ok(WgpuSharedImage {
             wgpu: texture,
@@ -562,9 +557,7 @@ impl WgpuBridge {
     ) -> Result<::wgpu::Texture> {
         let wgpu = self.wgpu();
         if !wgpu.vulkan().same_device(shared.vk_image_context()) {
-            return Err(Error::WrongDevice(
-                "the image belongs to another Vulkan device than the wgpu device",
-            ));
+            return Err(wrong_device_image());
         }
         let desc = wgpu.texture_descriptor(shared.desc(), label)?;
         let raw = shared.vk_image();
@@ -572,7 +565,7 @@ impl WgpuBridge {
         // SAFETY: on this device (checked), created as `desc` says (derived from its
         // description, checked); the callback keeps the CUDA array, the image and its memory
         // alive (array first, then image: either order is safe).
-        unsafe { wgpu.wrap_image_validated(raw, &desc, Box::new(move || drop(keep))) }
+        unsafe { wgpu.wrap_image_unchecked(raw, &desc, Box::new(move || drop(keep))) }
     }
 }
 
@@ -580,7 +573,7 @@ impl WgpuBridge {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::rules::image_format::FORMATS;
+    use crate::FORMATS;
 
     #[test]
     fn every_table_format_maps_with_its_texel_size() {
@@ -608,7 +601,13 @@ mod tests {
                 | ::wgpu::TextureUsages::STORAGE_BINDING
                 | ::wgpu::TextureUsages::COPY_DST
         );
-        assert!(texture_usages(V::empty()).is_err());
-        assert!(texture_usages(V::SAMPLED | V::INPUT_ATTACHMENT).is_err());
+        assert!(matches!(
+            texture_usages(V::empty()),
+            Err(Error::Image(ImageError::NoUsage))
+        ));
+        assert!(matches!(
+            texture_usages(V::SAMPLED | V::INPUT_ATTACHMENT),
+            Err(Error::Wgpu(WgpuError::ImageUsageNotInWgpu { usage })) if usage == V::INPUT_ATTACHMENT
+        ));
     }
 }

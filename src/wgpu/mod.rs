@@ -40,22 +40,22 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
 
-use crate::error::Result;
-use crate::interop::{Bridge, CudaDeviceChoice};
-use crate::platform::SEMAPHORE_EXTENSION;
+use crate::cuda::CudaDeviceChoice;
 use crate::vulkan::{DeviceChoice, Validation};
-use crate::Uuid;
+use crate::{Bridge, Result, Uuid, SEMAPHORE_EXTENSION};
 
-/// Options for [`WgpuBridge::new`].
+/// Options for [`WgpuBridge::new`]. The default: CUDA device 0, no validation layer, no wgpu
+/// features beyond what cuvk enables itself, the adapter's own limits.
 #[derive(Debug, Clone, Default)]
 pub struct WgpuBridgeConfig {
-    /// The CUDA device; the wgpu adapter is the Vulkan device with the same UUID.
+    /// The CUDA device (default: ordinal 0); the wgpu adapter is the Vulkan device with the
+    /// same UUID.
     pub cuda_device: CudaDeviceChoice,
-    /// Validation layer use on the wgpu instance.
+    /// Validation layer use on the wgpu instance (default: off).
     pub validation: Validation,
-    /// The wgpu features to enable.
+    /// The wgpu features to enable (default: none).
     pub features: ::wgpu::Features,
-    /// The wgpu limits to require; `None` asks for the adapter's own.
+    /// The wgpu limits to require; `None` (the default) asks for the adapter's own.
     pub limits: Option<::wgpu::Limits>,
 }
 
@@ -69,12 +69,7 @@ impl WgpuBridge {
     /// Opens the CUDA device `config.cuda_device`, then a wgpu device on the Vulkan adapter
     /// with the same `deviceUUID` ([`WgpuDevice::new`]).
     pub fn new(config: WgpuBridgeConfig) -> Result<Self> {
-        let ordinal = match config.cuda_device {
-            CudaDeviceChoice::Ordinal(o) => o,
-            CudaDeviceChoice::Uuid(u) => crate::cuda::ordinal_for_uuid(u)?,
-        };
-        let cuda = crate::cuda::context(ordinal)?;
-        let uuid = cuda_uuid(&cuda)?;
+        let (cuda, uuid) = crate::cuda::open(config.cuda_device)?;
         let wgpu = WgpuDevice::new(WgpuConfig {
             validation: config.validation,
             device: DeviceChoice::Uuid(uuid),
@@ -123,13 +118,4 @@ impl WgpuBridge {
     pub fn uuid(&self) -> Uuid {
         self.bridge.uuid()
     }
-}
-
-fn cuda_uuid(cuda: &Arc<CudaContext>) -> Result<Uuid> {
-    use crate::error::CudaResultExt;
-    Ok(Uuid::from_cuda(
-        cudarc::driver::result::device::get_uuid(cuda.cu_device())
-            .cuda("cuDeviceGetUuid")?
-            .bytes,
-    ))
 }

@@ -1,47 +1,127 @@
 //! Ordering wgpu's work against CUDA (and the host) on the GPU: wgpu submissions that wait on
-//! and signal cuvk's timeline semaphores (`wgpu_hal::vulkan::Queue::add_wait_semaphore` /
-//! `add_signal_semaphore`), raw command buffers made through `CommandEncoder::as_hal_mut`
-//! (queue-family transfers, CUDA kernels launched in the queue), and [`WgpuFramePacer`].
+//! and signal cuvk's timeline semaphores, raw command buffers made through
+//! `CommandEncoder::as_hal_mut` (queue-family transfers, CUDA kernels launched in the queue),
+//! and [`WgpuFramePacer`].
+//!
+//! # How a submission carries its semaphores
+//!
+//! wgpu 30 has no submission that carries semaphores of the caller's: wgpu-hal's Vulkan queue
+//! only keeps lists of waits and signals (`add_wait_semaphore`, `add_signal_semaphore`) that
+//! the *next* `vkQueueSubmit` on the queue takes, whichever thread makes it, and it has no lock
+//! cuvk could hold to keep other threads out. So cuvk places each operation where any
+//! submission that takes it orders the work the same way, by two rules of `vkQueueSubmit`
+//! (Vulkan spec, "Semaphore Waiting" and "Semaphore Signaling" with `vkQueueSubmit`):
+//!
+//! - a semaphore wait's second synchronization scope includes every command *later in
+//!   submission order* on the queue (at the wait's stages). The waits are attached before the
+//!   work's `queue.submit`: whichever submission takes them, the work's, or another thread's
+//!   just before it, the work waits;
+//! - a semaphore signal's first synchronization scope includes every command *earlier in
+//!   submission order*. The signals are attached after the work's `queue.submit` returned, and
+//!   cuvk then makes an empty `queue.submit` that takes them unless another thread's submission
+//!   took them first: either way they follow the work.
+//!
+//! cuvk's own submissions on wgpu queues are serialised by a lock of the process, so one
+//! submission's operations are never withdrawn by another. Whether wgpu handed the work to
+//! the driver is known for certain only where no other submission took the waits (a marker
+//! wait tells): then a refused submission is withdrawn and reported
+//! ([`WgpuError::NotSubmitted`]); otherwise its signals follow whatever of it ran.
 
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ash::vk;
 use cudarc::driver::CudaStream;
 
-use crate::error::Result;
-use crate::interop::{Frame, FramePacer, SharedBuffer, DEFAULT_SLOT_TIMEOUT};
-use crate::rules::timeline::SignalLedger;
 use crate::vulkan::{
-    record_barrier_before_kernel, record_kernel_barrier, AsVkBuffer, BoundBuffer, CuFunction,
-    KernelArg, LaunchDims, Semaphore, SemaphoreKind, SemaphoreOp,
+    cmd_acquire_buffers, cmd_release_buffers, record_barrier_before_kernel, record_kernel_barrier,
+    AsVkBuffer, BoundBuffer, CuFunction, KernelArg, LaunchDims, ProgressSignal, SemaphoreKind,
+    SemaphoreOp, VulkanContext,
 };
-use crate::wgpu::device::Vk;
+use crate::wgpu::device::{wrong_backend, Vk};
 use crate::wgpu::{WgpuBridge, WgpuDevice, WgpuSharedBuffer};
-use crate::Error;
+use crate::{
+    DeviceObject, DeviceOwner, Error, Frame, FramePacer, Result, SharedBuffer, SyncError,
+    WgpuError, WgpuObject,
+};
 
-/// Semaphore operations attached to wgpu's next submission, withdrawn on drop where wgpu did
-/// not consume them, so none is left for a later submission to pick up.
+/// Serialises cuvk's submissions on every wgpu queue of the process: between attaching its
+/// semaphore operations and withdrawing those no submission took, no other cuvk submission
+/// attaches or withdraws (wgpu-hal withdraws by semaphore, every operation on it).
+static SUBMISSIONS: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Whether this thread is inside a cuvk submission on a wgpu queue (wgpu runs callbacks,
+    /// e.g. buffer-mapping ones, inside `queue.submit`).
+    static IN_SUBMISSION: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as inside a cuvk submission until dropped (also on unwind).
+struct InSubmission;
+
+impl InSubmission {
+    fn enter() -> Result<Self> {
+        if in_submission() {
+            return Err(WgpuError::ReentrantSubmit.into());
+        }
+        IN_SUBMISSION.with(|c| c.set(true));
+        Ok(InSubmission)
+    }
+}
+
+impl Drop for InSubmission {
+    fn drop(&mut self) {
+        IN_SUBMISSION.with(|c| c.set(false));
+    }
+}
+
+fn in_submission() -> bool {
+    IN_SUBMISSION.with(|c| c.get())
+}
+
+/// Semaphore operations attached to wgpu-hal's lists for the next submission, withdrawn on
+/// drop where no submission took them, so none is left for a later submission to pick up.
 struct Attached<'a> {
     queue: &'a ::wgpu::hal::vulkan::Queue,
     waits: Vec<vk::Semaphore>,
     signals: Vec<vk::Semaphore>,
 }
 
-impl Attached<'_> {
-    /// Withdraws what is still attached; returns how many were.
-    fn withdraw(mut self) -> usize {
-        self.withdraw_all()
+impl<'a> Attached<'a> {
+    fn new(queue: &'a ::wgpu::hal::vulkan::Queue) -> Self {
+        Self {
+            queue,
+            waits: Vec::new(),
+            signals: Vec::new(),
+        }
     }
 
-    fn withdraw_all(&mut self) -> usize {
-        let waits = std::mem::take(&mut self.waits);
-        let signals = std::mem::take(&mut self.signals);
-        let w = waits
+    fn wait(&mut self, semaphore: vk::Semaphore, value: u64, stage: vk::PipelineStageFlags) {
+        self.queue.add_wait_semaphore(semaphore, Some(value), stage);
+        if !self.waits.contains(&semaphore) {
+            self.waits.push(semaphore);
+        }
+    }
+
+    fn signal(&mut self, semaphore: vk::Semaphore, value: u64) {
+        self.queue.add_signal_semaphore(semaphore, Some(value));
+        if !self.signals.contains(&semaphore) {
+            self.signals.push(semaphore);
+        }
+    }
+
+    /// Withdraws the waits no submission took: the semaphores they were on.
+    fn withdraw_waits(&mut self) -> Vec<vk::Semaphore> {
+        std::mem::take(&mut self.waits)
             .into_iter()
             .filter(|&s| self.queue.remove_wait_semaphore(s))
-            .count();
-        w + signals
+            .collect()
+    }
+
+    /// Withdraws the signals no submission took: how many semaphores they were on.
+    fn withdraw_signals(&mut self) -> usize {
+        std::mem::take(&mut self.signals)
             .into_iter()
             .filter(|&s| self.queue.remove_signal_semaphore(s))
             .count()
@@ -50,7 +130,8 @@ impl Attached<'_> {
 
 impl Drop for Attached<'_> {
     fn drop(&mut self) {
-        self.withdraw_all();
+        self.withdraw_waits();
+        self.withdraw_signals();
     }
 }
 
@@ -91,90 +172,116 @@ pub struct KernelLaunch<'a> {
 }
 
 impl WgpuDevice {
-    /// Submits `command_buffers` to wgpu's queue in one submission that first waits (on the
-    /// GPU) for every timeline in `waits` to reach its value at its stage, and signals every
-    /// timeline in `signals` with its value when the work completes, e.g. a CUDA stream's
-    /// signal before and a CUDA wait after.
+    /// Submits `command_buffers` to wgpu's queue, ordered on the GPU after every timeline in
+    /// `waits` has reached its value (at the wait's stages) and before every timeline in
+    /// `signals` is signalled with its value, e.g. after a CUDA stream's signal and before a
+    /// CUDA wait.
     ///
     /// Checked before anything reaches wgpu: every semaphore belongs to this device and is a
     /// timeline (a binary wait with no pending signal would be invalid), every wait names the
-    /// stages that wait, and every signal value
-    /// exceeds every value scheduled on that semaphore by any API. The values are recorded
-    /// only once wgpu has handed the submission to the driver; if it did not (a validation
-    /// error in a command buffer, reported to wgpu's error handler), the semaphore operations
-    /// are withdrawn from wgpu's queue and [`Error::NotSubmitted`] is returned.
+    /// stages that wait, every signal value exceeds every value scheduled on its semaphore by
+    /// any API, and no semaphore is signalled twice. The signal values are recorded once wgpu
+    /// has taken the submission. If wgpu refuses the command buffers (a validation error,
+    /// reported to wgpu's error handler) and no other thread's submission took the waits, the
+    /// operations are withdrawn, nothing is recorded and [`WgpuError::NotSubmitted`] is
+    /// returned: the same values can be submitted again.
     ///
-    /// wgpu-hal attaches the semaphores to the *next* submission on its queue: submissions
-    /// from other threads must not run concurrently with this call.
+    /// Other threads may submit on the same wgpu queue meanwhile (`queue.submit`, wgpu's own
+    /// submissions): the waits may then travel in a submission just before this one, and the
+    /// signals in one just after it, which orders the work the same way (see the module
+    /// documentation of `submit.rs`: a wait holds back every later command on the queue, a
+    /// signal follows every earlier one). Code that attaches semaphores to wgpu's queue itself
+    /// (wgpu-hal's `add_wait_semaphore` / `add_signal_semaphore` are `unsafe` to reach) must not
+    /// do so while this runs: its operations could travel in cuvk's submissions.
+    ///
+    /// The signals follow in an empty submission of cuvk's own right after the work's (one
+    /// more `vkQueueSubmit`). Calling this from inside a wgpu callback that wgpu runs during a
+    /// cuvk submission on this thread is refused ([`WgpuError::ReentrantSubmit`]).
     pub fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         command_buffers: I,
         waits: &[SemaphoreOp<'_>],
         signals: &[SemaphoreOp<'_>],
     ) -> Result<::wgpu::SubmissionIndex> {
+        let _inside = InSubmission::enter()?;
         for op in waits.iter().chain(signals) {
             if !self.vulkan().same_device(op.semaphore.context()) {
-                return Err(Error::WrongDevice(
-                    "a semaphore belongs to another Vulkan device than the wgpu device",
-                ));
+                return Err(Error::WrongDevice {
+                    object: DeviceObject::Semaphore,
+                    owner: DeviceOwner::WgpuDevice,
+                });
             }
             if op.semaphore.kind() == SemaphoreKind::Binary {
-                return Err(Error::InvalidArgument(
-                    "wgpu submissions wait on and signal timeline semaphores only".into(),
-                ));
+                return Err(SyncError::BinaryNotAccepted {
+                    what: "a wgpu submission",
+                }
+                .into());
             }
         }
         if waits.iter().any(|op| op.stage.is_empty()) {
-            return Err(Error::InvalidArgument(
-                "a semaphore wait needs the stages that wait (its stage is empty)".into(),
-            ));
+            return Err(SyncError::EmptyWaitStage.into());
         }
-        let ledgers: Vec<(&SignalLedger, u64)> = signals
-            .iter()
-            .map(|o| (o.semaphore.ledger().as_ref(), o.value))
-            .collect();
-        // SAFETY: the hal queue is used only to attach semaphores to wgpu's next submission
-        // and to withdraw them; it is never submitted to directly.
-        let hal = unsafe { self.queue().as_hal::<Vk>() }.ok_or(Error::WrongBackend {
-            object: "queue",
-            backend: "non-Vulkan",
-        })?;
-        // The context's queue lock (it has no queue) orders cuvk's submissions through wgpu,
-        // so the progress timeline's values increase in submission order.
-        let lock = self.vulkan().lock_queue();
-        let progress = &self.vulkan().progress;
-        let number = progress.last_submitted() + 1;
-        let index = SignalLedger::signal_all(&ledgers, || {
-            let attached = Attached {
-                queue: &hal,
-                waits: waits.iter().map(|o| o.semaphore.handle()).collect(),
-                signals: signals
-                    .iter()
-                    .map(|o| o.semaphore.handle())
-                    .chain([progress.semaphore])
-                    .collect(),
-            };
-            for op in waits {
-                hal.add_wait_semaphore(op.semaphore.handle(), Some(op.value), op.stage);
-            }
-            for op in signals {
-                hal.add_signal_semaphore(op.semaphore.handle(), Some(op.value));
-            }
-            hal.add_signal_semaphore(progress.semaphore, Some(number));
-            let index = self.queue().submit(command_buffers);
-            // Whatever wgpu did not consume did not reach the driver: withdraw it (also if
-            // wgpu's error handler panicked, through Attached's drop).
-            match attached.withdraw() {
-                0 => Ok(index),
-                withdrawn => Err(Error::NotSubmitted { withdrawn }),
-            }
-        })?;
-        progress.submitted(number);
-        drop(lock);
-        for op in waits.iter().chain(signals) {
-            op.semaphore.note_submission(number);
+        // SAFETY: the hal queue is used only to attach semaphore operations to wgpu's
+        // submissions and to withdraw those no submission took; it is never submitted to.
+        let hal = unsafe { self.queue().as_hal::<Vk>() }
+            .ok_or_else(|| wrong_backend(self.device(), WgpuObject::Queue))?;
+        let _order = SUBMISSIONS.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: `submit_ordered` returns Ok only once wgpu took the work (or, where that
+        // cannot be known, may have): the waits were attached before it, so a submission at
+        // or before it took them, which holds the work back (and every later command); the
+        // signals, the progress signal among them, were attached after it, so a submission at
+        // or after it took them, which follows all of the work. It returns Err only where the
+        // work certainly did not reach the driver and nothing of it was left attached.
+        let booked = unsafe {
+            self.vulkan().submit_foreign(waits, signals, |progress| {
+                self.submit_ordered(&hal, command_buffers, waits, signals, progress)
+            })
+        }?;
+        booked
+    }
+
+    /// The waits, the work, the signals (see the module documentation). `Err`: the work
+    /// certainly did not reach the driver, and nothing is left attached. `Ok(Err)`: the work
+    /// may have, but its signals did not (withdrawn): the values stay booked.
+    fn submit_ordered<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
+        &self,
+        hal: &::wgpu::hal::vulkan::Queue,
+        command_buffers: I,
+        waits: &[SemaphoreOp<'_>],
+        signals: &[SemaphoreOp<'_>],
+        progress: ProgressSignal,
+    ) -> Result<Result<::wgpu::SubmissionIndex>> {
+        let mut attached = Attached::new(hal);
+        for op in waits {
+            attached.wait(op.semaphore.handle(), op.value, op.stage);
         }
-        Ok(index)
+        // The marker, attached last: a wait for the previous submission on the progress
+        // timeline (already scheduled; wgpu orders its submissions anyway), so the list is
+        // never empty. An operation still attached after the work's submit means no
+        // submission was made since: wgpu refused the work.
+        let marker = progress.semaphore;
+        attached.wait(
+            marker,
+            progress.value.saturating_sub(1),
+            vk::PipelineStageFlags::TOP_OF_PIPE,
+        );
+        let index = self.queue().submit(command_buffers);
+        let left = attached.withdraw_waits();
+        if !left.is_empty() {
+            return Err(WgpuError::NotSubmitted {
+                withdrawn: left.iter().filter(|&&s| s != marker).count(),
+            }
+            .into());
+        }
+        for op in signals {
+            attached.signal(op.semaphore.handle(), op.value);
+        }
+        attached.signal(progress.semaphore, progress.value);
+        self.queue().submit(std::iter::empty());
+        match attached.withdraw_signals() {
+            0 => Ok(Ok(index)),
+            withdrawn => Ok(Err(WgpuError::SignalsLost { withdrawn }.into())),
+        }
     }
 
     /// A wgpu command buffer with commands recorded directly into its `VkCommandBuffer`
@@ -188,7 +295,7 @@ impl WgpuDevice {
     pub(crate) unsafe fn raw_commands(
         &self,
         label: &str,
-        record: impl FnOnce(&crate::vulkan::VulkanContext, vk::CommandBuffer) -> Result<()>,
+        record: impl FnOnce(&VulkanContext, vk::CommandBuffer) -> Result<()>,
     ) -> Result<::wgpu::CommandBuffer> {
         let mut encoder = self
             .device()
@@ -207,10 +314,7 @@ impl WgpuDevice {
         match recorded {
             Some(Ok(())) => Ok(encoder.finish()),
             Some(Err(e)) => Err(e),
-            None => Err(Error::Wgpu {
-                call: "wgpu::CommandEncoder::as_hal_mut",
-                message: "the encoder is not a recording Vulkan encoder".into(),
-            }),
+            None => Err(WgpuError::NoRawEncoder.into()),
         }
     }
 
@@ -236,9 +340,10 @@ impl WgpuDevice {
         crate::vulkan::cuda_kernels_supported(self.vulkan())?;
         for l in launches {
             if !self.vulkan().same_device(l.function.context()) {
-                return Err(Error::WrongDevice(
-                    "the kernel's module was loaded on another Vulkan device than the wgpu device",
-                ));
+                return Err(Error::WrongDevice {
+                    object: DeviceObject::KernelModule,
+                    owner: DeviceOwner::WgpuDevice,
+                });
             }
             l.function.validate_launch(&l.dims, l.args)?;
         }
@@ -266,15 +371,22 @@ impl WgpuDevice {
 }
 
 /// [`FramePacer`] in wgpu's terms: K frames in flight, CUDA writes and wgpu reads of K slots
-/// ordered on the GPU by the pacer's timelines, attached to wgpu's own submissions.
+/// ordered on the GPU by the pacer's timelines, carried by wgpu's own submissions.
 ///
 /// Per frame: [`Self::begin_frame`] (a host wait only when the CPU is 2K frames ahead),
 /// [`Self::cuda_acquire`] and the CUDA work and [`Self::cuda_release`] on a stream, then
 /// [`Self::submit`] with the wgpu command buffers that read the frame's slot. The same
 /// guarantees as [`FramePacer`]: CUDA never overwrites a slot wgpu has not finished reading,
 /// wgpu never reads a slot before CUDA has finished writing it, and neither waits on the CPU.
+///
+/// A frame is accepted only by the pacer that issued it ([`SyncError::ForeignFrame`]), once,
+/// while it is the pacer's current frame and CUDA has released it
+/// ([`FramePacer::validate_submit`]): so the buffers a submitted frame lists are held until
+/// that frame's work has completed.
 pub struct WgpuFramePacer {
-    // Dropped after Drop::drop has waited for every frame (or leaked if that timed out).
+    // Per command slot, the buffers its last submitted frame uses, held until that frame has
+    // completed (begin_frame waits for it before the slot comes round). Dropped after
+    // Drop::drop has waited for every frame, or leaked if that timed out.
     held: Mutex<Vec<Vec<Arc<BoundBuffer>>>>,
     pacer: FramePacer,
     wgpu: WgpuDevice,
@@ -305,23 +417,26 @@ impl WgpuFramePacer {
         self.pacer.frames_in_flight()
     }
 
-    /// The next frame ([`FramePacer::begin_frame`]): waits on the host only while the CPU is
-    /// 2K frames ahead; then the buffers held for the frame 2K earlier are released.
+    /// The next frame ([`FramePacer::begin_frame`]: refused until the current frame is
+    /// submitted): waits on the host only while the CPU is 2K frames ahead; then the buffers
+    /// held for the frame 2K earlier are released.
     pub fn begin_frame(&mut self) -> Result<Frame> {
         let frame = self.pacer.begin_frame()?;
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = held.get_mut(frame.command_slot) {
+        let held = self.held.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = held.get_mut(frame.command_slot()) {
             // Frame number - 2K, the last user of this command slot, has completed (the
             // pacer waited for it) or never existed.
             slot.clear();
         }
         Ok(frame)
     }
-    /// On `stream`: wait (on the GPU) until wgpu has released the frame's slot.
+    /// On `stream`: wait (on the GPU) until wgpu has released the frame's slot
+    /// ([`FramePacer::cuda_acquire`]).
     pub fn cuda_acquire(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
         self.pacer.cuda_acquire(frame, stream)
     }
-    /// On `stream`, after the frame's CUDA work: signal that the slot is written.
+    /// On `stream`, after the frame's CUDA work: signal that the slot is written
+    /// ([`FramePacer::cuda_release`]).
     pub fn cuda_release(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
         self.pacer.cuda_release(frame, stream)
     }
@@ -331,8 +446,13 @@ impl WgpuFramePacer {
     /// frame and wgpu reads: their queue-family ownership is acquired from CUDA
     /// (`VK_QUEUE_FAMILY_EXTERNAL`) before `command_buffers` and released back after them, in
     /// two raw command buffers of the same submission, and the pacer holds their Vulkan
-    /// buffers until the frame completes. Checked before anything is made: the frame's values,
-    /// the stage, and that every buffer is on this device ([`WgpuDevice::submit`] for the rest).
+    /// buffers until the frame completes.
+    ///
+    /// Checked before anything is made: the stage, that every buffer is on this device, that
+    /// this pacer issued `frame` ([`SyncError::ForeignFrame`]), the pacer's rules for a
+    /// submission ([`FramePacer::validate_submit`]: the current frame, released by CUDA, not
+    /// submitted yet), then [`WgpuDevice::submit`]'s. Refused, nothing changes: the frame can
+    /// be submitted again.
     pub fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         frame: &Frame,
@@ -340,65 +460,66 @@ impl WgpuFramePacer {
         command_buffers: I,
         wait_stage: vk::PipelineStageFlags,
     ) -> Result<::wgpu::SubmissionIndex> {
-        let shared: Vec<Arc<BoundBuffer>> = shared.iter().map(|b| b.paced_vk_buffer()).collect();
-        let views: Vec<&dyn AsVkBuffer> = shared.iter().map(|b| &**b as &dyn AsVkBuffer).collect();
-        let index = self.submit_views(frame, &views, command_buffers, wait_stage)?;
+        if in_submission() {
+            return Err(WgpuError::ReentrantSubmit.into());
+        }
+        if wait_stage.is_empty() {
+            return Err(SyncError::EmptyWaitStage.into());
+        }
+        let buffers: Vec<Arc<BoundBuffer>> = shared.iter().map(|b| b.paced_vk_buffer()).collect();
+        let ctx = self.wgpu.vulkan();
+        if buffers.iter().any(|b| !ctx.same_device(b.vk_context())) {
+            return Err(Error::WrongDevice {
+                object: DeviceObject::Buffer,
+                owner: DeviceOwner::WgpuDevice,
+            });
+        }
+        if !frame.is_from(&self.pacer) {
+            return Err(SyncError::ForeignFrame {
+                frame: frame.number(),
+            }
+            .into());
+        }
+        // Held from the check to the books, so that two threads cannot both submit the frame
+        // (the ledgers would refuse the second anyway).
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = held.get_mut(frame.command_slot) {
-            slot.extend(shared);
+        self.pacer.validate_submit(frame)?;
+        let views: Vec<&dyn AsVkBuffer> = buffers.iter().map(|b| &**b as &dyn AsVkBuffer).collect();
+        let all = self.frame_commands(&views, command_buffers)?;
+        let p = &self.pacer;
+        let waits = [SemaphoreOp::wait(p.cuda_done(), frame.number(), wait_stage)];
+        let signals = [
+            SemaphoreOp::signal(p.vulkan_done(), frame.number()),
+            SemaphoreOp::signal(p.frames_complete(), frame.number()),
+        ];
+        let index = self.wgpu.submit(all, &waits, &signals)?;
+        if let Some(slot) = held.get_mut(frame.command_slot()) {
+            slot.extend(buffers);
         }
         Ok(index)
     }
 
-    fn submit_views<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
+    /// `command_buffers` between the acquire of `shared` from CUDA and their release back.
+    fn frame_commands<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
-        frame: &Frame,
         shared: &[&dyn AsVkBuffer],
         command_buffers: I,
-        wait_stage: vk::PipelineStageFlags,
-    ) -> Result<::wgpu::SubmissionIndex> {
-        if wait_stage.is_empty() {
-            return Err(Error::InvalidArgument(
-                "the wait stage of a frame's submission is empty".into(),
-            ));
-        }
-        let ctx = self.wgpu.vulkan();
-        if shared.iter().any(|b| !ctx.same_device(b.vk_context())) {
-            return Err(Error::WrongDevice(
-                "a buffer belongs to another Vulkan device than the wgpu device",
-            ));
-        }
-        let signalled = [self.pacer.vulkan_done(), self.pacer.frames_complete()];
-        let ledgers = signalled.map(|s| (s.ledger().as_ref(), frame.number));
-        SignalLedger::check_all(&ledgers)?;
-        let waits = [SemaphoreOp {
-            semaphore: self.pacer.cuda_done(),
-            value: frame.number,
-            stage: wait_stage,
-        }];
-        let signals = signalled.map(|semaphore| SemaphoreOp {
-            semaphore,
-            value: frame.number,
-            stage: vk::PipelineStageFlags::empty(),
-        });
-        let family = ctx.queue_family_index();
+    ) -> Result<Vec<::wgpu::CommandBuffer>> {
+        let all_access = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
         let mut all = Vec::new();
         if !shared.is_empty() {
-            // SAFETY: ownership barriers of live buffers of this device (checked); the caller's
-            // submission keeps using them only through wgpu objects it owns.
+            // SAFETY: ownership barriers of live buffers of this device (checked), which the
+            // pacer holds until the frame's work completes.
             all.push(unsafe {
                 self.wgpu
                     .raw_commands("cuvk acquire from CUDA", |ctx, cmd| {
-                        record_transfer(
-                            ctx,
+                        cmd_acquire_buffers(
+                            ctx.device(),
                             cmd,
+                            ctx.queue_family_index(),
                             shared,
-                            (vk::QUEUE_FAMILY_EXTERNAL, family),
-                            (wait_stage, vk::PipelineStageFlags::ALL_COMMANDS),
-                            (
-                                vk::AccessFlags::empty(),
-                                vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
-                            ),
+                            vk::PipelineStageFlags::ALL_COMMANDS,
+                            all_access,
                         );
                         Ok(())
                     })
@@ -409,80 +530,44 @@ impl WgpuFramePacer {
             // SAFETY: as above.
             all.push(unsafe {
                 self.wgpu.raw_commands("cuvk release to CUDA", |ctx, cmd| {
-                    record_transfer(
-                        ctx,
+                    cmd_release_buffers(
+                        ctx.device(),
                         cmd,
+                        ctx.queue_family_index(),
                         shared,
-                        (family, vk::QUEUE_FAMILY_EXTERNAL),
-                        (
-                            vk::PipelineStageFlags::ALL_COMMANDS,
-                            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-                        ),
-                        (
-                            vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
-                            vk::AccessFlags::empty(),
-                        ),
+                        vk::PipelineStageFlags::ALL_COMMANDS,
+                        all_access,
                     );
                     Ok(())
                 })
             }?);
         }
-        self.wgpu.submit(all, &waits, &signals)
+        Ok(all)
     }
 
     /// Waits on the host until wgpu has finished every frame submitted so far.
     pub fn wait_idle(&self, timeout: Duration) -> Result<()> {
-        let done: &Semaphore = self.pacer.frames_complete();
-        done.wait_host(done.highest_signal(), timeout)
+        self.pacer.wait_idle(timeout)
     }
 }
 
 impl Drop for WgpuFramePacer {
     fn drop(&mut self) {
-        // The held buffers go only once every frame that used them has completed.
-        if let Err(e) = self.wait_idle(DEFAULT_SLOT_TIMEOUT) {
+        // The held buffers go only once every frame that used them has completed: waited for
+        // within the context's drop budget.
+        let pacer = &self.pacer;
+        let waited = self
+            .wgpu
+            .vulkan()
+            .drop_wait("the frames of a WgpuFramePacer", |allowance| {
+                pacer.wait_idle(allowance)
+            });
+        if let Err(e) = waited {
             log::error!(
                 "WgpuFramePacer dropped with frames still running ({e}); leaking their buffers"
             );
-            let held = std::mem::take(self.held.get_mut().unwrap_or_else(|p| p.into_inner()));
-            std::mem::forget(held);
+            let held = self.held.get_mut().unwrap_or_else(|p| p.into_inner());
+            std::mem::forget(std::mem::take(held));
         }
-    }
-}
-
-/// One queue-family ownership barrier for `buffers`.
-fn record_transfer(
-    ctx: &crate::vulkan::VulkanContext,
-    cmd: vk::CommandBuffer,
-    buffers: &[&dyn AsVkBuffer],
-    (src_family, dst_family): (u32, u32),
-    (src_stage, dst_stage): (vk::PipelineStageFlags, vk::PipelineStageFlags),
-    (src_access, dst_access): (vk::AccessFlags, vk::AccessFlags),
-) {
-    let barriers: Vec<vk::BufferMemoryBarrier> = buffers
-        .iter()
-        .map(|b| {
-            vk::BufferMemoryBarrier::default()
-                .src_access_mask(src_access)
-                .dst_access_mask(dst_access)
-                .src_queue_family_index(src_family)
-                .dst_queue_family_index(dst_family)
-                .buffer(b.vk_buffer())
-                .offset(0)
-                .size(vk::WHOLE_SIZE)
-        })
-        .collect();
-    // SAFETY: a recording command buffer of `ctx`'s device (raw_commands' contract); live
-    // buffers of that device.
-    unsafe {
-        ctx.device().cmd_pipeline_barrier(
-            cmd,
-            src_stage,
-            dst_stage,
-            vk::DependencyFlags::empty(),
-            &[],
-            &barriers,
-            &[],
-        )
     }
 }
