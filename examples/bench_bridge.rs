@@ -8,13 +8,6 @@
 //!
 //!     cargo run --release --example bench_bridge [-- --json out.json --copy-mib 1024]
 
-#[path = "common/kernels.rs"]
-mod kernels;
-#[path = "common/logger.rs"]
-mod logger;
-#[path = "common/stats.rs"]
-mod stats;
-
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,6 +17,7 @@ use cuvk::cuda::{ImportedMemory, MapOptions};
 use cuvk::cudarc::driver::result;
 use cuvk::vulkan::{AllocateInfo, Buffer, BufferDesc, DeviceMemory, ExternalUse};
 use cuvk::{Bridge, BridgeConfig, BufferUsage};
+use cuvk_dev::{kernels, logger, stats};
 use kernels::Kernels;
 use stats::median;
 

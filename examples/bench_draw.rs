@@ -5,19 +5,12 @@
 //!
 //!     cargo run --release --example bench_draw [-- --json out.json]
 
-#[path = "common/logger.rs"]
-mod logger;
-#[path = "particles/sim.rs"]
-mod sim;
-#[path = "common/stats.rs"]
-mod stats;
-
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::vulkan::{AsVkBuffer, BoundBuffer, HostBuffer, Validation, VulkanConfig, VulkanContext};
-use cuvk_dev::ComputePipeline;
+use cuvk_dev::{logger, sim::particles as sim, stats, ComputePipeline};
 use stats::median;
 
 const W: u32 = 1920;

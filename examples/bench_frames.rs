@@ -18,13 +18,6 @@
 //!
 //!     cargo run --release --example bench_frames [-- --frames 5000 --json out.json]
 
-#[path = "common/checker.rs"]
-mod checker;
-#[path = "common/kernels.rs"]
-mod kernels;
-#[path = "common/logger.rs"]
-mod logger;
-
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -40,7 +33,7 @@ use cuvk::vulkan::{
     VulkanContext,
 };
 use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, SharedBuffer};
-use cuvk_dev::CommandSlots;
+use cuvk_dev::{checker, kernels, logger, CommandSlots};
 use kernels::Kernels;
 
 const ELEMENTS: usize = 1024;
@@ -76,16 +69,21 @@ fn pacer(s: &mut Setup, k_in_flight: u32, frames: u64) -> anyhow::Result<(f64, u
     let t = Instant::now();
     for _ in 0..frames {
         let f = pacer.begin_frame()?;
-        let slot = &s.slots[f.slot];
+        let slot = &s.slots[f.slot()];
         pacer.cuda_acquire(&f, &stream)?;
-        s.k.fill(&stream, slot.kernel_arg(), ELEMENTS as u64, f.number as u32)?;
+        s.k.fill(
+            &stream,
+            slot.kernel_arg(),
+            ELEMENTS as u64,
+            f.number() as u32,
+        )?;
         pacer.cuda_release(&f, &stream)?;
         // SAFETY: begin_frame freed the command slot; everything lives until wait_idle.
         unsafe {
             let cmd = checker.record(
-                f.command_slot,
-                f.slot,
-                f.number as u32,
+                f.command_slot(),
+                f.slot(),
+                f.number() as u32,
                 Some((&pacer, slot)),
             )?;
             pacer.vulkan_submit(

@@ -5,11 +5,6 @@
 //!
 //!     cargo run --release --example bench_host [-- --json out.json]
 
-#[path = "common/logger.rs"]
-mod logger;
-#[path = "common/stats.rs"]
-mod stats;
-
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -21,6 +16,7 @@ use cuvk::cuda::host::{
 use cuvk::cudarc::driver::{result, sys, CudaStream};
 use cuvk::vulkan::{AsVkBuffer, BoundBuffer, HostImportedBuffer};
 use cuvk::{Bridge, BridgeConfig};
+use cuvk_dev::{logger, stats};
 use stats::median;
 
 const SIZES: [(usize, &str, usize); 4] = [

@@ -12,13 +12,6 @@
 //!
 //!     cargo run --release --example bench_image [-- --json out.json --frames 300]
 
-#[path = "common/image_kernels.rs"]
-mod image_kernels;
-#[path = "common/logger.rs"]
-mod logger;
-#[path = "common/stats.rs"]
-mod stats;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +24,7 @@ use cuvk::vulkan::{
     ImageOptions,
 };
 use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, ImageDesc, SharedBuffer, SharedImage};
-use cuvk_dev::CommandSlots;
+use cuvk_dev::{image_kernels, logger, stats, CommandSlots};
 use image_kernels::ImageKernels;
 use stats::median;
 
@@ -213,15 +206,15 @@ fn run_frames(
     let t = Instant::now();
     for _ in 0..frames {
         let frame = pacer.begin_frame()?;
-        let s = frame.slot;
+        let s = frame.slot();
         pacer.cuda_acquire(&frame, &stream)?;
         match handoff {
             Handoff::ZeroCopy => {
-                surface_kernel(k, &stream, surfaces[s].raw(), (w, h), frame.number as u32)?
+                surface_kernel(k, &stream, surfaces[s].raw(), (w, h), frame.number() as u32)?
             }
             Handoff::Staging => {
                 let mut b = stream.launch_builder(&k.bench_linear);
-                let frame_no = frame.number as u32;
+                let frame_no = frame.number() as u32;
                 b.arg(buffers[s].kernel_arg())
                     .arg(&w)
                     .arg(&h)
@@ -234,7 +227,7 @@ fn run_frames(
         // SAFETY: begin_frame freed the command slot; everything recorded lives until the
         // pacer's wait_idle below.
         unsafe {
-            let cmd = slots.begin(frame.command_slot)?;
+            let cmd = slots.begin(frame.command_slot())?;
             let src = vk::ImageLayout::TRANSFER_SRC_OPTIMAL;
             match handoff {
                 Handoff::ZeroCopy => {

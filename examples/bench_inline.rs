@@ -9,13 +9,6 @@
 //!
 //!     cargo run --release --example bench_inline [-- --frames 500]
 
-#[path = "common/kernels.rs"]
-mod kernels;
-#[path = "common/logger.rs"]
-mod logger;
-#[path = "common/stats.rs"]
-mod stats;
-
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -24,6 +17,7 @@ use cuvk::vulkan::{
     record_kernel_barrier, CuFunction, CuModule, HostBuffer, KernelArg, LaunchDims,
 };
 use cuvk::{Bridge, BridgeConfig, BufferUsage, SharedBuffer};
+use cuvk_dev::{kernels, logger, stats};
 
 const COPY_BYTES: u64 = 1 << 30;
 const COPIES: usize = 20;
@@ -235,7 +229,7 @@ fn main() -> anyhow::Result<()> {
     let sms = bridge.cuda().attribute(
         cuvk::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
     )? as u32;
-    let blocks = sms * 8; // the CUDA path's grid (examples/common/kernels.rs)
+    let blocks = sms * 8; // the CUDA path's grid (dev/src/kernels.rs)
     inline_copy_gbps(&bridge, &copy, &src, &dst, blocks)?; // warm-up
     cuda_copy_gbps(&bridge, &k, &src, &dst)?;
     let mut inline = Vec::new();

@@ -11,16 +11,12 @@
 //!
 //!     cargo run --release --example bench_pool [-- --json out.json --reps 5000]
 
-#[path = "common/logger.rs"]
-mod logger;
-#[path = "common/stats.rs"]
-mod stats;
-
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cuvk::cudarc::driver::result;
 use cuvk::{Bridge, BridgeConfig, BufferUsage, PoolDesc, PoolStats, SharedBuffer, SharedPool};
+use cuvk_dev::{logger, stats};
 use stats::median;
 
 const STORAGE: BufferUsage = BufferUsage::STORAGE_BUFFER;

@@ -8,18 +8,12 @@
 //!
 //!     cargo run --release --example bench_vmm [-- --json out.json]
 
-#[path = "common/kernels.rs"]
-mod kernels;
-#[path = "common/logger.rs"]
-mod logger;
-#[path = "common/stats.rs"]
-mod stats;
-
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cuvk::cudarc::driver::{result, sys};
 use cuvk::{Bridge, BridgeConfig, BufferUsage, GrowableBuffer, VulkanView};
+use cuvk_dev::{kernels, logger, stats};
 use kernels::Kernels;
 use stats::median;
 

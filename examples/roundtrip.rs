@@ -5,15 +5,11 @@
 //!
 //!     cargo run --release --example roundtrip [-- --elements N]
 
-#[path = "common/kernels.rs"]
-mod kernels;
-#[path = "common/logger.rs"]
-mod logger;
-
 use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::vulkan::{BoundBuffer, HostBuffer, Validation, VulkanConfig, VulkanContext};
 use cuvk::{Bridge, BridgeConfig, BufferUsage, SharedBuffer};
+use cuvk_dev::{kernels, logger};
 use kernels::{pattern, Kernels};
 
 fn main() -> anyhow::Result<()> {

@@ -4,11 +4,11 @@
 // surfaces are accessed with PTX `suld`/`sust` (x in bytes), halves converted with `cvt`.
 //
 // Must stay in step with shaders/fluid_*.comp (the Vulkan fallback) and step_cpu in
-// examples/fluid/sim.rs: the same passes, the same operations in the same order, in f32.
+// dev/src/sim/fluid.rs: the same passes, the same operations in the same order, in f32.
 // Every add, subtract and multiply here is an explicit round-to-nearest intrinsic, never
 // contracted into a fused multiply-add (the shaders mark theirs `precise`), and nothing
 // divides (reciprocals come from the host), so the two simulations round alike;
-// tests/gpu_fluid.rs compares them. Bilinear sampling is done by hand from four texels for
+// tests/demos/gpu_fluid.rs compares them. Bilinear sampling is done by hand from four texels for
 // the same reason: hardware texture filtering uses low-precision weights.
 //
 // Fields: velocity RG32F (texels per unit time), pressure and scratch (curl, divergence)
@@ -22,7 +22,7 @@ struct Emitter {
     float4 color;  // rgb: dye; w: 1 / radius^2
 };
 
-// The layout of Params in examples/fluid/sim.rs and fluid_common.glsl.
+// The layout of Params in dev/src/sim/fluid.rs and fluid_common.glsl.
 struct Params {
     unsigned int width;
     unsigned int height;

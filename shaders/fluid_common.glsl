@@ -1,7 +1,7 @@
 // Shared by the fluid demo's simulation shaders (fluid_*.comp), the Vulkan fallback of
 // shaders/fluid.cu: the parameters, the texel helpers, bilinear taps and emitter falloff.
 // Same operations in the same order as the CUDA kernels; every variable that holds
-// arithmetic is `precise`, so no multiply and add is fused (tests/shaders.rs checks that
+// arithmetic is `precise`, so no multiply and add is fused (tests/vulkan/shaders.rs checks that
 // every float add, subtract and multiply in the shipped SPIR-V is NoContraction).
 
 layout(local_size_x = 16, local_size_y = 16) in;
@@ -12,7 +12,7 @@ struct Emitter {
     vec4 color;  // rgb: dye; w: 1 / radius^2
 };
 
-// The layout of Params in examples/fluid/sim.rs and fluid.cu.
+// The layout of Params in dev/src/sim/fluid.rs and fluid.cu.
 layout(std140, set = 1, binding = 0) uniform ParamsBlock {
     uint width;
     uint height;

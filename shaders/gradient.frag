@@ -1,6 +1,6 @@
 #version 450
 // A gradient every side can predict exactly: channel values k/255 with k an integer, so a
-// UNORM8 attachment stores k (tests/support/render.rs, gradient_texel).
+// UNORM8 attachment stores k (dev/src/testing/render.rs, gradient_texel).
 layout(location = 0) out vec4 color;
 
 void main() {

@@ -1,6 +1,6 @@
 // Kernels for CUDA-in-Vulkan-queue launches (VK_NVX_binary_import): the same CUDA C++ as the
 // CUDA context runs, compiled to PTX by NVRTC. Pointer arguments are Vulkan buffer device
-// addresses. What each kernel exercises is tested in tests/gpu_inline.rs.
+// addresses. What each kernel exercises is tested in tests/gpu/inline.rs.
 
 // Writes value + i into n words: the basic data path.
 extern "C" __global__ void stamp(unsigned int* out, unsigned long long n, unsigned int value) {

@@ -1,5 +1,5 @@
 // Particle simulation step, CUDA version. Must stay in step with shaders/sim.comp: the two
-// simulations are compared to float tolerance (tests/gpu_particles.rs).
+// simulations are compared to float tolerance (tests/demos/gpu_particles.rs).
 //
 // Each particle: pos = (x, y, z, unused), vel = (vx, vy, vz, unused). One step:
 //   a  = -G * p / (|p|^2 + soft)^(3/2)  +  swirl * (-p.y, p.x, 0)

@@ -1,10 +1,22 @@
 //! Scaffolding shared by `cuvk`'s examples, tests and benchmarks: a minimal compute pipeline,
 //! a `gpu-allocator` allocator for the demos' non-shared buffers, a ring of command buffers,
-//! frame numbering for loops without CUDA, and descriptor counting for leak checks. Not part of `cuvk`'s public API (and not published).
+//! frame numbering for loops without CUDA, and descriptor counting for leak checks; the CUDA
+//! kernels and the Vulkan checker the examples and the GPU tests both use ([`kernels`],
+//! [`image_kernels`], [`checker`]), the demos' simulations ([`sim`]) and what else they share
+//! ([`demo`]), the examples' logger and statistics, and the integration tests' helpers
+//! ([`testing`]). Not part of `cuvk`'s public API (and not published).
 
 mod alloc;
+pub mod checker;
 mod command_slots;
 mod compute;
+pub mod demo;
+pub mod image_kernels;
+pub mod kernels;
+pub mod logger;
+pub mod sim;
+pub mod stats;
+pub mod testing;
 
 pub use alloc::{DevAllocator, DevBuffer};
 pub use command_slots::CommandSlots;

@@ -1,7 +1,7 @@
-//! The window driver of the particle and fluid demos (`#[path]`-included, with `demo.rs`): a
-//! winit window, its Vulkan surface and swapchain (recreated on resize), acquire and present,
-//! the fps title, Esc or closing the window to exit, and the `--exit-after` / `--resize-at`
-//! checks. The demo says how to open its devices and engine ([`Demo`]) and what its engine
+//! The window driver of the particle and fluid demos (`#[path]`-included: it needs winit, which
+//! `cuvk-dev` does not depend on): a winit window, its Vulkan surface and swapchain (recreated
+//! on resize), acquire and present, the fps title, Esc or closing the window to exit, and the
+//! `--exit-after` / `--resize-at` checks. The demo says how to open its devices and engine ([`Demo`]) and what its engine
 //! draws and does with the input ([`Scene`]).
 
 use std::ffi::CStr;

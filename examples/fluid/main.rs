@@ -13,15 +13,10 @@
 //! --bench: the table as JSON), --exit-after N, --resize-at F:WxH (window).
 //! Window: drag to stir, Space pauses, E toggles the jets, R clears, Esc quits.
 
-#[path = "../common/demo.rs"]
-mod demo;
 #[path = "../common/window.rs"]
 mod driver;
 mod engine;
-#[path = "../common/logger.rs"]
-mod logger;
 mod pipeline;
-mod sim;
 mod window;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +25,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cuvk::vulkan::Validation;
+// The fluid's parameters, scripted jets and CPU reference step, shared with the tests
+// (dev/src/sim/fluid.rs).
+use cuvk_dev::{demo, logger, sim::fluid as sim};
 use demo::{
     check_out_dir, check_validation, exit_code, has_display, percentile, usage, write_bench_json,
     Devices, FrameTimes, Target,

@@ -13,14 +13,9 @@
 //! --dump-positions FILE, --exit-after N (window: close after N frames), --resize-at F:WxH
 //! (window: request a new size after F frames).
 
-#[path = "../common/demo.rs"]
-mod demo;
 #[path = "../common/window.rs"]
 mod driver;
 mod engine;
-#[path = "../common/logger.rs"]
-mod logger;
-mod sim;
 mod window;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +24,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cuvk::vulkan::Validation;
+// The simulation's parameters, initial state, CPU reference and camera, shared with the tests
+// (dev/src/sim/particles.rs).
+use cuvk_dev::{demo, logger, sim::particles as sim};
 use demo::{
     check_out_dir, check_validation, exit_code, has_display, percentile, usage, write_bench_json,
     Devices, FrameTimes, Target,

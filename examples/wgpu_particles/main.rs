@@ -13,17 +13,10 @@
 //! --draw splat|points (compute splat resolved by a render pass, or rasterised points),
 //! --frames-in-flight K (2..4, 3), --seed N, --exit-after N (window), --bench [--json FILE].
 
-#[allow(dead_code)] // what the native demo's engine needs: the benchmark's comparison rows
-#[path = "../common/demo.rs"]
-mod demo;
 #[allow(dead_code)] // the native demo's engine: the benchmark's comparison rows
 #[path = "../particles/engine.rs"]
 mod engine;
-#[path = "../common/logger.rs"]
-mod logger;
 mod scene;
-#[path = "../particles/sim.rs"]
-mod sim;
 mod window;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +26,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use cuvk::vulkan::{DeviceChoice, Validation};
 use cuvk::wgpu::{wgpu, WgpuBridge, WgpuBridgeConfig, WgpuConfig, WgpuDevice};
+use cuvk_dev::{demo, logger, sim::particles as sim};
 use scene::{Draw, Mode, Renderer, Scene};
 
 /// Bad command-line input: exit code 2.

@@ -601,7 +601,7 @@ impl Scene {
             Store::ZeroCopy { pacer, pos, vel } => {
                 let (stream, step) = self.cuda.as_ref().context("no CUDA")?;
                 let frame = pacer.begin_frame()?;
-                let (cur, prev) = (frame.slot, (frame.slot + self.k - 1) % self.k);
+                let (cur, prev) = (frame.slot(), (frame.slot() + self.k - 1) % self.k);
                 pacer.cuda_acquire(&frame, stream)?;
                 let ptrs =
                     [&pos[prev], &vel[prev], &pos[cur], &vel[cur]].map(|b| b.shared.cuda_ptr());
@@ -630,7 +630,7 @@ impl Scene {
                     finish(enc, extra),
                     vk::PipelineStageFlags::VERTEX_INPUT,
                 )?;
-                frame.number
+                frame.number()
             }
             Store::WriteBuffer {
                 pos,

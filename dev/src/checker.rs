@@ -1,0 +1,128 @@
+//! The Vulkan-side reader of the frame tests and benchmark: a compute shader
+//! (shaders/check_value.comp) that counts elements differing from the expected frame number,
+//! with one command pool per command slot. Shared by examples and tests.
+
+use crate::{CommandSlots, ComputePipeline};
+use cuvk::ash::vk;
+use cuvk::vulkan::{AsVkBuffer, HostBuffer};
+use cuvk::{Bridge, FramePacer, SharedBuffer};
+
+pub const CHECK_SPV: &[u8] = include_bytes!("../../shaders/check_value.spv");
+
+pub struct Checker {
+    pipeline: ComputePipeline,
+    sets: Vec<vk::DescriptorSet>,
+    cmds: CommandSlots,
+    elements: u32,
+    device: cuvk::ash::Device,
+}
+
+impl Checker {
+    /// `result` is a 12-byte host buffer: mismatches, checks, last bad value.
+    pub fn new(
+        bridge: &Bridge,
+        slots: &[SharedBuffer<u32>],
+        result: &HostBuffer,
+        command_slots: usize,
+    ) -> anyhow::Result<Self> {
+        let ctx = bridge.vulkan();
+        let pipeline = ComputePipeline::new(ctx, CHECK_SPV, 2, 8, slots.len() as u32)?;
+        let sets = slots
+            .iter()
+            .map(|s| pipeline.descriptor_set(&[s as &dyn AsVkBuffer, result]))
+            .collect::<cuvk::Result<Vec<_>>>()?;
+        let cmds = CommandSlots::new(ctx, command_slots)?;
+        let elements = slots.first().map_or(0, |s| s.len() as u32);
+        Ok(Self {
+            pipeline,
+            sets,
+            cmds,
+            elements,
+            device: ctx.device().clone(),
+        })
+    }
+
+    /// Records the check of `slot` against `expected` into command slot `command_slot`, with
+    /// the ownership transfers from/to CUDA when a pacer is given.
+    ///
+    /// # Safety
+    /// The previous use of `command_slot` must have completed; `slots[slot]` must be the
+    /// buffer the descriptor set was made for.
+    pub unsafe fn record(
+        &self,
+        command_slot: usize,
+        slot: usize,
+        expected: u32,
+        transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
+    ) -> anyhow::Result<vk::CommandBuffer> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.record_with(command_slot, slot, expected, transfer, |_| Ok(())) }
+    }
+
+    /// As [`Self::record`], with `before` recorded ahead of the check (after the acquire):
+    /// e.g. a CUDA kernel launched in the Vulkan queue and its barrier.
+    ///
+    /// # Safety
+    /// As [`Self::record`]; `before` must record valid commands.
+    pub unsafe fn record_with(
+        &self,
+        command_slot: usize,
+        slot: usize,
+        expected: u32,
+        transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
+        before: impl FnOnce(vk::CommandBuffer) -> anyhow::Result<()>,
+    ) -> anyhow::Result<vk::CommandBuffer> {
+        let device = &self.device;
+        // SAFETY: the caller promised the command slot is free; everything recorded is ours.
+        unsafe {
+            let cmd = self.cmds.begin(command_slot)?;
+            if let Some((pacer, buf)) = transfer {
+                pacer.record_acquire_from_cuda(
+                    cmd,
+                    &[buf],
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                );
+            }
+            // Earlier checks' atomic adds to the result buffer happen before this one's.
+            let mem = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+            device.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::DependencyFlags::empty(),
+                &mem,
+                &[],
+                &[],
+            );
+            // After the checker's own barrier, so that only what `before` records orders its
+            // work before the check (the inline-kernel tests remove it as a negative control).
+            before(cmd)?;
+            let push: Vec<u8> = [expected, self.elements]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect();
+            let groups = self.elements.div_ceil(256).clamp(1, 1024);
+            self.pipeline
+                .record_dispatch(cmd, self.sets[slot], &push, groups);
+            if let Some((pacer, buf)) = transfer {
+                pacer.record_release_to_cuda(
+                    cmd,
+                    &[buf],
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ,
+                );
+            }
+            device.end_command_buffer(cmd)?;
+            Ok(cmd)
+        }
+    }
+}
+
+/// Reads (mismatches, checks, last bad value) from the result buffer.
+pub fn read_result(result: &HostBuffer) -> anyhow::Result<(u32, u32, u32)> {
+    let r: Vec<u32> = result.read()?;
+    Ok((r[0], r[1], r[2]))
+}

@@ -1,0 +1,425 @@
+//! What the particle, fluid and wgpu particle demos share: the devices, frame timings and
+//! targets, the swapchain copy and PNG writing of their engines, and the command-line helpers of
+//! their `main`s (usage errors, the output folder check, percentiles, opening the devices, the
+//! validation check).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use cuvk::ash::vk;
+use cuvk::vulkan::{Semaphore, Validation, VulkanConfig, VulkanContext};
+use cuvk::{Bridge, BridgeConfig};
+
+/// The devices, made once and shared by every engine (benchmark runs make several).
+pub struct Devices {
+    pub vk: Arc<VulkanContext>,
+    pub bridge: Option<Bridge>,
+}
+
+/// Per-frame timings in milliseconds. `frame` is the GPU's frame period: the time between this
+/// frame's last GPU command and the previous frame's (timestamps), so pipelined frames are
+/// measured by how often they complete, not by how fast the CPU enqueues them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameTimes {
+    pub number: u64,
+    pub end_ns: f64,
+    pub frame: f64,
+    pub sim: f64,
+    pub draw: f64,
+    pub wait: f64,
+}
+
+/// Where a frame's pixels go.
+pub enum Target<'a> {
+    /// Offscreen; with `Some(path)`, written there as PNG once the frame completes.
+    Offscreen(Option<&'a Path>),
+    /// A swapchain image: copied in, then the caller presents it.
+    Swapchain {
+        image: vk::Image,
+        acquired: &'a Semaphore,
+        rendered: &'a Semaphore,
+    },
+}
+
+/// Records copying the pixel buffer into a swapchain image and its layout transitions.
+///
+/// # Safety
+/// `cmd` must be recording; `image` must be an acquired swapchain image of `w`×`h` pixels.
+pub unsafe fn record_to_swapchain(
+    d: &cuvk::ash::Device,
+    cmd: vk::CommandBuffer,
+    pixels: vk::Buffer,
+    image: vk::Image,
+    w: u32,
+    h: u32,
+) {
+    let range = vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: 0,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: 1,
+    };
+    let to_dst = [vk::ImageMemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::empty())
+        .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .old_layout(vk::ImageLayout::UNDEFINED)
+        .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+        .image(image)
+        .subresource_range(range)];
+    // SAFETY: recording state; the image is a live swapchain image acquired for this frame.
+    unsafe {
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_dst,
+        );
+        let region = [vk::BufferImageCopy::default()
+            .image_subresource(vk::ImageSubresourceLayers {
+                aspect_mask: vk::ImageAspectFlags::COLOR,
+                mip_level: 0,
+                base_array_layer: 0,
+                layer_count: 1,
+            })
+            .image_extent(vk::Extent3D {
+                width: w,
+                height: h,
+                depth: 1,
+            })];
+        d.cmd_copy_buffer_to_image(
+            cmd,
+            pixels,
+            image,
+            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+            &region,
+        );
+        let to_present = [vk::ImageMemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::empty())
+            .old_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)
+            .new_layout(vk::ImageLayout::PRESENT_SRC_KHR)
+            .image(image)
+            .subresource_range(range)];
+        d.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+            vk::DependencyFlags::empty(),
+            &[],
+            &[],
+            &to_present,
+        );
+    }
+}
+
+/// Writes RGBA8 pixels as a PNG, through a temporary file renamed into place, so a failure
+/// leaves no half-written image.
+pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("png.partial");
+    let result = (|| -> anyhow::Result<()> {
+        let file = std::fs::File::create(&tmp)?;
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+        enc.set_color(png::ColorType::Rgba);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(&rgba[..(w * h * 4) as usize])?;
+        writer.finish()?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.context(format!("writing {}", path.display())))
+        }
+    }
+}
+
+/// Bad command-line input: reported with exit code 2.
+#[derive(Debug)]
+pub struct Usage(String);
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+/// Opens the devices: the CUDA + Vulkan bridge where `cuda` asks for it and CUDA is there, else
+/// Vulkan alone, with the extensions a window needs. Without a CUDA GPU it falls back to Vulkan
+/// alone (saying so; the caller sees `bridge: None`) unless `cuda_forced`; `fallback` names what
+/// simulates then.
+pub fn open_devices(
+    validation: Validation,
+    cuda: bool,
+    cuda_forced: bool,
+    fallback: &str,
+    instance_ext: Vec<&'static std::ffi::CStr>,
+    device_ext: Vec<&'static std::ffi::CStr>,
+) -> anyhow::Result<Devices> {
+    if cuda {
+        match Bridge::new(BridgeConfig {
+            validation,
+            instance_extensions: instance_ext.clone(),
+            device_extensions: device_ext.clone(),
+            ..Default::default()
+        }) {
+            Ok(b) => {
+                return Ok(Devices {
+                    vk: b.vulkan().clone(),
+                    bridge: Some(b),
+                })
+            }
+            Err(e) if e.is_unavailable() && !cuda_forced => {
+                println!("no CUDA GPU ({e}): simulating with {fallback} instead");
+            }
+            Err(e) => {
+                return Err(e).context("opening CUDA device 0 and the Vulkan device with its UUID")
+            }
+        }
+    }
+    let vk = VulkanContext::new(VulkanConfig {
+        validation,
+        instance_extensions: instance_ext,
+        device_extensions: device_ext,
+        ..Default::default()
+    })?;
+    Ok(Devices { vk, bridge: None })
+}
+
+/// Makes sure `dir` exists and takes files before any frame is rendered.
+pub fn check_out_dir(dir: &Path) -> anyhow::Result<()> {
+    let probe = dir.join(".cuvk-write-test");
+    std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(&probe, b""))
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| usage(format!("--out {}: not writable: {e}", dir.display())))
+}
+
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+pub fn check_validation(dev: &Devices) -> anyhow::Result<()> {
+    let msgs = dev.vk.validation_messages();
+    if !msgs.is_empty() {
+        bail!(
+            "{} Vulkan validation message(s), first: {}",
+            msgs.len(),
+            msgs[0]
+        );
+    }
+    Ok(())
+}
+
+pub fn has_display() -> bool {
+    std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty())
+}
+
+/// `--bench --dump FILE`: the benchmark's rows (JSON objects) as one JSON document.
+pub fn write_bench_json(
+    path: &Path,
+    dev: &Devices,
+    frames: u64,
+    rows: &[String],
+) -> anyhow::Result<()> {
+    std::fs::write(
+        path,
+        format!(
+            "{{\"device\":\"{}\",\"frames\":{frames},\"rows\":[{}]}}\n",
+            dev.vk.info().name,
+            rows.join(",")
+        ),
+    )?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The exit code of a demo run: 2 for bad command-line input ([`Usage`]), 1 for other errors,
+/// which go to stderr.
+pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Frame ordering of a demo's loop: the frame pacer where CUDA simulates, one local timeline
+/// otherwise (the same K frames in flight and 2K command slots).
+#[allow(clippy::large_enum_variant)] // one per engine
+pub enum Sync {
+    Pacer(cuvk::FramePacer),
+    Local {
+        timeline: Arc<Semaphore>,
+        next: u64,
+        k: u64,
+    },
+}
+
+/// One frame of the loop: handed out by the pacer, or numbered the same way without one.
+#[derive(Clone, Copy)]
+pub enum LoopFrame {
+    Paced(cuvk::Frame),
+    Local(crate::UnpacedFrame),
+}
+
+impl LoopFrame {
+    pub fn number(&self) -> u64 {
+        match self {
+            LoopFrame::Paced(f) => f.number(),
+            LoopFrame::Local(f) => f.number,
+        }
+    }
+    /// The data slot: `number % K` (the fluid demo keeps its data per command slot).
+    pub fn slot(&self) -> usize {
+        match self {
+            LoopFrame::Paced(f) => f.slot(),
+            LoopFrame::Local(f) => f.slot,
+        }
+    }
+    /// The command slot: `number % 2K`.
+    pub fn command_slot(&self) -> usize {
+        match self {
+            LoopFrame::Paced(f) => f.command_slot(),
+            LoopFrame::Local(f) => f.command_slot,
+        }
+    }
+}
+
+impl Sync {
+    /// A local timeline for `k` frames in flight.
+    pub fn local(vk: &Arc<VulkanContext>, k: usize) -> anyhow::Result<Self> {
+        Ok(Sync::Local {
+            timeline: Semaphore::new(vk, cuvk::vulkan::SemaphoreDesc::LOCAL_TIMELINE)?,
+            next: 1,
+            k: k as u64,
+        })
+    }
+
+    /// The number of the last frame submitted.
+    pub fn last_frame(&self) -> u64 {
+        match self {
+            Sync::Pacer(p) => p.vulkan_done().highest_signal(),
+            Sync::Local { next, .. } => next - 1,
+        }
+    }
+
+    /// The next frame; a local loop waits (at most `timeout`) until frame `N - 2K`, the last
+    /// user of its command slot, has completed.
+    pub fn begin(&mut self, timeout: std::time::Duration) -> anyhow::Result<LoopFrame> {
+        match self {
+            Sync::Pacer(p) => Ok(LoopFrame::Paced(p.begin_frame()?)),
+            Sync::Local { timeline, next, k } => {
+                let number = *next;
+                if let Some(prev) = number.checked_sub(2 * *k).filter(|&n| n > 0) {
+                    timeline.wait_host(prev, timeout)?;
+                }
+                *next += 1;
+                Ok(LoopFrame::Local(crate::unpaced_frame(number, *k as u32)))
+            }
+        }
+    }
+
+    /// Submits `frame`'s command buffer, waiting for `waits` and signalling `signals` plus the
+    /// frame's own semaphores (the pacer's, or the local timeline at the frame number).
+    ///
+    /// # Safety
+    /// As `VulkanContext::submit_with_semaphores`.
+    pub unsafe fn submit<'a>(
+        &'a self,
+        vk: &VulkanContext,
+        frame: &LoopFrame,
+        cmd: vk::CommandBuffer,
+        wait_stage: vk::PipelineStageFlags,
+        waits: &[cuvk::vulkan::SemaphoreOp<'_>],
+        mut signals: Vec<cuvk::vulkan::SemaphoreOp<'a>>,
+    ) -> anyhow::Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match (self, frame) {
+                (Sync::Pacer(p), LoopFrame::Paced(f)) => {
+                    p.vulkan_submit(f, &[cmd], wait_stage, waits, &signals, vk::Fence::null())?
+                }
+                (Sync::Pacer(_), LoopFrame::Local(_)) => bail!("an unpaced frame under the pacer"),
+                (Sync::Local { timeline, .. }, _) => {
+                    signals.push(cuvk::vulkan::SemaphoreOp {
+                        semaphore: timeline,
+                        value: frame.number(),
+                        stage: vk::PipelineStageFlags::empty(),
+                    });
+                    vk.submit_with_semaphores(&[cmd], waits, &signals, vk::Fence::null())?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits on the host (at most `timeout`) until frame `number` has completed on the GPU.
+    pub fn wait_for(&self, number: u64, timeout: std::time::Duration) -> anyhow::Result<()> {
+        match self {
+            Sync::Pacer(p) => p.frames_complete().wait_host(number, timeout)?,
+            Sync::Local { timeline, .. } => timeline.wait_host(number, timeout)?,
+        }
+        Ok(())
+    }
+}
+
+/// A pool of `count` timestamp queries, reset once on the GPU, and the nanoseconds per tick.
+pub fn timestamp_queries(
+    vk: &Arc<VulkanContext>,
+    count: u32,
+) -> anyhow::Result<(vk::QueryPool, f64)> {
+    let qinfo = vk::QueryPoolCreateInfo::default()
+        .query_type(vk::QueryType::TIMESTAMP)
+        .query_count(count);
+    // SAFETY: valid device; the engine destroys it in Drop.
+    let queries = unsafe { vk.device().create_query_pool(&qinfo, None) }?;
+    // SAFETY: valid instance/physical device.
+    let timestamp_ns = unsafe {
+        vk.instance()
+            .get_physical_device_properties(vk.physical_device())
+    }
+    .limits
+    .timestamp_period as f64;
+    // SAFETY: queries are reset before use; resetting on the host needs hostQueryReset, so
+    // reset them all once on the GPU here.
+    unsafe { vk.submit_and_wait(|d, cmd| d.cmd_reset_query_pool(cmd, queries, 0, count))? };
+    Ok((queries, timestamp_ns))
+}
+
+/// `times` in frame order with `frame` = the GPU frame period (the time since the previous
+/// frame's last timestamp); the first frame, with no previous one, is left out.
+pub fn frame_periods(times: &[FrameTimes]) -> Vec<FrameTimes> {
+    let mut t = times.to_vec();
+    t.sort_by_key(|f| f.number);
+    for i in 1..t.len() {
+        t[i].frame = (t[i].end_ns - t[i - 1].end_ns) * 1e-6;
+    }
+    if !t.is_empty() {
+        t.remove(0); // no previous frame to measure against
+    }
+    t
+}
