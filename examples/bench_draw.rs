@@ -48,7 +48,7 @@ struct Raster {
 impl Raster {
     fn new(vk: &Arc<VulkanContext>, positions: &dyn AsVkBuffer) -> anyhow::Result<Self> {
         let d = vk.device();
-        // SAFETY (all calls in this function): valid device; create infos live across each
+        // SAFETY: (all calls in this function) valid device; create infos live across each
         // call; every handle is destroyed in Drop.
         unsafe {
             let image = d.create_image(
@@ -434,11 +434,13 @@ fn main() -> anyhow::Result<()> {
         resolve_push.extend_from_slice(bytemuck::bytes_of(&0.1f32));
         resolve_push.extend_from_slice(bytemuck::bytes_of(&0u32));
         let groups = n.div_ceil(256).clamp(1, 65535);
-        // SAFETY (closures below): recording into the timed command buffer; all objects alive.
+        // SAFETY: recording into the timed command buffer; all objects alive.
         let raster_ms = time_ms(&vk, 20, &|cmd| unsafe { raster.record(cmd, &vp_bytes, n) })?;
+        // SAFETY: as above.
         let splat_ms = time_ms(&vk, 20, &|cmd| unsafe {
             splat.record_dispatch(cmd, splat_set, &splat_push, groups)
         })?;
+        // SAFETY: as above.
         let both_ms = time_ms(&vk, 20, &|cmd| unsafe {
             splat.record_dispatch(cmd, splat_set, &splat_push, groups);
             let b = [vk::MemoryBarrier::default()

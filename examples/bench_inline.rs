@@ -91,8 +91,8 @@ fn inline_copy_gbps_timestamps(
         })
     };
     let mut ticks = vec![0u64; count as usize];
-    // SAFETY: every query was written by the completed submission.
     let read = recorded.and_then(|_| {
+        // SAFETY: every query was written by the completed submission.
         unsafe { dev.get_query_pool_results(pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64) }
             .map_err(|r| cuvk::Error::Vulkan {
                 call: "vkGetQueryPoolResults",

@@ -345,7 +345,7 @@ impl<E: Scene> Running<E> {
         }
         self.frames += 1;
         self.fps_frames += 1;
-        if [1, 10, 30, 100].contains(&self.frames) || self.frames % 1000 == 0 {
+        if [1, 10, 30, 100].contains(&self.frames) || self.frames.is_multiple_of(1000) {
             println!("presented {} frames", self.frames);
             let _ = std::io::stdout().flush();
         }

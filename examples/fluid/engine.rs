@@ -305,7 +305,7 @@ impl CudaSim {
         let (va, vb) = (surf(&fields.vel[ix.a])?, surf(&fields.vel[ix.b])?);
         let (p0, p1) = (surf(&fields.pressure[0])?, surf(&fields.pressure[1])?);
         let scratch = surf(&fields.scratch)?;
-        // SAFETY (every launch below): each surface is a live SURFACE_LDST level of an n×n
+        // SAFETY: (every launch below) each surface is a live SURFACE_LDST level of an n×n
         // image of the format the kernel reads and writes (Fields::new); the kernels stay
         // within the grid; the images outlive the launches (the engine waits for the stream
         // before dropping them).

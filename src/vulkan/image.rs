@@ -78,8 +78,28 @@ impl ImageDesc {
         }
     }
 
+    /// The CUDA array descriptor this image implies (format, channels, extent, and the
+    /// `LAYERED` / `CUBEMAP` / `SURFACE_LDST` / `COLOR_ATTACHMENT` flags its kind and usage
+    /// need): what `Bridge::share_image_with_descriptor` compares a caller's descriptor with.
+    pub fn cuda_array_desc(&self) -> Result<crate::cuda::ArrayDesc> {
+        let format = image_format::format_info(self.format)?;
+        Ok(image_format::array_desc(&self.shape(), &format, self.usage))
+    }
+
+    /// Width, height and depth of mip level `level` (each halved per level, at least 1; the
+    /// depth of 2D, array and cube images stays 1).
+    pub fn level_extent(&self, level: u32) -> (u32, u32, u32) {
+        self.shape().level_extent(level)
+    }
+
+    /// Bytes of mip level `level` (all layers), tightly packed, with `texel_bytes` per texel:
+    /// the size of a buffer that holds the level.
+    pub fn level_bytes(&self, level: u32, texel_bytes: u32) -> u64 {
+        self.shape().level_bytes(level, texel_bytes)
+    }
+
     /// The shape, as the image rules take it.
-    pub fn shape(&self) -> ImageShape {
+    pub(crate) fn shape(&self) -> ImageShape {
         ImageShape {
             kind: self.kind,
             width: self.extent.width,

@@ -287,7 +287,7 @@ fn bad_inputs_each_refused_then_next_call_works() {
         ded.allocation()
             .expect("Vulkan-allocated")
             .buffer::<u32>(0, 16),
-        Error::DedicatedHoldsOneBuffer
+        Error::Memory(cuvk::MemoryError::DedicatedHoldsOneBuffer)
     );
     drop(ded);
 
@@ -303,7 +303,7 @@ fn bad_inputs_each_refused_then_next_call_works() {
     .unwrap();
     assert_err!(
         plain.bind(alloc.vk_memory().clone(), 0),
-        Error::NotExportable { .. }
+        Error::Memory(cuvk::MemoryError::NotExportable { .. })
     );
 
     // A UUID no CUDA device has.

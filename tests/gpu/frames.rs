@@ -64,6 +64,9 @@ fn run_frames(
 ) -> Outcome {
     let ctx = bridge.vulkan();
     let stream = bridge.cuda().new_stream().unwrap();
+    // The fault's acquire goes to a stream the kernel does not run on: the pacer's state
+    // machine is satisfied, the kernel's stream does not wait for Vulkan.
+    let elsewhere = bridge.cuda().new_stream().unwrap();
     let mut pacer = FramePacer::new(bridge, frames_in_flight).unwrap();
     let slots: Vec<SharedBuffer<u32>> = (0..frames_in_flight)
         .map(|_| {
@@ -80,9 +83,12 @@ fn run_frames(
     for _ in 0..frames {
         let frame = pacer.begin_frame().unwrap();
         let slot = &slots[frame.slot()];
-        if fault != Fault::SkipCudaAcquire {
-            pacer.cuda_acquire(&frame, &stream).unwrap();
-        }
+        let acquire_on = if fault == Fault::SkipCudaAcquire {
+            &elsewhere
+        } else {
+            &stream
+        };
+        pacer.cuda_acquire(&frame, acquire_on).unwrap();
         k.fill(
             &stream,
             slot.kernel_arg(),
@@ -200,12 +206,12 @@ fn semaphore_bad_inputs() {
     .unwrap();
     assert_err!(
         import_as(&bridge, &binary, CudaSemaphoreType::Timeline),
-        Error::InvalidArgument(_)
+        Error::Sync(cuvk::SyncError::ImportKind { timeline: false })
     );
     let timeline = Semaphore::new(ctx, SemaphoreDesc::SHARED_TIMELINE).unwrap();
     assert_err!(
         import_as(&bridge, &timeline, CudaSemaphoreType::Binary),
-        Error::InvalidArgument(_)
+        Error::Sync(cuvk::SyncError::ImportKind { timeline: true })
     );
     // Timeline values must increase across APIs: CUDA's signal is refused once Vulkan
     // scheduled the same value.
@@ -213,7 +219,7 @@ fn semaphore_bad_inputs() {
     timeline.signal_host(4).unwrap();
     assert_err!(
         imported.signal(&stream, 4),
-        Error::TimelineNotIncreasing { value: 4, last: 4 }
+        Error::Sync(cuvk::SyncError::TimelineNotIncreasing { value: 4, last: 4 })
     );
     imported.signal(&stream, 5).unwrap();
     timeline.wait_host(5, Duration::from_secs(5)).unwrap();
@@ -333,7 +339,10 @@ fn refused_frame_submission_changes_nothing_and_the_frame_then_submits() {
         // SAFETY: no command buffers; refused before the driver.
         let res =
             unsafe { pacer.vulkan_submit(&frame, &[], stage, &[], &stale, vk::Fence::null()) };
-        assert_err!(res, Error::TimelineNotIncreasing { value: 3, last: 3 });
+        assert_err!(
+            res,
+            Error::Sync(cuvk::SyncError::TimelineNotIncreasing { value: 3, last: 3 })
+        );
         assert_eq!(pacer.vulkan_done().highest_signal(), expected - 1);
         assert_eq!(pacer.frames_complete().highest_signal(), expected - 1);
         // The engine's own submission path is checked the same way, before it submits.

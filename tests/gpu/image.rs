@@ -19,9 +19,8 @@ use cuvk::vulkan::{
     ImageOptions, ImageRegion,
 };
 use cuvk::{
-    format_info, Bridge, Dedicated, Error, ErrorKind, FormatInfo, FramePacer, ImageDesc,
-    ImageError, ImageKind, NumericClass, SharedImage, TextureLevels, TextureOptions, TextureRead,
-    TextureRule, FORMATS,
+    Bridge, Dedicated, Error, ErrorKind, FormatInfo, FramePacer, ImageDesc, ImageError, ImageKind,
+    NumericClass, SharedImage, TextureLevels, TextureOptions, TextureRead, TextureRule, FORMATS,
 };
 use image_kernels::{dims, pattern_bytes, Geometry, ImageKernels};
 
@@ -66,7 +65,7 @@ fn texel_bytes(image: &SharedImage) -> u32 {
 /// Level `level` of `image` (all layers), copied to the host by Vulkan.
 fn vulkan_read(bridge: &Bridge, image: &SharedImage, level: u32) -> Vec<u8> {
     let d = image.desc();
-    let bytes = d.shape().level_bytes(level, texel_bytes(image));
+    let bytes = d.level_bytes(level, texel_bytes(image));
     let mut down = HostBuffer::new(bridge.vulkan(), bytes, vk::BufferUsageFlags::empty()).unwrap();
     bridge
         .vulkan()
@@ -409,7 +408,7 @@ fn levels_layers_3d_and_cube_images_round_trip() {
             let texels = u64::from(w) * u64::from(h) * u64::from(dd);
             assert_eq!(
                 texels * u64::from(tb),
-                d.shape().level_bytes(level, tb),
+                d.level_bytes(level, tb),
                 "{what}: level {level} extent"
             );
             // CUDA surface writes every layer / slice of the level; Vulkan reads them all.
@@ -495,7 +494,7 @@ fn a_mip_chain_texture_samples_each_level() {
         ]
     };
     for level in 0..levels {
-        let (w, h, _) = d.shape().level_extent(level);
+        let (w, h, _) = d.level_extent(level);
         let data: Vec<u8> = (0..w * h).flat_map(|_| value(level)).collect();
         vulkan_write(&bridge, &mut image, level, &data);
     }
@@ -509,7 +508,7 @@ fn a_mip_chain_texture_samples_each_level() {
         })
         .unwrap();
     for level in 0..levels {
-        let (w, h, _) = d.shape().level_extent(level);
+        let (w, h, _) = d.level_extent(level);
         let got = k
             .fetch_lod(bridge.stream(), &tex, (w, h), level as f32)
             .unwrap();
@@ -748,7 +747,10 @@ fn bad_inputs_each_refused_then_next_call_works() {
     let other = common::vulkan("another device").unwrap();
     assert_err!(
         bridge.share_image(BoundImage::new(&other, &good, ImageOptions::EXPORT).unwrap()),
-        Error::WrongDevice(_)
+        Error::WrongDevice {
+            object: cuvk::DeviceObject::Image,
+            owner: cuvk::DeviceOwner::VulkanDevice
+        }
     );
     drop(other);
     let _warm = common::warm_up(bridge.vulkan());
@@ -813,10 +815,9 @@ fn bad_inputs_each_refused_then_next_call_works() {
     );
     assert_err!(
         bridge.share_image(BoundImage::new(ctx, &good, ImageOptions::LOCAL).unwrap()),
-        Error::NotExportable {
-            what: "the image",
-            ..
-        }
+        Error::Memory(cuvk::MemoryError::NotExportable {
+            what: cuvk::Exportable::Image
+        })
     );
     let image = Image::new(ctx, &good, ImageOptions::EXPORT).unwrap();
     let r = image.requirements();
@@ -834,14 +835,12 @@ fn bad_inputs_each_refused_then_next_call_works() {
         .unwrap();
         assert_err!(
             bridge.share_image(image.bind(std::sync::Arc::new(plain), 0).unwrap()),
-            Error::NotExportable {
-                what: "the image's memory",
-                ..
-            }
+            Error::Memory(cuvk::MemoryError::NotExportable {
+                what: cuvk::Exportable::Memory
+            })
         );
     }
-    let f = format_info(good.format).unwrap();
-    let implied = cuvk::cuda::array_desc(&good.shape(), &f, good.usage);
+    let implied = good.cuda_array_desc().unwrap();
     let wrong = ArrayDesc {
         flags: ArrayFlags::SURFACE_LDST,
         ..implied

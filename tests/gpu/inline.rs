@@ -18,7 +18,7 @@ use cuvk::vulkan::{
     record_kernel_barrier, CuFunction, CuModule, HostBuffer, KernelArg, LaunchDims, Semaphore,
     SemaphoreDesc, SemaphoreOp,
 };
-use cuvk::{Bridge, BufferUsage, Error, FramePacer, SharedBuffer};
+use cuvk::{Bridge, BufferUsage, Error, FramePacer, LaunchError, SharedBuffer};
 
 const SOURCE: &str = include_str!("../../shaders/inline.cu");
 
@@ -160,7 +160,11 @@ fn wrong_launches_are_refused_before_the_driver() {
     let check = |dims: LaunchDims, args: &[KernelArg]| stamp.validate_launch(&dims, args);
     let e = assert_err!(
         check(ok, &[addr(&buf), n.clone()]),
-        Error::InvalidArgument(_)
+        Error::Launch(LaunchError::ArgumentCount {
+            given: 2,
+            expected: 3,
+            ..
+        })
     );
     assert!(
         e.to_string()
@@ -169,27 +173,34 @@ fn wrong_launches_are_refused_before_the_driver() {
     );
     let e = assert_err!(
         check(ok, &[addr(&buf), KernelArg::value(&1024u32), v.clone()]),
-        Error::InvalidArgument(_)
+        Error::Launch(LaunchError::ArgumentSize {
+            index: 1,
+            given: 4,
+            ..
+        })
     );
     assert!(e.to_string().contains("argument 1 is 4 bytes"), "{e}");
     assert_err!(
         check(ok, &[addr(&buf), n.clone(), KernelArg::address(1)]),
-        Error::InvalidArgument(_)
+        Error::Launch(LaunchError::AddressToNonPointer { index: 2, .. })
     );
     let args = [addr(&buf), n.clone(), v.clone()];
     assert_err!(
         check(LaunchDims::linear(4, 2048), &args),
-        Error::InvalidArgument(_)
+        Error::Launch(LaunchError::ThreadsPerBlock { threads: 2048, .. })
     );
     assert_err!(
         check(LaunchDims::linear(0, 256), &args),
-        Error::InvalidArgument(_)
+        Error::Launch(LaunchError::ZeroDimension { .. })
     );
     let too_much_shared = LaunchDims {
         shared_mem_bytes: 64 << 10,
         ..ok
     };
-    assert_err!(check(too_much_shared, &args), Error::InvalidArgument(_));
+    assert_err!(
+        check(too_much_shared, &args),
+        Error::Launch(LaunchError::SharedMemory { bytes: 65536, .. })
+    );
     assert_err!(module.function("no_such_kernel"), Error::Ptx(_));
     // The next valid launch works.
     run_inline(&bridge, &stamp, ok, &args);

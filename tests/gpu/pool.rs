@@ -230,23 +230,26 @@ fn bad_inputs_refused_nothing_changed_or_leaked() {
     let heap = largest_heap(bridge.vulkan());
     let e = assert_err!(
         pool.create_buffer::<u8>(heap as usize + 1, STORAGE),
-        Error::ExceedsHeap { .. }
+        Error::Memory(cuvk::MemoryError::ExceedsHeap { .. })
     );
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     unchanged("a request larger than any block and the heap");
     let e = assert_err!(
         pool.create_buffer::<u32>(1024, BufferUsage::VERTEX_BUFFER),
-        Error::UsageNotInPool { .. }
+        Error::Memory(cuvk::MemoryError::UsageNotInPool { .. })
     );
     assert!(e.to_string().contains("VERTEX_BUFFER"), "{e}");
     unchanged("a usage the blocks were not created with");
     // Descriptions that cannot work.
     let mut desc = PoolDesc::new(STORAGE);
     desc.dedicated_threshold = desc.block_size + 1;
-    assert_err!(bridge.create_pool(desc), Error::InvalidArgument(_));
+    assert_err!(
+        bridge.create_pool(desc),
+        Error::Memory(cuvk::MemoryError::PoolThreshold { .. })
+    );
     assert_err!(
         bridge.create_pool(PoolDesc::new(STORAGE).with_block_size(heap + (64 << 20))),
-        Error::ExceedsHeap { .. }
+        Error::Memory(cuvk::MemoryError::ExceedsHeap { .. })
     );
     unchanged("refused pools");
 

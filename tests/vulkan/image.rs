@@ -77,7 +77,7 @@ fn one_way(
     let d = *w.desc();
     let texel = format_info(d.format).unwrap().texel_bytes();
     let region = ImageRegion::level(&d, level);
-    let bytes = d.shape().level_bytes(level, texel);
+    let bytes = d.level_bytes(level, texel);
     let data = pattern_bytes(bytes / u64::from(texel), texel, seed);
     upload(ctx_w, w, region, &data);
     let got = download(ctx_r, r, region, bytes);
@@ -371,7 +371,7 @@ fn every_bad_input_is_refused_and_changes_nothing() {
     // An importing image is made by import_from, not by allocating.
     assert_err!(
         BoundImage::new(&ctx, &good, ImageOptions::IMPORT),
-        Error::InvalidArgument(_)
+        Error::Memory(cuvk::MemoryError::ImportNeedsSource)
     );
 
     // LINEAR tiling where an array mapping is asked.
@@ -400,10 +400,9 @@ fn every_bad_input_is_refused_and_changes_nothing() {
     let local = BoundImage::new(&ctx, &good, ImageOptions::LOCAL).unwrap();
     assert_err!(
         SharedImage::validate_shareable(&ctx, &local, None),
-        Error::NotExportable {
-            what: "the image",
-            ..
-        }
+        Error::Memory(cuvk::MemoryError::NotExportable {
+            what: cuvk::Exportable::Image
+        })
     );
     drop(local);
     let image = Image::new(&ctx, &good, ImageOptions::EXPORT).unwrap();
@@ -423,16 +422,14 @@ fn every_bad_input_is_refused_and_changes_nothing() {
         let bound = image.bind(Arc::new(plain), 0).unwrap();
         assert_err!(
             SharedImage::validate_shareable(&ctx, &bound, None),
-            Error::NotExportable {
-                what: "the image's memory",
-                ..
-            }
+            Error::Memory(cuvk::MemoryError::NotExportable {
+                what: cuvk::Exportable::Memory
+            })
         );
     }
     // A CUDA descriptor that does not match the image.
     let exportable = BoundImage::new(&ctx, &good, ImageOptions::EXPORT).unwrap();
-    let f = format_info(good.format).unwrap();
-    let implied = cuvk::cuda::array_desc(&good.shape(), &f, good.usage);
+    let implied = good.cuda_array_desc().unwrap();
     assert!(SharedImage::validate_shareable(&ctx, &exportable, Some(&implied)).is_ok());
     let e = assert_err!(
         SharedImage::validate_shareable(
@@ -504,7 +501,7 @@ fn every_bad_input_is_refused_and_changes_nothing() {
     .unwrap();
     assert_err!(
         other.bind(dedicated_elsewhere.memory().clone(), 0),
-        Error::InvalidArgument(_)
+        Error::Memory(cuvk::MemoryError::DedicatedToAnother)
     );
 
     // Nothing leaked, and the next valid call works.

@@ -150,13 +150,22 @@ fn bad_inputs_refused_with_nothing_changed() {
     // Pool descriptions that cannot work.
     let mut desc = small_blocks();
     desc.dedicated_threshold = 2 * MIB;
-    let e = assert_err!(VulkanPool::new(&ctx, desc), Error::InvalidArgument(_));
+    let e = assert_err!(
+        VulkanPool::new(&ctx, desc),
+        Error::Memory(cuvk::MemoryError::PoolThreshold {
+            threshold: 2097152,
+            ..
+        })
+    );
     assert!(e.to_string().contains("dedicated_threshold 2097152"), "{e}");
     desc.dedicated_threshold = 0;
-    assert_err!(VulkanPool::new(&ctx, desc), Error::InvalidArgument(_));
+    assert_err!(
+        VulkanPool::new(&ctx, desc),
+        Error::Memory(cuvk::MemoryError::PoolThreshold { threshold: 0, .. })
+    );
     let e = assert_err!(
         VulkanPool::new(&ctx, PoolDesc::new(STORAGE).with_block_size(8)),
-        Error::InvalidArgument(_)
+        Error::Memory(cuvk::MemoryError::PoolBlockTooSmall { block_size: 8, .. })
     );
     assert!(e.to_string().contains("block_size 8"), "{e}");
     let e = assert_err!(
@@ -164,7 +173,7 @@ fn bad_inputs_refused_with_nothing_changed() {
             &ctx,
             PoolDesc::new(STORAGE).with_block_size(largest_heap + 4096)
         ),
-        Error::ExceedsHeap { .. }
+        Error::Memory(cuvk::MemoryError::ExceedsHeap { .. })
     );
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
 
@@ -181,7 +190,7 @@ fn bad_inputs_refused_with_nothing_changed() {
     unchanged("zero size");
     let e = assert_err!(
         pool.create_buffer(4096, vk::BufferUsageFlags::VERTEX_BUFFER),
-        Error::UsageNotInPool { .. }
+        Error::Memory(cuvk::MemoryError::UsageNotInPool { .. })
     );
     assert!(e.to_string().contains("VERTEX_BUFFER"), "{e}");
     unchanged("a usage outside the pool's");
@@ -189,7 +198,7 @@ fn bad_inputs_refused_with_nothing_changed() {
     // object is made (the layer would report vkCreateBuffer / vkAllocateMemory misuse).
     let e = assert_err!(
         pool.create_buffer(largest_heap + 1, STORAGE),
-        Error::ExceedsHeap { .. }
+        Error::Memory(cuvk::MemoryError::ExceedsHeap { .. })
     );
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     unchanged("a request above the heap");

@@ -80,12 +80,12 @@ fn timeline_values_signal_wait_and_timeout() {
     // Values must strictly increase: refused before the driver, with both numbers.
     let e = assert_err!(
         s.signal_host(9),
-        Error::TimelineNotIncreasing { value: 9, last: 9 }
+        Error::Sync(cuvk::SyncError::TimelineNotIncreasing { value: 9, last: 9 })
     );
     assert!(e.to_string().contains("9"));
     assert_err!(
         s.signal_host(3),
-        Error::TimelineNotIncreasing { value: 3, last: 9 }
+        Error::Sync(cuvk::SyncError::TimelineNotIncreasing { value: 3, last: 9 })
     );
     // The next valid call works.
     s.signal_host(10).unwrap();
@@ -123,7 +123,10 @@ fn queue_submission_signals_and_waits_timelines() {
     // A submission that would signal a value already scheduled is refused before the driver.
     // SAFETY: as above (refused before submission).
     let res = unsafe { ctx.submit_with_semaphores(&[], &[], &signal, vk::Fence::null()) };
-    assert_err!(res, Error::TimelineNotIncreasing { value: 1, last: 1 });
+    assert_err!(
+        res,
+        Error::Sync(cuvk::SyncError::TimelineNotIncreasing { value: 1, last: 1 })
+    );
     common::assert_clean(&ctx);
 }
 
@@ -134,10 +137,19 @@ fn binary_semaphores_refuse_timeline_operations() {
         return;
     };
     let s = Semaphore::new(&ctx, local(SemaphoreKind::Binary)).unwrap();
-    assert_err!(s.value(), Error::InvalidArgument(_));
-    assert_err!(s.signal_host(1), Error::InvalidArgument(_));
-    assert_err!(s.wait_host(1, Duration::ZERO), Error::InvalidArgument(_));
-    assert_err!(s.export(), Error::InvalidArgument(_));
+    use cuvk::SyncError::NeedsTimeline;
+    assert_err!(s.value(), Error::Sync(NeedsTimeline { .. }));
+    assert_err!(s.signal_host(1), Error::Sync(NeedsTimeline { .. }));
+    assert_err!(
+        s.wait_host(1, Duration::ZERO),
+        Error::Sync(NeedsTimeline { .. })
+    );
+    assert_err!(
+        s.export(),
+        Error::Memory(cuvk::MemoryError::NotExportable {
+            what: cuvk::Exportable::Semaphore
+        })
+    );
     common::assert_clean(&ctx);
 }
 
@@ -159,13 +171,16 @@ fn refused_submission_leaves_every_timeline_as_it_was() {
     // SAFETY: no command buffers; refused before the driver.
     let res =
         unsafe { ctx.submit_with_semaphores(&[], &[], &[op(&a, 1), op(&b, 4)], vk::Fence::null()) };
-    assert_err!(res, Error::TimelineNotIncreasing { value: 4, last: 4 });
+    assert_err!(
+        res,
+        Error::Sync(cuvk::SyncError::TimelineNotIncreasing { value: 4, last: 4 })
+    );
     assert_eq!((a.highest_signal(), b.highest_signal()), (0, 4));
     // The same signal of one semaphore twice in one submission is refused too.
     // SAFETY: as above.
     let res =
         unsafe { ctx.submit_with_semaphores(&[], &[], &[op(&a, 1), op(&a, 2)], vk::Fence::null()) };
-    assert_err!(res, Error::InvalidArgument(_));
+    assert_err!(res, Error::Sync(cuvk::SyncError::SignalledTwice));
     assert_eq!(a.highest_signal(), 0);
     // The same frame, corrected, then submits, and the GPU signals both.
     // SAFETY: no command buffers; the semaphores outlive the submission (waited below).
