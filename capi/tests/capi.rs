@@ -71,9 +71,21 @@ fn checked_in_header_matches_the_code() {
 }
 
 /// The cdylib next to this test binary (cargo: target/<profile>/; staged: the same folder).
+/// Under cargo (which does not build a cdylib-only library for its integration tests) it is
+/// built first, in this test's profile, so that a stale library is never what is checked.
 fn cdylib() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        let release = dir.parent().is_some_and(|p| p.ends_with("release"));
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "cuvk-capi", "--lib"]);
+        if release {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build -p cuvk-capi");
+        assert!(status.success(), "cargo build -p cuvk-capi failed");
+    }
     [dir.join("../libcuvk.so"), dir.join("libcuvk.so")]
         .into_iter()
         .find(|p| p.exists())
