@@ -29,7 +29,8 @@ use crate::rules::image_format::{
     self, ArrayDesc, FormatInfo, ImageError, NumericClass, TextureRule,
 };
 use crate::vulkan::{
-    AsVkImage, BoundImage, DeviceMemory, ExternalUse, Image, ImageDesc, ImageOptions, VulkanContext,
+    AsVkImage, BoundImage, DeviceMemory, ExternalUse, Image, ImageDesc, ImageOptions,
+    InlineImageHandle, InlineTextureDesc, ViewLayers, VulkanContext,
 };
 
 /// Which levels a texture reads.
@@ -216,7 +217,7 @@ impl SharedImage {
     }
     /// The Vulkan image and its memory, shared (what a wgpu texture's drop callback holds).
     #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
-    pub(crate) fn bound_arc(&self) -> &Arc<BoundImage> {
+    pub fn bound_arc(&self) -> &Arc<BoundImage> {
         &self.bound
     }
 
@@ -272,6 +273,25 @@ impl SharedImage {
         }
     }
 
+    /// A surface handle over mip level `level` (`layers` of it) for CUDA kernels inside Vulkan
+    /// queues ([`crate::vulkan::CuFunction::record_launch`] with
+    /// [`InlineImageHandle::kernel_arg`]): the kernel's `cudaSurfaceObject_t`, x in bytes, no
+    /// CUDA context involved. The image needs `STORAGE` usage; the device needs
+    /// `VK_NVX_image_view_handle` ([`crate::vulkan::image_handles_supported`]). The handle
+    /// keeps the Vulkan image alive: it works after `self` drops. See
+    /// [`InlineImageHandle::surface`].
+    pub fn inline_surface(&self, level: u32, layers: ViewLayers) -> Result<InlineImageHandle> {
+        InlineImageHandle::surface(&self.bound, level, layers)
+    }
+
+    /// A texture handle sampled as `desc` says, for CUDA kernels inside Vulkan queues: the
+    /// kernel's `cudaTextureObject_t` (a Vulkan sampler and view; reads return what the format
+    /// means). The image needs `SAMPLED` usage. As [`Self::inline_surface`]; see
+    /// [`InlineImageHandle::texture`].
+    pub fn inline_texture(&self, desc: &InlineTextureDesc) -> Result<InlineImageHandle> {
+        InlineImageHandle::texture(&self.bound, desc)
+    }
+
     /// Copies `data` (the whole level: every layer or slice in order, tightly packed) into
     /// mip level `level` through CUDA, and waits. Vulkan must not be using the image.
     pub fn cuda_upload(&mut self, level: u32, data: &[u8]) -> Result<()> {
@@ -291,9 +311,13 @@ impl SharedImage {
 impl SharedImage {
     /// Every check [`Bridge::create_image`] makes before it creates anything, on the Vulkan
     /// side alone (no CUDA needed): format in the table, a usage, the shape rules, the
-    /// device's support and limits for this format, usage and export.
-    pub fn validate_desc(vulkan: &VulkanContext, desc: &ImageDesc) -> Result<()> {
-        validate_create(vulkan, desc).map(|_| ())
+    /// device's support and limits for this format, usage and export. Returns the device's
+    /// answer, which [`BoundImage::new_untransitioned`] takes.
+    pub fn validate_desc(
+        vulkan: &VulkanContext,
+        desc: &ImageDesc,
+    ) -> Result<crate::vulkan::ImageSupport> {
+        validate_create(vulkan, desc).map(|(_, support)| support)
     }
 
     /// Every check [`Bridge::share_image`] (with `descriptor`:

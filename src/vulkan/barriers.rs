@@ -34,7 +34,9 @@ pub unsafe fn cmd_acquire_buffers(
             cmd,
             buffers,
             (vk::QUEUE_FAMILY_EXTERNAL, queue_family),
-            (vk::PipelineStageFlags::TOP_OF_PIPE, dst_stage),
+            // ALL_COMMANDS, as for images: the acquire chains with the semaphore wait before
+            // it whatever the wait's stage.
+            (vk::PipelineStageFlags::ALL_COMMANDS, dst_stage),
             (vk::AccessFlags::empty(), dst_access),
         )
     }

@@ -80,6 +80,11 @@ pub struct Capabilities {
     /// `VK_NVX_binary_import` is enabled and buffers have device addresses: CUDA kernels can
     /// be launched inside Vulkan command buffers ([`crate::vulkan::CuModule`]).
     pub cuda_kernels: bool,
+    /// `VK_NVX_image_view_handle` is enabled and CUDA kernels can run in Vulkan queues
+    /// (`cuda_kernels`): such kernels reach images through
+    /// [`crate::vulkan::InlineImageHandle`]s ([`crate::vulkan::image_handles_supported`] says
+    /// why not).
+    pub image_handles: bool,
 }
 
 /// Facts about the chosen physical device.
@@ -118,6 +123,7 @@ pub(crate) struct DeviceExtensions {
     pub semaphore: Option<platform::SemaphoreLoader>,
     pub memory_host: Option<ext::external_memory_host::Device>,
     pub binary_import: Option<ash::nvx::binary_import::Device>,
+    pub image_view_handle: Option<super::ImageViewHandleLoader>,
 }
 
 /// Messages the validation layer reported, shared with its callback.
@@ -245,6 +251,7 @@ const BINARY_IMPORT_FUNCTIONS: [&CStr; 5] = [
     c"vkDestroyCuFunctionNVX",
     c"vkCmdCuLaunchKernelNVX",
 ];
+const IMAGE_VIEW_HANDLE_FUNCTIONS: [&CStr; 1] = [c"vkGetImageViewHandleNVX"];
 /// Instance-level functions above Vulkan 1.0 the crate calls.
 const INSTANCE_FUNCTIONS: [&CStr; 5] = [
     c"vkGetPhysicalDeviceProperties2",
@@ -257,7 +264,9 @@ const INSTANCE_FUNCTIONS: [&CStr; 5] = [
 impl VulkanContext {
     /// Creates an instance and a device with what interop needs: the platform's external
     /// memory extension (required), external semaphore and host-memory extensions (where
-    /// supported), timeline semaphores (required) and sparse binding (where supported).
+    /// supported), timeline semaphores (required) and sparse binding (where supported), and
+    /// for CUDA kernels inside Vulkan queues `VK_NVX_binary_import`, `bufferDeviceAddress` and
+    /// `VK_NVX_image_view_handle` (where supported).
     pub fn new(config: VulkanConfig) -> Result<Arc<Self>> {
         let entry = load_entry()?;
         let guard = create_instance(&entry, &config)?;
@@ -357,14 +366,19 @@ impl VulkanContext {
                 .then(|| ext::external_memory_host::Device::new(instance, device)),
             binary_import: has(ash::nvx::binary_import::NAME)
                 .then(|| ash::nvx::binary_import::Device::new(instance, device)),
+            image_view_handle: has(ash::nvx::image_view_handle::NAME).then(|| {
+                super::ImageViewHandleLoader::new(instance, parts.physical_device, device)
+            }),
         };
+        let cuda_kernels = ext.binary_import.is_some() && parts.buffer_device_address;
         let capabilities = Capabilities {
             external_memory: ext.memory.is_some(),
             external_semaphore: ext.semaphore.is_some(),
             external_memory_host: ext.memory_host.is_some(),
             sparse_binding: parts.sparse_binding,
             buffer_device_address: parts.buffer_device_address,
-            cuda_kernels: ext.binary_import.is_some() && parts.buffer_device_address,
+            cuda_kernels,
+            image_handles: cuda_kernels && ext.image_view_handle.is_some(),
         };
         let info = device_info(instance, parts.physical_device, capabilities);
         // SAFETY: valid physical device of this instance.
@@ -553,7 +567,7 @@ impl VulkanContext {
     /// something else than the progress timeline (a pacer's frames).
     // For the pacers' drops (wgpu::submit's WgpuFramePacer; interop::pacer's FramePacer), which
     // wait on their own timelines.
-    pub(crate) fn drop_wait(
+    pub fn drop_wait(
         &self,
         what: &'static str,
         wait: impl FnOnce(Duration) -> Result<()>,
@@ -575,7 +589,7 @@ impl VulkanContext {
     /// [`Self::submit_with_semaphores`] (and every earlier one) has completed; on a timeout the
     /// budget is wedged until it has.
     // For `Semaphore`'s drop (vulkan::semaphore), which waits for the submissions that used it.
-    pub(crate) fn drop_wait_submissions(&self, number: u64) -> Result<()> {
+    pub fn drop_wait_submissions(&self, number: u64) -> Result<()> {
         if number == 0 {
             return Ok(());
         }
@@ -596,7 +610,7 @@ impl VulkanContext {
     /// `semaphore` must be a timeline semaphore of this device that, if this returns an error,
     /// is never destroyed (the budget's probe reads its counter until the context goes).
     // For `Semaphore`'s drop (vulkan::semaphore), which waits for its last scheduled signal.
-    pub(crate) unsafe fn drop_wait_timeline(
+    pub unsafe fn drop_wait_timeline(
         &self,
         semaphore: vk::Semaphore,
         value: u64,
@@ -823,7 +837,7 @@ fn load_entry() -> Result<ash::Entry> {
 
 fn create_instance(entry: &ash::Entry, config: &VulkanConfig) -> Result<InstanceGuard> {
     let validation = config.validation;
-    let layer_present = validation != Validation::Off && layer_available(entry)?;
+    let layer_present = validation != Validation::Off && validation_layer_available(entry)?;
     if validation == Validation::Required && !layer_present {
         return Err(Error::ValidationLayerMissing);
     }
@@ -907,6 +921,7 @@ impl DevicePlan {
             SEMAPHORE_EXTENSION,
             ext::external_memory_host::NAME,
             ash::nvx::binary_import::NAME,
+            ash::nvx::image_view_handle::NAME,
         ];
         for optional in optional_extensions {
             if is_supported(optional) {
@@ -1012,7 +1027,7 @@ unsafe fn validate_existing(e: &ExistingVulkan<'_>) -> Result<()> {
     }
     // Each group of device functions with what provides it, where it is enabled.
     let enabled = |ext: &CStr| e.enabled_extensions.contains(&ext);
-    let groups: [(&[&CStr], Option<&CStr>); 5] = [
+    let groups: [(&[&CStr], Option<&CStr>); 6] = [
         (&DEVICE_FUNCTIONS, None),
         (&platform::MEMORY_FUNCTIONS, Some(MEMORY_EXTENSION)),
         (&platform::SEMAPHORE_FUNCTIONS, Some(SEMAPHORE_EXTENSION)),
@@ -1023,6 +1038,10 @@ unsafe fn validate_existing(e: &ExistingVulkan<'_>) -> Result<()> {
         (
             &BINARY_IMPORT_FUNCTIONS,
             Some(ash::nvx::binary_import::NAME),
+        ),
+        (
+            &IMAGE_VIEW_HANDLE_FUNCTIONS,
+            Some(ash::nvx::image_view_handle::NAME),
         ),
     ];
     for (names, provider) in groups {
@@ -1058,7 +1077,9 @@ fn create_progress(device: &ash::Device) -> Result<Progress> {
     })
 }
 
-pub(crate) fn layer_available(entry: &ash::Entry) -> Result<bool> {
+/// Whether the Khronos validation layer (`VK_LAYER_KHRONOS_validation`) is installed: what
+/// [`Validation::IfAvailable`] looks for.
+pub fn validation_layer_available(entry: &ash::Entry) -> Result<bool> {
     // SAFETY: entry is loaded.
     let layers = unsafe { entry.enumerate_instance_layer_properties() }
         .vk("vkEnumerateInstanceLayerProperties")?;

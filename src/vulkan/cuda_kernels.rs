@@ -19,7 +19,8 @@
 //!
 //! What does not: device-side `printf` prints nothing (no output reached the process in the
 //! test); CUDA texture and surface objects are handles of a CUDA context and cannot be passed
-//! to a kernel running in the Vulkan device; `VkCuLaunchInfoNVX` has no cooperative-launch or
+//! to a kernel running in the Vulkan device (the driver's image handles can:
+//! [`crate::vulkan::InlineImageHandle`]); `VkCuLaunchInfoNVX` has no cooperative-launch or
 //! cluster attribute, so grid-wide sync is not available. Use the CUDA context for those (the
 //! same [`crate::SharedBuffer`] serves both paths).
 
@@ -31,7 +32,7 @@ use ash::vk;
 use crate::error::LaunchError;
 use crate::error::{Error, Result};
 use crate::rules::ptx::{self, KernelSignature};
-use crate::vulkan::VulkanContext;
+use crate::vulkan::{InlineImageHandle, VulkanContext};
 
 /// CUDA's limits for one launch (identical on every GPU since compute capability 3.0).
 pub mod limits {
@@ -238,12 +239,15 @@ impl LaunchDims {
 pub struct KernelArg {
     bytes: Vec<u8>,
     what: ArgKind,
+    /// The device an image handle belongs to (a launch on another device is refused).
+    device: Option<vk::Device>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ArgKind {
     Address,
     Value,
+    ImageHandle,
 }
 
 impl KernelArg {
@@ -253,6 +257,18 @@ impl KernelArg {
         Self {
             bytes: address.to_ne_bytes().to_vec(),
             what: ArgKind::Address,
+            device: None,
+        }
+    }
+    /// An image handle (what a kernel's `cudaSurfaceObject_t` / `cudaTextureObject_t`
+    /// parameter takes, a 64-bit integer): the handle's 32-bit form zero-extended, as measured
+    /// to work in plain modules. Launches check the parameter is a 64-bit integer and the
+    /// handle belongs to the kernel's device.
+    pub fn image(handle: &InlineImageHandle) -> Self {
+        Self {
+            bytes: u64::from(handle.handle()).to_ne_bytes().to_vec(),
+            what: ArgKind::ImageHandle,
+            device: Some(handle.device()),
         }
     }
     /// A value passed by copy: a scalar or a `#[repr(C)]` struct the kernel takes by value.
@@ -260,6 +276,7 @@ impl KernelArg {
         Self {
             bytes: bytemuck::bytes_of(value).to_vec(),
             what: ArgKind::Value,
+            device: None,
         }
     }
     /// Its size in bytes.
@@ -271,7 +288,7 @@ impl KernelArg {
 impl CuFunction {
     /// The context of the device the kernel's module was loaded into.
     #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
-    pub(crate) fn context(&self) -> &Arc<VulkanContext> {
+    pub fn context(&self) -> &Arc<VulkanContext> {
         &self.module.ctx
     }
     /// The kernel's PTX signature.
@@ -280,8 +297,9 @@ impl CuFunction {
     }
 
     /// Every rule a launch must meet, checked against the kernel's PTX signature and CUDA's
-    /// limits: argument count and sizes, device addresses for pointer parameters only, block
-    /// and grid dimensions, shared memory.
+    /// limits: argument count and sizes, device addresses and image handles for 64-bit integer
+    /// parameters only, image handles of the kernel's device, block and grid dimensions, shared
+    /// memory.
     pub fn validate_launch(&self, dims: &LaunchDims, args: &[KernelArg]) -> Result<()> {
         self.validate_args(args)?;
         self.validate_dims(dims)
@@ -305,6 +323,22 @@ impl CuFunction {
             .into());
         }
         for (index, (arg, param)) in args.iter().zip(params).enumerate() {
+            if arg.what == ArgKind::ImageHandle {
+                if arg.device != Some(self.module.ctx.device().handle()) {
+                    return Err(Error::WrongDevice {
+                        object: crate::DeviceObject::Image,
+                        owner: crate::DeviceOwner::VulkanDevice,
+                    });
+                }
+                if !param.can_hold_pointer() {
+                    return Err(LaunchError::ImageHandleToNonInteger {
+                        kernel: kernel(),
+                        index,
+                        param: param.to_string(),
+                    }
+                    .into());
+                }
+            }
             if arg.size() != param.size {
                 return Err(LaunchError::ArgumentSize {
                     kernel: kernel(),
@@ -388,8 +422,12 @@ impl CuFunction {
     /// # Safety
     /// `cmd` must be a command buffer of this module's device in the recording state; every
     /// device address among `args` must stay valid (its buffer alive) until the command buffer
-    /// completes, and the kernel must only access memory those addresses cover; the module
-    /// and this function must outlive the command buffer's execution.
+    /// completes, and the kernel must only access memory those addresses cover; every image
+    /// handle among `args` ([`KernelArg::image`]) must stay alive until then too, the kernel
+    /// must use it as what it is (a surface as a surface, within its level and layers), and its
+    /// image must be in a layout that allows the kernel's access (`GENERAL`) and owned by
+    /// `cmd`'s queue family when the kernel runs; the module and this function must outlive
+    /// the command buffer's execution.
     pub unsafe fn record_launch(
         &self,
         cmd: vk::CommandBuffer,

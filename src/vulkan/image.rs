@@ -225,7 +225,7 @@ impl Image {
     /// Every check of [`Self::new`]: a usage, the shape rules, then the device's answer
     /// (`vkGetPhysicalDeviceImageFormatProperties2`, with the external handle type when the
     /// memory is shared: support, export/import features, dedicated-only, limits).
-    pub(crate) fn validate(
+    pub fn validate(
         ctx: &VulkanContext,
         desc: &ImageDesc,
         options: ImageOptions,
@@ -556,13 +556,15 @@ impl BoundImage {
         Ok(bound)
     }
 
-    /// [`Self::new_unchecked`] without the one-time transition: the image is bound and in
-    /// `UNDEFINED` layout, owned by the context's queue family. For contexts without a queue
-    /// (wgpu's device), whose owner records [`Self::enter_shared_layout_barrier`] itself.
+    /// [`Self::new`] without the checks (made once, by [`Image::validate`]) and without the
+    /// one-time transition: the image is bound and in `UNDEFINED` layout, owned by the
+    /// context's queue family. For contexts without a queue (wgpu's device), whose owner
+    /// records [`Self::enter_shared_layout_barrier`] itself.
     ///
     /// # Safety
-    /// As [`Image::new_unchecked`]; the image must not be used before that barrier executed.
-    pub(crate) unsafe fn new_untransitioned(
+    /// `support` must be [`Image::validate`]'s answer for `ctx`, `desc` and `options`; the
+    /// image must not be used before that barrier has executed.
+    pub unsafe fn new_untransitioned(
         ctx: &Arc<VulkanContext>,
         desc: &ImageDesc,
         options: ImageOptions,
@@ -610,7 +612,7 @@ impl BoundImage {
 
     /// The barrier of the one-time transition `UNDEFINED` → [`SHARED_LAYOUT`] (released to
     /// `VK_QUEUE_FAMILY_EXTERNAL` when shared), every level and layer.
-    pub(crate) fn enter_shared_layout_barrier(&self) -> vk::ImageMemoryBarrier<'static> {
+    pub fn enter_shared_layout_barrier(&self) -> vk::ImageMemoryBarrier<'static> {
         let ctx = self.image.context();
         let family = ctx.queue_family_index();
         let dst_family = if self.is_external() {

@@ -1,7 +1,8 @@
 //! The Vulkan side (ash only; nothing here knows CUDA): instance and device selection,
 //! exportable and imported memory and images, sub-allocation of exportable memory
-//! ([`VulkanPool`]), host-pointer import, semaphores with their signal ledgers, and one-shot
-//! command helpers.
+//! ([`VulkanPool`]), host-pointer import, semaphores with their signal ledgers, one-shot
+//! command helpers, and CUDA kernels inside Vulkan queues with the image handles they take
+//! ([`CuModule`], [`InlineImageHandle`]).
 
 mod barriers;
 mod commands;
@@ -9,6 +10,7 @@ mod context;
 mod cuda_kernels;
 mod host_memory;
 pub(crate) mod image;
+mod image_handles;
 pub(crate) mod memory;
 pub(crate) mod pool;
 mod semaphore;
@@ -18,11 +20,9 @@ pub use barriers::{
     acquire_barrier, cmd_acquire_buffers, cmd_acquire_images, cmd_release_buffers,
     cmd_release_images, release_barrier,
 };
-#[cfg(feature = "wgpu")]
-pub(crate) use context::layer_available;
 pub use context::{
-    physical_device_uuids, Capabilities, DeviceChoice, DeviceInfo, ExistingVulkan, Validation,
-    VulkanConfig, VulkanContext, MIN_API_VERSION,
+    physical_device_uuids, validation_layer_available, Capabilities, DeviceChoice, DeviceInfo,
+    ExistingVulkan, Validation, VulkanConfig, VulkanContext, MIN_API_VERSION,
 };
 pub use cuda_kernels::{
     cuda_kernels_supported, limits as cuda_launch_limits, record_barrier_before_kernel,
@@ -32,6 +32,11 @@ pub use host_memory::HostImportedBuffer;
 pub use image::{
     AsVkImage, BoundImage, Image, ImageOptions, ImageRegion, ImageRequirements, ImageSupport,
     SHARED_LAYOUT,
+};
+pub(crate) use image_handles::ImageViewHandleLoader;
+pub use image_handles::{
+    image_handles_supported, BorderColor, InlineImageHandle, InlineImageKind, InlineLevels,
+    InlineTextureDesc, RawViewDescriptor, SamplerAddressMode, SamplerFilter, ViewLayers,
 };
 pub use memory::{
     shared_buffer_usage, AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc,
@@ -43,5 +48,5 @@ pub use pool::{PooledBuffer, VulkanPool};
 pub(crate) use image::ImageDesc;
 pub(crate) use memory::Dedicated;
 pub(crate) use pool::PoolDesc;
-pub use semaphore::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
+pub use semaphore::{ProgressSignal, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
 pub use sparse::SparseBuffer;

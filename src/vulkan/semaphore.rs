@@ -426,19 +426,7 @@ impl VulkanContext {
         fence: vk::Fence,
     ) -> Result<()> {
         self.require_queue("submit_with_semaphores")?;
-        for op in waits.iter().chain(signals) {
-            if !self.same_device(op.semaphore.context()) {
-                return Err(Error::WrongDevice {
-                    object: crate::DeviceObject::Semaphore,
-                    owner: crate::DeviceOwner::VulkanDevice,
-                });
-            }
-        }
-        // VUID-VkSubmitInfo-pWaitDstStageMask-03937 (synchronization2 is not enabled): a wait
-        // must name the stages that wait.
-        if waits.iter().any(|op| op.stage.is_empty()) {
-            return Err(SyncError::EmptyWaitStage.into());
-        }
+        self.check_semaphore_ops(waits, signals)?;
         let wait_sems: Vec<vk::Semaphore> = waits.iter().map(|o| o.semaphore.handle()).collect();
         let wait_vals: Vec<u64> = waits.iter().map(|o| o.value).collect();
         let wait_stages: Vec<vk::PipelineStageFlags> = waits.iter().map(|o| o.stage).collect();
@@ -478,4 +466,83 @@ impl VulkanContext {
         }
         Ok(())
     }
+
+    /// The checks and books of [`Self::submit_with_semaphores`] around a submission that
+    /// another library makes on a queue of this device (wgpu's, through its own queue):
+    /// checks `waits` and `signals` as `submit_with_semaphores` does (every semaphore of this
+    /// device, wait stages not empty, each signal value above every value scheduled on its
+    /// semaphore, no semaphore signalled twice), then, holding the queue lock and the signal
+    /// ledgers, calls `submit` with the next number of the context's progress timeline. If
+    /// `submit` returns `Ok`, the signal values and the number are recorded and each
+    /// semaphore's drop waits for the progress timeline to reach the number; if it returns
+    /// `Err`, nothing is recorded.
+    ///
+    /// # Safety
+    /// `submit` returns `Err` only if nothing of the submission reached a queue. If it returns
+    /// `Ok`, it submitted on a queue of this device work that waits for every element of
+    /// `waits` at its stages, and after which every element of `signals` and the
+    /// [`ProgressSignal`] it was given are signalled.
+    pub unsafe fn submit_foreign<R>(
+        &self,
+        waits: &[SemaphoreOp<'_>],
+        signals: &[SemaphoreOp<'_>],
+        submit: impl FnOnce(ProgressSignal) -> Result<R>,
+    ) -> Result<R> {
+        self.check_semaphore_ops(waits, signals)?;
+        let ledgers: Vec<(&SignalLedger, u64)> = signals
+            .iter()
+            .map(|o| (o.semaphore.ledger.as_ref(), o.value))
+            .collect();
+        let queue = self.lock_queue();
+        let number = self.progress.last_submitted() + 1;
+        let progress = ProgressSignal {
+            semaphore: self.progress.semaphore,
+            value: number,
+        };
+        let out = SignalLedger::signal_all(&ledgers, || submit(progress))?;
+        self.progress.submitted(number);
+        drop(queue);
+        for op in waits.iter().chain(signals) {
+            op.semaphore.note_submission(number);
+        }
+        Ok(out)
+    }
+
+    /// The number of the last submission booked on the context's progress timeline
+    /// ([`Self::submit_with_semaphores`], [`Self::submit_foreign`]); 0: none.
+    pub fn last_submission(&self) -> u64 {
+        self.progress.last_submitted()
+    }
+
+    /// Every semaphore of this device; a wait names the stages that wait.
+    fn check_semaphore_ops(
+        &self,
+        waits: &[SemaphoreOp<'_>],
+        signals: &[SemaphoreOp<'_>],
+    ) -> Result<()> {
+        for op in waits.iter().chain(signals) {
+            if !self.same_device(op.semaphore.context()) {
+                return Err(Error::WrongDevice {
+                    object: crate::DeviceObject::Semaphore,
+                    owner: crate::DeviceOwner::VulkanDevice,
+                });
+            }
+        }
+        // VUID-VkSubmitInfo-pWaitDstStageMask-03937 (synchronization2 is not enabled): a wait
+        // must name the stages that wait.
+        if waits.iter().any(|op| op.stage.is_empty()) {
+            return Err(SyncError::EmptyWaitStage.into());
+        }
+        Ok(())
+    }
+}
+
+/// The signal of a context's progress timeline that a submission booked with
+/// [`VulkanContext::submit_foreign`] must make, after all of its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgressSignal {
+    /// The context's progress timeline (a timeline semaphore of this device).
+    pub semaphore: vk::Semaphore,
+    /// The value to signal it with: the submission's number.
+    pub value: u64,
 }
