@@ -48,7 +48,7 @@ pub mod wgpu;
 
 // Errors: the one error type, its kinds, and every structured refusal it carries.
 #[cfg(feature = "wgpu")]
-pub use error::WgpuError;
+pub use error::{NotTextureReason, WgpuError, WgpuObject};
 pub use error::{
     ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ErrorKind, Exportable,
     ExtensionState, FrameStep, Importer, InlineKernelsMissing, LaunchError, MemoryError, Result,

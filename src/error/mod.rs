@@ -17,7 +17,7 @@ pub use refusal::{
     LaunchError, MemoryError, SyncError,
 };
 #[cfg(feature = "wgpu")]
-pub use wgpu::WgpuError;
+pub use wgpu::{NotTextureReason, WgpuError, WgpuObject};
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -19,7 +19,5 @@ pub use pacer::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLO
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, SharedAllocation, SharedBuffer};
-#[cfg_attr(not(feature = "wgpu"), allow(unused_imports))]
-pub(crate) use shared_image::validate_create;
 pub use shared_image::{SharedImage, TextureLevels, TextureOptions, TextureRead};
 pub use staging::StagingBuffer;
