@@ -547,6 +547,20 @@ pub enum LaunchError {
         /// The parameter as PTX declares it.
         param: String,
     },
+    /// An image handle ([`crate::vulkan::InlineImageHandle`]) given for a parameter that is
+    /// not a 64-bit integer (`cudaSurfaceObject_t` / `cudaTextureObject_t` are `.u64`).
+    #[error(
+        "kernel {kernel}: argument {index} is an image handle (a cudaSurfaceObject_t / \
+         cudaTextureObject_t, a 64-bit integer), parameter {param} is not a 64-bit integer"
+    )]
+    ImageHandleToNonInteger {
+        /// The kernel.
+        kernel: String,
+        /// The argument's position.
+        index: usize,
+        /// The parameter as PTX declares it.
+        param: String,
+    },
     /// Too many bytes of parameters.
     #[error("kernel {kernel}: {total} bytes of parameters; at most {max}")]
     ParameterBytes {
@@ -708,6 +722,18 @@ pub enum Capability {
         /// What the driver returned.
         result: vk::Result,
     },
+    /// The device cannot filter images of this format linearly with this tiling (no
+    /// `SAMPLED_IMAGE_FILTER_LINEAR` format feature), so no linear sampler is made for them.
+    #[error(
+        "the device cannot filter {format:?} images with {tiling:?} tiling linearly (no \
+         SAMPLED_IMAGE_FILTER_LINEAR format feature): use point sampling"
+    )]
+    LinearFilter {
+        /// The image's format.
+        format: vk::Format,
+        /// The image's tiling.
+        tiling: vk::ImageTiling,
+    },
     /// CUDA kernels cannot run inside this device's Vulkan queues.
     #[error("CUDA kernels cannot run in this device's Vulkan queues: {reason}")]
     InlineKernels {
@@ -726,6 +752,11 @@ pub enum InlineKernelsMissing {
     BinaryImportNotEnabled,
     /// `bufferDeviceAddress` (pointer arguments) was not enabled.
     BufferDeviceAddress,
+    /// `VK_NVX_image_view_handle` is not offered by the device: kernels in its queues cannot
+    /// reach images (no [`crate::vulkan::InlineImageHandle`]).
+    ImageViewHandleNotSupported,
+    /// `VK_NVX_image_view_handle` is offered but was not enabled on the device.
+    ImageViewHandleNotEnabled,
 }
 
 impl std::fmt::Display for InlineKernelsMissing {
@@ -739,6 +770,14 @@ impl std::fmt::Display for InlineKernelsMissing {
             }
             InlineKernelsMissing::BufferDeviceAddress => {
                 "the bufferDeviceAddress feature was not enabled"
+            }
+            InlineKernelsMissing::ImageViewHandleNotSupported => {
+                "VK_NVX_image_view_handle is not supported by the device, so such kernels cannot \
+                 reach images (surface and texture handles)"
+            }
+            InlineKernelsMissing::ImageViewHandleNotEnabled => {
+                "VK_NVX_image_view_handle is supported but was not enabled on the device, so \
+                 such kernels cannot reach images (surface and texture handles)"
             }
         })
     }

@@ -228,19 +228,6 @@ pub enum WgpuError {
         /// How many semaphore waits and signals were withdrawn from wgpu's queue.
         withdrawn: usize,
     },
-    /// The command buffers were submitted, but the empty submission that carries the
-    /// semaphore signals after them did not reach the driver (the device is lost, or out of
-    /// memory): the signals were withdrawn and will not happen. The values stay recorded as
-    /// scheduled (the work may still be running), so waits for them time out.
-    #[error(
-        "wgpu did not submit the semaphore signals that follow the work (its error handler has \
-         the reason; the device is probably lost); {withdrawn} signals were withdrawn and will \
-         not happen"
-    )]
-    SignalsLost {
-        /// How many semaphore signals were withdrawn from wgpu's queue.
-        withdrawn: usize,
-    },
     /// A cuvk submission on a wgpu queue made from inside another one on the same thread (a
     /// wgpu callback that wgpu ran during the outer submission).
     #[error(
@@ -266,10 +253,9 @@ impl WgpuError {
                 | NotTextureReason::RenderTarget3d
                 | NotTextureReason::UsageNotAllowed { .. } => K::Unsupported,
             },
-            WgpuError::Call { .. }
-            | WgpuError::NotReady { .. }
-            | WgpuError::NoRawEncoder
-            | WgpuError::SignalsLost { .. } => K::Driver,
+            WgpuError::Call { .. } | WgpuError::NotReady { .. } | WgpuError::NoRawEncoder => {
+                K::Driver
+            }
             WgpuError::ExperimentalFeatures { .. }
             | WgpuError::ImageUsageNotInWgpu { .. }
             | WgpuError::EmptyBufferUsage

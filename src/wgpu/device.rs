@@ -12,6 +12,7 @@ use ash::vk;
 use crate::vulkan::{
     physical_device_uuids, DeviceChoice, ExistingVulkan, Validation, VulkanContext, MIN_API_VERSION,
 };
+use crate::wgpu::submit::QueueOrder;
 use crate::{
     ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ExtensionState, Result, Uuid,
     WgpuError, WgpuObject, MEMORY_EXTENSION, SEMAPHORE_EXTENSION,
@@ -71,6 +72,7 @@ struct Shared {
     device: ManuallyDrop<::wgpu::Device>,
     queue: ManuallyDrop<::wgpu::Queue>,
     vulkan: Arc<VulkanContext>,
+    order: Arc<QueueOrder>,
     adapter: Option<::wgpu::Adapter>,
     instance: Option<::wgpu::Instance>,
 }
@@ -379,10 +381,12 @@ impl WgpuDevice {
                 )
             }?
         };
+        let order = QueueOrder::of(&queue, &device)?;
         Ok(Shared {
             device: ManuallyDrop::new(device),
             queue: ManuallyDrop::new(queue),
             vulkan,
+            order,
             adapter: None,
             instance: None,
         })
@@ -409,6 +413,10 @@ impl WgpuDevice {
     /// CUDA modules are made on it.
     pub fn vulkan(&self) -> &Arc<VulkanContext> {
         &self.shared.vulkan
+    }
+    /// What orders cuvk's submissions on the queue.
+    pub(crate) fn queue_order(&self) -> &QueueOrder {
+        &self.shared.order
     }
     /// The `deviceUUID` (equals the CUDA device's UUID for the same GPU).
     pub fn uuid(&self) -> Uuid {

@@ -1,23 +1,8 @@
 //! Images in cuvk's memory as `wgpu::Texture`s: the same `VkImage`, wrapped with
 //! `wgpu_hal::vulkan::Device::texture_from_raw` (memory `External`), whose drop callback holds
 //! cuvk's share of the image and its memory (and, for a [`WgpuSharedImage`], the CUDA
-//! mipmapped array) until wgpu has destroyed its view of it.
-//!
-//! # Layout and ownership
-//!
-//! Between uses a shared image is in `GENERAL`, owned by `VK_QUEUE_FAMILY_EXTERNAL`
-//! ([`crate::vulkan::SHARED_LAYOUT`]). wgpu is told so: the texture's initial state is
-//! `TextureUses::STORAGE_READ_WRITE`, the state wgpu-hal maps to `GENERAL` for colour formats,
-//! and it is marked initialised (wgpu never clears it). wgpu tracks layouts but not
-//! queue-family ownership, so a frame that uses the texture in wgpu submits, in one
-//! submission (one `queue.submit` or [`WgpuDevice::submit`]):
-//! [`WgpuDevice::acquire_images`] (ownership `EXTERNAL` → wgpu's family, `GENERAL` kept),
-//! wgpu's command buffers (wgpu moves the layout as it needs from `GENERAL`), then the two of
-//! [`WgpuDevice::release_images`] (a wgpu-tracked transition back to `GENERAL`, then ownership
-//! back to `EXTERNAL`). CUDA or another `VkDevice` may use the image after that submission
-//! completed (a semaphore signalled by it, or a host wait). `queue.write_texture` runs before
-//! every command buffer of the next submission, outside the acquire: use
-//! `copy_buffer_to_texture` in a command buffer instead.
+//! mipmapped array) until wgpu has destroyed its view of it. The per-frame handoff: the
+//! `crate::wgpu` documentation, "Images: layout and ownership".
 
 use std::sync::Arc;
 
@@ -267,7 +252,9 @@ impl WgpuDevice {
     /// `wgpu::Texture` of the image's usages ([`texture_usages`]): no CUDA needed. The texture
     /// holds a share of `bound` until wgpu has destroyed it, so the `VkImage` and its memory
     /// outlive wgpu's use, whoever drops first. Checked first: same device and
-    /// [`Self::texture_descriptor`]. See the module documentation for the per-frame handoff.
+    /// [`Self::texture_descriptor`]. For the per-frame handoff with CUDA or another device
+    /// (acquire, wgpu's work, release, in one submission), see
+    /// [the `wgpu` module](crate::wgpu#images-layout-and-ownership).
     pub fn wrap_image(
         &self,
         bound: Arc<BoundImage>,
@@ -507,8 +494,10 @@ fn ownership_barriers(
 /// Drop in any order: the wgpu texture keeps the `VkImage`, its memory and the CUDA array
 /// alive until wgpu is done with it; the shared image keeps its own shares. The CUDA mapping
 /// never outlives the memory (the array holds the import, which holds the memory). The two
-/// APIs do not order their accesses by themselves: see the module documentation of
-/// [`crate::wgpu`] images ([`WgpuDevice::acquire_images`]).
+/// APIs do not order their accesses by themselves: each frame that uses the texture in wgpu
+/// submits [`WgpuDevice::acquire_images`], wgpu's command buffers and
+/// [`WgpuDevice::release_images`] in one submission, ordered with CUDA by semaphores (see
+/// [the `wgpu` module](crate::wgpu#images-layout-and-ownership)).
 pub struct WgpuSharedImage {
     /// The wgpu view, for views, bind groups, render passes and copies.
     pub wgpu: ::wgpu::Texture,

@@ -1,18 +1,21 @@
 //! The same sharing on wgpu's own device (feature `wgpu`, wgpu 30, Vulkan backend): shared
-//! buffers as `wgpu::Buffer`s, CUDA ↔ wgpu ordering through timeline semaphores attached to
-//! wgpu's submissions, K frames in flight, and CUDA kernels launched inside wgpu's queue.
+//! buffers as `wgpu::Buffer`s and images as `wgpu::Texture`s, CUDA ↔ wgpu ordering through
+//! timeline semaphores carried by wgpu's submissions, K frames in flight, and CUDA kernels
+//! launched inside wgpu's queue.
 //!
 //! - [`WgpuDevice`] opens a wgpu device with what sharing needs (external memory and semaphore
 //!   extensions, timeline semaphores, buffer device addresses) or adopts one an application
 //!   opened, checked by [`crate::vulkan::VulkanContext::from_existing`]'s rules; cuvk's view of
-//!   the `VkDevice` never submits on wgpu's queue (wgpu-hal has no queue lock to share).
+//!   the `VkDevice` never submits on wgpu's queue itself: every submission goes through wgpu.
 //! - [`WgpuBridge`] pairs it with the CUDA device of the same UUID and makes
-//!   [`WgpuSharedBuffer`]s: one `VkBuffer` seen as a `wgpu::Buffer` and a [`crate::SharedBuffer`].
+//!   [`WgpuSharedBuffer`]s (one `VkBuffer` seen as a `wgpu::Buffer` and a
+//!   [`crate::SharedBuffer`]) and [`WgpuSharedImage`]s.
 //! - [`WgpuDevice::submit`] and [`WgpuFramePacer`] order wgpu's work after and before CUDA's on
 //!   the GPU; [`WgpuDevice::kernel_commands`] records CUDA kernels into a wgpu command buffer.
 //!
 //! Without CUDA, [`WgpuDevice::wrap_buffer`] and [`WgpuDevice::import_buffer`] wrap cuvk's
-//! Vulkan buffers (of this device, or imported from another one) the same way.
+//! Vulkan buffers (of this device, or imported from another one) the same way, and
+//! [`WgpuDevice::wrap_image`] its images.
 //!
 //! ```no_run
 //! use cuvk::wgpu::{wgpu, WgpuBridge, WgpuBridgeConfig};
@@ -22,6 +25,67 @@
 //! // particles.wgpu goes into bind groups; particles.shared.kernel_arg() into a CUDA launch.
 //! # Ok(()) }
 //! ```
+//!
+//! # Both directions
+//!
+//! - **CUDA writes, wgpu reads** (a simulation drawn by wgpu): [`WgpuFramePacer`] per frame —
+//!   CUDA waits for the slot ([`WgpuFramePacer::cuda_acquire`]), writes, signals
+//!   ([`WgpuFramePacer::cuda_release`]); wgpu's submission ([`WgpuFramePacer::submit`]) waits
+//!   for that signal and lists the buffers CUDA wrote.
+//! - **wgpu writes, CUDA reads**: the same frame. List every shared buffer wgpu touches in the
+//!   frame, read or written, in [`WgpuFramePacer::submit`]'s `shared`: it is acquired from
+//!   CUDA before wgpu's command buffers and released back after them, in the same submission,
+//!   and the submission signals the pacer's `vulkan_done` timeline with the frame number. CUDA
+//!   reads what wgpu wrote in frame N after waiting for `vulkan_done >= N` on its stream — which
+//!   [`WgpuFramePacer::cuda_acquire`] of frame N + K does, or directly
+//!   `ExternalSemaphore::wait` (`crate::import_semaphore`) on a timeline signalled by
+//!   [`WgpuDevice::submit`]. Images: the [`WgpuDevice::acquire_images`] /
+//!   [`WgpuDevice::release_images`] command buffers around wgpu's (see below).
+//! - `queue.write_buffer` data is copied at the start of the *next* submission on the queue,
+//!   before its command buffers (wgpu's pending writes), also when that submission is empty or
+//!   is [`WgpuDevice::submit`]'s: a `write_buffer` made before `WgpuDevice::submit` is covered
+//!   by its signals. `queue.write_texture` runs likewise, outside the image's acquire: use
+//!   `copy_buffer_to_texture` in a command buffer for shared images.
+//!
+//! # Images: layout and ownership
+//!
+//! Between uses a shared image is in `GENERAL`, owned by `VK_QUEUE_FAMILY_EXTERNAL`
+//! ([`crate::vulkan::SHARED_LAYOUT`]). wgpu is told so: the texture's initial state is
+//! `TextureUses::STORAGE_READ_WRITE`, the state wgpu-hal maps to `GENERAL` for colour formats,
+//! and it is marked initialised (wgpu never clears it). wgpu tracks layouts but not
+//! queue-family ownership, so a frame that uses the texture in wgpu submits, in one
+//! submission (one `queue.submit` or [`WgpuDevice::submit`]):
+//! [`WgpuDevice::acquire_images`] (ownership `EXTERNAL` → wgpu's family, `GENERAL` kept),
+//! wgpu's command buffers (wgpu moves the layout as it needs from `GENERAL`), then the two of
+//! [`WgpuDevice::release_images`] (a wgpu-tracked transition back to `GENERAL`, then ownership
+//! back to `EXTERNAL`). CUDA or another `VkDevice` may use the image after that submission
+//! completed (a semaphore signalled by it, or a host wait).
+//!
+//! # Other threads submitting on the same queue
+//!
+//! wgpu 30 has no submission that carries semaphores of the caller's: wgpu-hal's Vulkan queue
+//! only keeps lists of waits and signals that the *next* `vkQueueSubmit` on the queue takes,
+//! whichever thread makes it, and it has no lock cuvk could hold to keep other threads out. So
+//! [`WgpuDevice::submit`] places each operation where any submission that takes it orders the
+//! work the same way, by two rules of `vkQueueSubmit` (Vulkan spec, "Semaphore Waiting" and
+//! "Semaphore Signaling"):
+//!
+//! - a semaphore wait's second synchronization scope includes every command *later in
+//!   submission order* on the queue (at the wait's stages). The waits are attached before the
+//!   work's `queue.submit`: whichever submission takes them — the work's, or another thread's
+//!   just before it — the work waits;
+//! - a semaphore signal's first synchronization scope includes every command *earlier in
+//!   submission order*. The signals are attached after the work's `queue.submit` returned, and
+//!   cuvk then makes an empty `queue.submit` that takes them unless another thread's submission
+//!   took them first: either way they follow the work.
+//!
+//! So safe code cannot misorder cuvk's work, whatever other threads submit: the price is one
+//! more (empty) `vkQueueSubmit` per cuvk submission, and another thread's submission that
+//! happens to take cuvk's waits waits too. cuvk's own submissions on wgpu queues are
+//! serialised by a lock of the process. Code that attaches semaphores to wgpu's queue itself
+//! (wgpu-hal's `add_wait_semaphore` / `add_signal_semaphore`, reached through `unsafe`
+//! `as_hal`) must not do so while a cuvk submission runs: its operations could travel in
+//! cuvk's submissions, and cuvk withdraws what no submission took by semaphore.
 
 mod buffer;
 mod device;

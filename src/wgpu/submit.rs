@@ -1,34 +1,12 @@
 //! Ordering wgpu's work against CUDA (and the host) on the GPU: wgpu submissions that wait on
 //! and signal cuvk's timeline semaphores, raw command buffers made through
 //! `CommandEncoder::as_hal_mut` (queue-family transfers, CUDA kernels launched in the queue),
-//! and [`WgpuFramePacer`].
-//!
-//! # How a submission carries its semaphores
-//!
-//! wgpu 30 has no submission that carries semaphores of the caller's: wgpu-hal's Vulkan queue
-//! only keeps lists of waits and signals (`add_wait_semaphore`, `add_signal_semaphore`) that
-//! the *next* `vkQueueSubmit` on the queue takes, whichever thread makes it, and it has no lock
-//! cuvk could hold to keep other threads out. So cuvk places each operation where any
-//! submission that takes it orders the work the same way, by two rules of `vkQueueSubmit`
-//! (Vulkan spec, "Semaphore Waiting" and "Semaphore Signaling" with `vkQueueSubmit`):
-//!
-//! - a semaphore wait's second synchronization scope includes every command *later in
-//!   submission order* on the queue (at the wait's stages). The waits are attached before the
-//!   work's `queue.submit`: whichever submission takes them, the work's, or another thread's
-//!   just before it, the work waits;
-//! - a semaphore signal's first synchronization scope includes every command *earlier in
-//!   submission order*. The signals are attached after the work's `queue.submit` returned, and
-//!   cuvk then makes an empty `queue.submit` that takes them unless another thread's submission
-//!   took them first: either way they follow the work.
-//!
-//! cuvk's own submissions on wgpu queues are serialised by a lock of the process, so one
-//! submission's operations are never withdrawn by another. Whether wgpu handed the work to
-//! the driver is known for certain only where no other submission took the waits (a marker
-//! wait tells): then a refused submission is withdrawn and reported
-//! ([`WgpuError::NotSubmitted`]); otherwise its signals follow whatever of it ran.
+//! and [`WgpuFramePacer`]. How a submission carries its semaphores when other threads submit
+//! too: the `crate::wgpu` documentation, "Other threads submitting on the same queue".
 
 use std::cell::Cell;
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use ash::vk;
@@ -46,10 +24,116 @@ use crate::{
     WgpuError, WgpuObject,
 };
 
-/// Serialises cuvk's submissions on every wgpu queue of the process: between attaching its
-/// semaphore operations and withdrawing those no submission took, no other cuvk submission
-/// attaches or withdraws (wgpu-hal withdraws by semaphore, every operation on it).
-static SUBMISSIONS: Mutex<()> = Mutex::new(());
+/// What orders cuvk's submissions on one wgpu queue (every [`WgpuDevice`] of that queue shares
+/// it): a lock held from attaching a submission's waits to withdrawing those no submission
+/// took (wgpu-hal withdraws by semaphore, every wait on it), and the thread that attaches each
+/// submission's signals after it and makes the empty submission that carries them.
+///
+/// The signals go through a thread of their own because a driver may block a `vkQueueSubmit`
+/// until the waits of the submission before it can be met (Mesa's drivers, lavapipe, when a
+/// wait is for a value not yet signalled: its relay semaphore then waits for that submission
+/// to reach the driver): there the thread blocks, not the caller. One thread per queue, in
+/// order, so one submission's signals are flushed before the next one's are attached (a
+/// timeline signalled twice in one batch could be signalled out of order).
+pub(crate) struct QueueOrder {
+    lock: Mutex<()>,
+    signals: Mutex<Sender<SignalJob>>,
+}
+
+/// The signals of one submission, for [`QueueOrder`]'s thread.
+struct SignalJob {
+    queue: ::wgpu::Queue,
+    signals: Vec<(vk::Semaphore, u64)>,
+}
+
+/// The [`QueueOrder`] of each wgpu queue with a [`WgpuDevice`], by raw `VkQueue`.
+static QUEUE_ORDERS: Mutex<Vec<(vk::Queue, Weak<QueueOrder>)>> = Mutex::new(Vec::new());
+
+impl QueueOrder {
+    /// The order of `queue`'s cuvk submissions: shared with the other [`WgpuDevice`]s of the
+    /// same queue, started (its thread) for the first.
+    pub(crate) fn of(queue: &::wgpu::Queue, device: &::wgpu::Device) -> Result<Arc<Self>> {
+        // SAFETY: the hal queue is only read (its raw handle, an identity).
+        let raw = unsafe { queue.as_hal::<Vk>() }
+            .map(|q| q.as_raw())
+            .ok_or_else(|| wrong_backend(device, WgpuObject::Queue))?;
+        let mut all = QUEUE_ORDERS.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|(_, o)| o.strong_count() > 0);
+        if let Some(order) = all
+            .iter()
+            .find(|(q, _)| *q == raw)
+            .and_then(|(_, o)| o.upgrade())
+        {
+            return Ok(order);
+        }
+        let (tx, rx) = mpsc::channel::<SignalJob>();
+        std::thread::Builder::new()
+            .name("cuvk wgpu signals".into())
+            .spawn(move || {
+                // Ends when every WgpuDevice of the queue is gone and the jobs are done.
+                for job in rx {
+                    job.flush();
+                }
+            })
+            .map_err(|source| Error::Io {
+                call: "std::thread::Builder::spawn",
+                source,
+            })?;
+        let order = Arc::new(QueueOrder {
+            lock: Mutex::new(()),
+            signals: Mutex::new(tx),
+        });
+        all.push((raw, Arc::downgrade(&order)));
+        Ok(order)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands a submission's signals to the thread (after its work was submitted).
+    fn send(&self, job: SignalJob) {
+        let sent = self
+            .signals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job);
+        if let Err(mpsc::SendError(job)) = sent {
+            // The thread is gone (it panicked): flush here instead.
+            job.flush();
+        }
+    }
+}
+
+impl SignalJob {
+    /// Attaches the signals and makes an empty submission, which takes them unless another
+    /// submission after the work's took them first: either way they follow the work.
+    fn flush(self) {
+        // SAFETY: the hal queue is used only to attach signals to the next submission and
+        // to withdraw those no submission took; it is never submitted to directly.
+        let Some(hal) = (unsafe { self.queue.as_hal::<Vk>() }) else {
+            return;
+        };
+        for &(semaphore, value) in &self.signals {
+            hal.add_signal_semaphore(semaphore, Some(value));
+        }
+        self.queue.submit(std::iter::empty());
+        // Only this thread attaches cuvk's signals on this queue: what is left was not taken
+        // because wgpu made no submission (the device is lost). Withdrawn, so that the next
+        // submission's signals are not put in one batch with them.
+        let left = self
+            .signals
+            .iter()
+            .filter(|(s, _)| hal.remove_signal_semaphore(*s))
+            .count();
+        if left > 0 {
+            log::error!(
+                "wgpu did not submit the {left} semaphore signals that follow a cuvk \
+                 submission (the device is probably lost): they will not happen"
+            );
+        }
+    }
+}
 
 thread_local! {
     /// Whether this thread is inside a cuvk submission on a wgpu queue (wgpu runs callbacks,
@@ -80,58 +164,40 @@ fn in_submission() -> bool {
     IN_SUBMISSION.with(|c| c.get())
 }
 
-/// Semaphore operations attached to wgpu-hal's lists for the next submission, withdrawn on
-/// drop where no submission took them, so none is left for a later submission to pick up.
-struct Attached<'a> {
+/// Semaphore waits attached to wgpu-hal's list for the next submission, withdrawn on drop
+/// where no submission took them, so none is left for a later submission to pick up.
+struct AttachedWaits<'a> {
     queue: &'a ::wgpu::hal::vulkan::Queue,
-    waits: Vec<vk::Semaphore>,
-    signals: Vec<vk::Semaphore>,
+    semaphores: Vec<vk::Semaphore>,
 }
 
-impl<'a> Attached<'a> {
+impl<'a> AttachedWaits<'a> {
     fn new(queue: &'a ::wgpu::hal::vulkan::Queue) -> Self {
         Self {
             queue,
-            waits: Vec::new(),
-            signals: Vec::new(),
+            semaphores: Vec::new(),
         }
     }
 
     fn wait(&mut self, semaphore: vk::Semaphore, value: u64, stage: vk::PipelineStageFlags) {
         self.queue.add_wait_semaphore(semaphore, Some(value), stage);
-        if !self.waits.contains(&semaphore) {
-            self.waits.push(semaphore);
-        }
-    }
-
-    fn signal(&mut self, semaphore: vk::Semaphore, value: u64) {
-        self.queue.add_signal_semaphore(semaphore, Some(value));
-        if !self.signals.contains(&semaphore) {
-            self.signals.push(semaphore);
+        if !self.semaphores.contains(&semaphore) {
+            self.semaphores.push(semaphore);
         }
     }
 
     /// Withdraws the waits no submission took: the semaphores they were on.
-    fn withdraw_waits(&mut self) -> Vec<vk::Semaphore> {
-        std::mem::take(&mut self.waits)
+    fn withdraw(&mut self) -> Vec<vk::Semaphore> {
+        std::mem::take(&mut self.semaphores)
             .into_iter()
             .filter(|&s| self.queue.remove_wait_semaphore(s))
             .collect()
     }
-
-    /// Withdraws the signals no submission took: how many semaphores they were on.
-    fn withdraw_signals(&mut self) -> usize {
-        std::mem::take(&mut self.signals)
-            .into_iter()
-            .filter(|&s| self.queue.remove_signal_semaphore(s))
-            .count()
-    }
 }
 
-impl Drop for Attached<'_> {
+impl Drop for AttachedWaits<'_> {
     fn drop(&mut self) {
-        self.withdraw_waits();
-        self.withdraw_signals();
+        self.withdraw();
     }
 }
 
@@ -183,20 +249,23 @@ impl WgpuDevice {
     /// any API, and no semaphore is signalled twice. The signal values are recorded once wgpu
     /// has taken the submission. If wgpu refuses the command buffers (a validation error,
     /// reported to wgpu's error handler) and no other thread's submission took the waits, the
-    /// operations are withdrawn, nothing is recorded and [`WgpuError::NotSubmitted`] is
-    /// returned: the same values can be submitted again.
+    /// waits are withdrawn, nothing is recorded and [`WgpuError::NotSubmitted`] is returned:
+    /// the same values can be submitted again.
     ///
     /// Other threads may submit on the same wgpu queue meanwhile (`queue.submit`, wgpu's own
     /// submissions): the waits may then travel in a submission just before this one, and the
-    /// signals in one just after it, which orders the work the same way (see the module
-    /// documentation of `submit.rs`: a wait holds back every later command on the queue, a
-    /// signal follows every earlier one). Code that attaches semaphores to wgpu's queue itself
-    /// (wgpu-hal's `add_wait_semaphore` / `add_signal_semaphore` are `unsafe` to reach) must not
-    /// do so while this runs: its operations could travel in cuvk's submissions.
+    /// signals in one just after it, which orders the work the same way (a wait holds back every
+    /// later command on the queue, a signal follows every earlier one: see
+    /// [the `wgpu` module](crate::wgpu#other-threads-submitting-on-the-same-queue)). Code that
+    /// attaches semaphores to wgpu's queue itself (wgpu-hal's `add_wait_semaphore` /
+    /// `add_signal_semaphore`, reached through `unsafe` `as_hal`) must not do so while this
+    /// runs: its operations could travel in cuvk's submissions.
     ///
-    /// The signals follow in an empty submission of cuvk's own right after the work's (one
-    /// more `vkQueueSubmit`). Calling this from inside a wgpu callback that wgpu runs during a
-    /// cuvk submission on this thread is refused ([`WgpuError::ReentrantSubmit`]).
+    /// The signals follow in an empty submission that a thread of cuvk's makes right after
+    /// (one per wgpu queue; where a driver blocks that submission until the waits before it
+    /// can be met, the thread blocks, not this call). Calling this from inside a wgpu callback
+    /// that wgpu runs during a cuvk submission on this thread is refused
+    /// ([`WgpuError::ReentrantSubmit`]).
     pub fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         command_buffers: I,
@@ -221,44 +290,46 @@ impl WgpuDevice {
         if waits.iter().any(|op| op.stage.is_empty()) {
             return Err(SyncError::EmptyWaitStage.into());
         }
-        // SAFETY: the hal queue is used only to attach semaphore operations to wgpu's
-        // submissions and to withdraw those no submission took; it is never submitted to.
+        // SAFETY: the hal queue is used only to attach waits to wgpu's next submission and to
+        // withdraw those no submission took; it is never submitted to directly.
         let hal = unsafe { self.queue().as_hal::<Vk>() }
             .ok_or_else(|| wrong_backend(self.device(), WgpuObject::Queue))?;
-        let _order = SUBMISSIONS.lock().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: `submit_ordered` returns Ok only once wgpu took the work (or, where that
-        // cannot be known, may have): the waits were attached before it, so a submission at
-        // or before it took them, which holds the work back (and every later command); the
-        // signals, the progress signal among them, were attached after it, so a submission at
-        // or after it took them, which follows all of the work. It returns Err only where the
-        // work certainly did not reach the driver and nothing of it was left attached.
-        let booked = unsafe {
+        let order = self.queue_order();
+        let _attaching = order.lock();
+        // SAFETY: `submit_ordered` returns Ok only once the work was submitted or may have been
+        // (another thread's submission took its waits): the waits were attached before the
+        // work's `queue.submit`, so a submission at or before it took them, which holds back the
+        // work and every later command; the signals, the progress signal among them, are
+        // attached only after it returned and are then flushed by an empty submission, so a
+        // submission after it takes them, which follows every earlier command. It returns Err
+        // only where the work certainly did not reach the driver, nothing left attached.
+        unsafe {
             self.vulkan().submit_foreign(waits, signals, |progress| {
-                self.submit_ordered(&hal, command_buffers, waits, signals, progress)
+                self.submit_ordered(&hal, order, command_buffers, waits, signals, progress)
             })
-        }?;
-        booked
+        }
     }
 
-    /// The waits, the work, the signals (see the module documentation). `Err`: the work
-    /// certainly did not reach the driver, and nothing is left attached. `Ok(Err)`: the work
-    /// may have, but its signals did not (withdrawn): the values stay booked.
+    /// The waits, the work, then the signals to [`QueueOrder`]'s thread (the `crate::wgpu`
+    /// documentation says why in this order). `Err`: the work certainly did not reach the
+    /// driver, and nothing is left attached.
     fn submit_ordered<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         hal: &::wgpu::hal::vulkan::Queue,
+        order: &QueueOrder,
         command_buffers: I,
         waits: &[SemaphoreOp<'_>],
         signals: &[SemaphoreOp<'_>],
         progress: ProgressSignal,
-    ) -> Result<Result<::wgpu::SubmissionIndex>> {
-        let mut attached = Attached::new(hal);
+    ) -> Result<::wgpu::SubmissionIndex> {
+        let mut attached = AttachedWaits::new(hal);
         for op in waits {
             attached.wait(op.semaphore.handle(), op.value, op.stage);
         }
         // The marker, attached last: a wait for the previous submission on the progress
         // timeline (already scheduled; wgpu orders its submissions anyway), so the list is
-        // never empty. An operation still attached after the work's submit means no
-        // submission was made since: wgpu refused the work.
+        // never empty. A wait still attached after the work's submit means no submission was
+        // made since: wgpu refused the work.
         let marker = progress.semaphore;
         attached.wait(
             marker,
@@ -266,22 +337,22 @@ impl WgpuDevice {
             vk::PipelineStageFlags::TOP_OF_PIPE,
         );
         let index = self.queue().submit(command_buffers);
-        let left = attached.withdraw_waits();
+        let left = attached.withdraw();
         if !left.is_empty() {
             return Err(WgpuError::NotSubmitted {
                 withdrawn: left.iter().filter(|&&s| s != marker).count(),
             }
             .into());
         }
-        for op in signals {
-            attached.signal(op.semaphore.handle(), op.value);
-        }
-        attached.signal(progress.semaphore, progress.value);
-        self.queue().submit(std::iter::empty());
-        match attached.withdraw_signals() {
-            0 => Ok(Ok(index)),
-            withdrawn => Ok(Err(WgpuError::SignalsLost { withdrawn }.into())),
-        }
+        order.send(SignalJob {
+            queue: self.queue().clone(),
+            signals: signals
+                .iter()
+                .map(|op| (op.semaphore.handle(), op.value))
+                .chain([(progress.semaphore, progress.value)])
+                .collect(),
+        });
+        Ok(index)
     }
 
     /// A wgpu command buffer with commands recorded directly into its `VkCommandBuffer`

@@ -12,6 +12,7 @@ mod drops;
 mod frames;
 mod host;
 mod image;
+mod image_handles;
 mod inline;
 mod pacer;
 mod pool;

@@ -9,6 +9,7 @@
 //! of another module runs beside a count.
 
 mod host_memory;
+mod image_handles;
 mod image;
 mod inline;
 mod memory;
