@@ -47,13 +47,13 @@ pub mod vulkan;
 pub mod wgpu;
 
 // Errors: the one error type, its kinds, and every structured refusal it carries.
-#[cfg(feature = "wgpu")]
-pub use error::{NotTextureReason, WgpuError, WgpuObject};
 pub use error::{
     ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ErrorKind, Exportable,
     ExtensionState, FrameStep, Importer, InlineKernelsMissing, LaunchError, MemoryError, Result,
     SyncError,
 };
+#[cfg(feature = "wgpu")]
+pub use error::{NotTextureReason, WgpuError, WgpuObject};
 pub use rules::image_format::{ImageError, TextureRule};
 pub use rules::layout::{AlignmentRule, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
 pub use rules::ptx::PtxError;

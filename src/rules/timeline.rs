@@ -11,6 +11,7 @@
 //! [`FrameBook`] is the frame pacer's state machine on top of its three ledgers: which frame
 //! is current, and which step it may take.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{FrameStep, Result, SyncError};
@@ -19,6 +20,9 @@ use crate::error::{FrameStep, Result, SyncError};
 #[derive(Debug)]
 pub struct SignalLedger {
     highest: Mutex<u64>,
+    /// The highest value known to have executed (host signals, completed host waits): no
+    /// query of the semaphore is needed to know that a signal up to it is not pending.
+    reached: AtomicU64,
     timeline: bool,
 }
 
@@ -28,6 +32,7 @@ impl SignalLedger {
     pub fn new(initial: u64, timeline: bool) -> Arc<Self> {
         Arc::new(Self {
             highest: Mutex::new(initial),
+            reached: AtomicU64::new(initial),
             timeline,
         })
     }
@@ -40,6 +45,11 @@ impl SignalLedger {
     /// The highest value scheduled so far (the initial value before any signal).
     pub fn highest(&self) -> u64 {
         *self.lock()
+    }
+
+    /// Notes that the semaphore was seen at `value` or above (a completed host wait).
+    pub fn note_reached(&self, value: u64) {
+        self.reached.fetch_max(value, Ordering::AcqRel);
     }
 
     fn lock(&self) -> MutexGuard<'_, u64> {
@@ -68,11 +78,13 @@ impl SignalLedger {
 
     /// As [`Self::signal`] for a signal that takes effect at once (a host signal): refused
     /// also while a signal already scheduled has not executed — `counter` (read under the
-    /// ledger's lock) gives the semaphore's current value — since that signal would then run
-    /// after the higher value ([`SyncError::SignalPending`]).
+    /// ledger's lock) says whether the semaphore has reached a value, `counter` reads it for
+    /// the refusal — since that signal would then run after the higher value
+    /// ([`SyncError::SignalPending`]).
     pub fn signal_now<R>(
         &self,
         value: u64,
+        reached: impl FnOnce(u64) -> Result<bool>,
         counter: impl FnOnce() -> Result<u64>,
         signal: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
@@ -81,12 +93,14 @@ impl SignalLedger {
             if value <= *last {
                 return Err(SyncError::TimelineNotIncreasing { value, last: *last }.into());
             }
-            let current = counter()?;
-            if current < *last {
+            // Known to have executed (initial value, host signals, completed host waits), or
+            // else asked of the semaphore.
+            let known = self.reached.load(Ordering::Acquire) >= *last;
+            if !known && !reached(*last)? {
                 return Err(SyncError::SignalPending {
                     value,
                     pending: *last,
-                    current,
+                    current: counter()?,
                 }
                 .into());
             }
@@ -94,6 +108,7 @@ impl SignalLedger {
         let out = signal()?;
         if self.timeline {
             *last = value;
+            self.note_reached(value);
         }
         Ok(out)
     }
@@ -378,7 +393,7 @@ mod tests {
         let a = SignalLedger::new(0, true);
         a.signal(3, || Ok(())).unwrap(); // scheduled on a queue, not executed
         assert!(matches!(
-            a.signal_now(4, || Ok(1), || Ok(())),
+            a.signal_now(4, |v| Ok(1 >= v), || Ok(1), || Ok(())),
             Err(Error::Sync(SyncError::SignalPending {
                 value: 4,
                 pending: 3,
@@ -386,14 +401,15 @@ mod tests {
             }))
         ));
         assert!(matches!(
-            a.signal_now(3, || Ok(3), || Ok(())),
+            a.signal_now(3, |v| Ok(3 >= v), || Ok(3), || Ok(())),
             Err(Error::Sync(SyncError::TimelineNotIncreasing {
                 value: 3,
                 last: 3
             }))
         ));
         assert_eq!(a.highest(), 3);
-        a.signal_now(4, || Ok(3), || Ok(())).unwrap();
+        a.signal_now(4, |v| Ok(3 >= v), || Ok(3), || Ok(()))
+            .unwrap();
         assert_eq!(a.highest(), 4);
     }
 

@@ -366,9 +366,8 @@ impl VulkanContext {
                 .then(|| ext::external_memory_host::Device::new(instance, device)),
             binary_import: has(ash::nvx::binary_import::NAME)
                 .then(|| ash::nvx::binary_import::Device::new(instance, device)),
-            image_view_handle: has(ash::nvx::image_view_handle::NAME).then(|| {
-                super::ImageViewHandleLoader::new(instance, parts.physical_device, device)
-            }),
+            image_view_handle: has(ash::nvx::image_view_handle::NAME)
+                .then(|| super::ImageViewHandleLoader::new(instance, device)),
         };
         let cuda_kernels = ext.binary_import.is_some() && parts.buffer_device_address;
         let capabilities = Capabilities {
@@ -532,6 +531,11 @@ impl VulkanContext {
     /// (see [`Self::is_wedged`]), so a teardown with the GPU stuck costs one timeout, not one
     /// per object. Works for every context, however it was made (a bridge's:
     /// `bridge.vulkan().set_drop_timeout(..)`).
+    ///
+    /// What it cannot bound: a CUDA free that the driver itself makes wait. Measured on an
+    /// H100 (driver 580): with any stream of the CUDA context stuck (e.g. waiting for a value
+    /// nobody writes), `cuMemFree`-class calls and new pinned allocations waited until that
+    /// stream finished, whoever owned it. Release such a stream before dropping.
     pub fn set_drop_timeout(&self, timeout: Duration) {
         self.budget.set_timeout(timeout);
     }
@@ -660,31 +664,29 @@ impl VulkanContext {
         }
     }
 
-    /// An empty submission to the context's queue that signals the progress timeline with a
-    /// new number: it completes after everything submitted to the queue before it (a
-    /// signal's first synchronization scope is every earlier command in submission order),
-    /// so waiting for its number with a timeout is a bounded `vkQueueWaitIdle`, which covers
-    /// submissions made on the queue without [`Self::submit_with_semaphores`] too. `None`
-    /// where the context has no queue.
-    fn fence_queue(&self) -> Result<Option<u64>> {
+    /// An empty submission to the context's queue with a fence: the fence signals after
+    /// everything submitted to the queue before it, so waiting for it with a timeout is a
+    /// bounded `vkQueueWaitIdle`, which covers submissions made on the queue without
+    /// [`Self::submit_with_semaphores`] too. (A fence, not a signal of the progress timeline:
+    /// nothing is left pending on any semaphore.) `None` where the context has no queue.
+    fn fence_queue(&self) -> Result<Option<vk::Fence>> {
         let queue = self.lock_queue();
         if *queue == vk::Queue::null() {
             return Ok(None);
         }
-        let number = self.progress.last_submitted() + 1;
-        let sems = [self.progress.semaphore];
-        let values = [number];
-        let mut timeline =
-            vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
-        let submit = [vk::SubmitInfo::default()
-            .signal_semaphores(&sems)
-            .push_next(&mut timeline)];
-        // SAFETY: the queue is locked; the batch only signals the context's own timeline with
-        // the next number (numbered under the same lock as every other submission).
-        unsafe { self.device.queue_submit(*queue, &submit, vk::Fence::null()) }
-            .vk("vkQueueSubmit")?;
-        self.progress.submitted(number);
-        Ok(Some(number))
+        // SAFETY: a plain fence of this device.
+        let fence = unsafe {
+            self.device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        }
+        .vk("vkCreateFence")?;
+        // SAFETY: the queue is locked; an empty submission with our new, unsignalled fence.
+        if let Err(e) = unsafe { self.device.queue_submit(*queue, &[], fence) } {
+            // SAFETY: the fence was never submitted.
+            unsafe { self.device.destroy_fence(fence, None) };
+            return Err(Error::vulkan("vkQueueSubmit", e));
+        }
+        Ok(Some(fence))
     }
 
     /// Waits, within the drop budget, until the GPU no longer runs anything of the context's:
@@ -693,40 +695,59 @@ impl VulkanContext {
     /// submissions only (its queue is the engine's, to which the context must not submit
     /// behind the engine's back). `Ok` also where the device is lost (nothing runs any more).
     fn wait_idle_for_drop(&self) -> Result<()> {
-        let number = if self.owned {
-            match self.fence_queue() {
-                Ok(Some(number)) => number,
-                Ok(None) => self.progress.last_submitted(),
+        let lost = |r: &Result<()>| {
+            matches!(
+                r,
+                Err(Error::Vulkan {
+                    result: vk::Result::ERROR_DEVICE_LOST,
+                    ..
+                })
+            )
+        };
+        if self.owned {
+            let fence = match self.fence_queue() {
+                Ok(fence) => fence,
                 Err(Error::Vulkan {
                     result: vk::Result::ERROR_DEVICE_LOST,
                     ..
                 }) => return Ok(()),
                 Err(e) => return Err(e),
+            };
+            if let Some(fence) = fence {
+                let timeout_ns =
+                    u64::try_from(self.budget.allowance().as_nanos()).unwrap_or(u64::MAX);
+                // SAFETY: our fence, submitted above.
+                let waited =
+                    match unsafe { self.device.wait_for_fences(&[fence], true, timeout_ns) } {
+                        Ok(()) => Ok(()),
+                        Err(vk::Result::TIMEOUT) => Err(Error::Timeout {
+                            what: "the work on the context's queue",
+                            timeout_ns: self.budget.timeout_ns(),
+                        }),
+                        Err(result) => Err(Error::vulkan("vkWaitForFences", result)),
+                    };
+                if waited.is_ok() || lost(&waited) {
+                    // SAFETY: signalled (or the device is lost): no queue uses it any more.
+                    unsafe { self.device.destroy_fence(fence, None) };
+                    return Ok(());
+                }
+                // Still pending: the fence goes with the device, which the caller leaks.
+                return waited;
             }
-        } else {
-            self.progress.last_submitted()
-        };
-        let what = if self.owned {
-            "the work on the context's queue"
-        } else {
-            "the context's own submissions"
-        };
+        }
         // SAFETY: the progress timeline is alive until the device is destroyed, after this.
         let waited = unsafe {
             self.wait_timeline(
                 self.progress.semaphore,
-                number,
+                self.progress.last_submitted(),
                 self.budget.allowance(),
-                what,
+                "the context's own submissions",
             )
         };
-        match waited {
-            Err(Error::Vulkan {
-                result: vk::Result::ERROR_DEVICE_LOST,
-                ..
-            }) => Ok(()),
-            other => other,
+        if lost(&waited) {
+            return Ok(());
         }
+        waited
     }
 }
 

@@ -14,11 +14,10 @@
 //!   `SAMPLED_IMAGE` as a texture with a default normalized sampler. Every texel exact (1024²,
 //!   `R32_UINT`, `R8G8B8A8_UNORM`, `R32_SFLOAT`; OPTIMAL tiling, `GENERAL` layout), and a
 //!   surface-write kernel ran at 0.99× a Vulkan `imageStore` compute shader;
-//! - the 64-bit handle (`vkGetImageViewHandle64NVX`, revision 3, which ash 0.38 does not know:
-//!   loaded here by name) worked for surfaces and normalized samplers only in modules created
-//!   with `use64bitTexturing`, and unnormalized samplers did not work with it. So kernel
-//!   arguments carry the 32-bit handle; [`InlineImageHandle::handle64`] is there for callers
-//!   that create such modules themselves.
+//! - the 64-bit handle (`vkGetImageViewHandle64NVX`, revision 3) worked on the H200 for
+//!   surfaces and normalized samplers only in modules created with `use64bitTexturing`, and
+//!   called on an H100 with the same driver it crashed the process; cuvk neither loads nor
+//!   needs it: kernel arguments carry the 32-bit handle.
 //!
 //! The kernel reads and writes the image as it is: it must be in a layout that allows storage
 //! and sampled access ([`crate::vulkan::SHARED_LAYOUT`], `GENERAL`) and owned by the queue's
@@ -33,7 +32,6 @@
 //! contract, as it is for device addresses.
 
 use std::any::Any;
-use std::ffi::CStr;
 use std::sync::Arc;
 
 use ash::vk;
@@ -42,66 +40,21 @@ use crate::error::{Capability, Error, ExtensionState, InlineKernelsMissing, Resu
 use crate::rules::image_format::{self, FormatInfo, ImageError, ImageKind, TextureRule};
 use crate::vulkan::{BoundImage, KernelArg, VulkanContext};
 
-/// `vkGetImageViewHandle64NVX` (`VK_NVX_image_view_handle` revision 3; not in ash 0.38).
-type GetImageViewHandle64 =
-    unsafe extern "system" fn(vk::Device, *const vk::ImageViewHandleInfoNVX<'_>) -> u64;
-
-const GET_HANDLE_64: &CStr = c"vkGetImageViewHandle64NVX";
-
-/// The extension's functions on one device: ash's table, and the 64-bit query where the
-/// device's revision of the extension has it.
+/// The extension's functions on one device (ash's table).
 pub(crate) struct ImageViewHandleLoader {
     fns: ash::nvx::image_view_handle::Device,
-    handle64: Option<GetImageViewHandle64>,
 }
 
 impl ImageViewHandleLoader {
     /// Loads the functions of a device that has `VK_NVX_image_view_handle` enabled
     /// (`vkGetImageViewHandleNVX` resolves there: checked for engines' devices by
-    /// `VulkanContext::from_existing`), and `vkGetImageViewHandle64NVX` where the physical
-    /// device offers revision 3 or later and the function resolves.
-    pub(crate) fn new(
-        instance: &ash::Instance,
-        physical_device: vk::PhysicalDevice,
-        device: &ash::Device,
-    ) -> Self {
-        let fns = ash::nvx::image_view_handle::Device::new(instance, device);
-        // SAFETY: a valid physical device of this instance.
-        let revision = unsafe { instance.enumerate_device_extension_properties(physical_device) }
-            .ok()
-            .and_then(|props| {
-                props
-                    .iter()
-                    .find(|p| {
-                        p.extension_name_as_c_str().ok() == Some(ash::nvx::image_view_handle::NAME)
-                    })
-                    .map(|p| p.spec_version)
-            })
-            .unwrap_or(0);
-        let handle64 = if revision >= 3 {
-            // SAFETY: a valid device of this instance and a NUL-terminated name.
-            unsafe { instance.get_device_proc_addr(device.handle(), GET_HANDLE_64.as_ptr()) }.map(
-                |f| {
-                    // SAFETY: the driver resolved `vkGetImageViewHandle64NVX`, whose signature
-                    // (VK_NVX_image_view_handle revision 3) is `uint64_t (VkDevice, const
-                    // VkImageViewHandleInfoNVX*)`, which `GetImageViewHandle64` spells.
-                    unsafe {
-                        std::mem::transmute::<unsafe extern "system" fn(), GetImageViewHandle64>(f)
-                    }
-                },
-            )
-        } else {
-            None
-        };
-        log::debug!(
-            "VK_NVX_image_view_handle revision {revision}: 64-bit handles {}",
-            if handle64.is_some() {
-                "available"
-            } else {
-                "not available"
-            }
-        );
-        Self { fns, handle64 }
+    /// `VulkanContext::from_existing`). `vkGetImageViewHandle64NVX` (revision 3) is not
+    /// loaded: called on an H100 with driver 580 it crashed the process (measured), and the
+    /// 32-bit handle serves every use.
+    pub(crate) fn new(instance: &ash::Instance, device: &ash::Device) -> Self {
+        Self {
+            fns: ash::nvx::image_view_handle::Device::new(instance, device),
+        }
     }
 
     /// The 32-bit handle and, where available, the 64-bit one.
@@ -110,16 +63,9 @@ impl ImageViewHandleLoader {
     /// `info` must be valid for `device` (the loader's): a live view of it, a live sampler of
     /// it for `COMBINED_IMAGE_SAMPLER`, the image created with the usage the descriptor type
     /// needs.
-    unsafe fn handles(
-        &self,
-        device: vk::Device,
-        info: &vk::ImageViewHandleInfoNVX<'_>,
-    ) -> (u32, Option<u64>) {
+    unsafe fn handles(&self, device: vk::Device, info: &vk::ImageViewHandleInfoNVX<'_>) -> u32 {
         // SAFETY: forwarded from the caller; the extension is enabled on `device`.
-        let handle = unsafe { (self.fns.fp().get_image_view_handle_nvx)(device, info) };
-        // SAFETY: as above; the function was resolved on this device.
-        let handle64 = self.handle64.map(|f| unsafe { f(device, info) });
-        (handle, handle64)
+        unsafe { (self.fns.fp().get_image_view_handle_nvx)(device, info) }
     }
 }
 
@@ -349,7 +295,6 @@ pub struct InlineImageHandle {
     owned: bool,
     kind: InlineImageKind,
     handle: u32,
-    handle64: Option<u64>,
     /// What keeps the image alive: dropped after [`Drop::drop`] destroyed the view and sampler.
     _keep_alive: Box<dyn Any + Send + Sync>,
 }
@@ -359,7 +304,6 @@ impl std::fmt::Debug for InlineImageHandle {
         f.debug_struct("InlineImageHandle")
             .field("kind", &self.kind)
             .field("handle", &self.handle)
-            .field("handle64", &self.handle64)
             .field("view", &self.view)
             .field("sampler", &self.sampler)
             .finish_non_exhaustive()
@@ -576,7 +520,6 @@ impl InlineImageHandle {
             owned: false,
             kind,
             handle: 0,
-            handle64: None,
             _keep_alive: keep_alive,
         };
         // SAFETY: the caller's promise: a live view (and sampler) of this device, the image
@@ -611,7 +554,6 @@ impl InlineImageHandle {
             owned: true,
             kind,
             handle: 0,
-            handle64: None,
             _keep_alive: Box::new(keep),
         })
     }
@@ -627,9 +569,7 @@ impl InlineImageHandle {
             .descriptor_type(self.kind.descriptor_type())
             .sampler(self.sampler);
         // SAFETY: forwarded from the caller.
-        let (handle, handle64) = unsafe { loader.handles(self.ctx.device().handle(), &info) };
-        self.handle = handle;
-        self.handle64 = handle64;
+        self.handle = unsafe { loader.handles(self.ctx.device().handle(), &info) };
     }
 
     /// What kind of access it gives.
@@ -640,13 +580,6 @@ impl InlineImageHandle {
     /// plain module takes as its `cudaSurfaceObject_t` / `cudaTextureObject_t`.
     pub fn handle(&self) -> u32 {
         self.handle
-    }
-    /// The 64-bit handle `vkGetImageViewHandle64NVX` returned, where the device has revision 3
-    /// of `VK_NVX_image_view_handle`: for modules created with `use64bitTexturing` (measured:
-    /// surfaces and normalized samplers work there; unnormalized samplers do not), which
-    /// [`crate::vulkan::CuModule`] does not create. `None` where the function is missing.
-    pub fn handle64(&self) -> Option<u64> {
-        self.handle64
     }
     /// The kernel argument: the 32-bit handle zero-extended to 64 bits, for a `.u64` / `.b64`
     /// / `.s64` parameter ([`KernelArg::image`]).

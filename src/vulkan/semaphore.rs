@@ -221,8 +221,16 @@ impl Semaphore {
         let info = vk::SemaphoreSignalInfo::default()
             .semaphore(self.semaphore)
             .value(value);
+        // Whether every scheduled signal has run, where the ledger does not know it already:
+        // a zero-timeout wait.
+        let reached = |scheduled: u64| match self.wait_host(scheduled, Duration::ZERO) {
+            Ok(()) => Ok(true),
+            Err(Error::Timeout { .. }) => Ok(false),
+            Err(e) => Err(e),
+        };
         self.ledger.signal_now(
             value,
+            reached,
             || self.value(),
             || {
                 // SAFETY: valid timeline semaphore; value greater than every scheduled signal,
@@ -245,7 +253,10 @@ impl Semaphore {
             .values(&values);
         // SAFETY: valid timeline semaphore of this device.
         match unsafe { self.ctx.device().wait_semaphores(&info, timeout_ns) } {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.ledger.note_reached(value);
+                Ok(())
+            }
             Err(vk::Result::TIMEOUT) => Err(Error::Timeout {
                 what: "a timeline semaphore value",
                 timeout_ns,

@@ -182,7 +182,12 @@ fn wrong_launches_are_refused_before_the_driver() {
     assert!(e.to_string().contains("argument 1 is 4 bytes"), "{e}");
     assert_err!(
         check(ok, &[addr(&buf), n.clone(), KernelArg::address(1)]),
-        Error::Launch(LaunchError::AddressToNonPointer { index: 2, .. })
+        Error::Launch(LaunchError::ArgumentSize {
+            index: 2,
+            given: 8,
+            expected: 4,
+            ..
+        })
     );
     let args = [addr(&buf), n.clone(), v.clone()];
     assert_err!(

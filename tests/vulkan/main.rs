@@ -9,8 +9,8 @@
 //! of another module runs beside a count.
 
 mod host_memory;
-mod image_handles;
 mod image;
+mod image_handles;
 mod inline;
 mod memory;
 mod pacer;
