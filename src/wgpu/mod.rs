@@ -75,14 +75,16 @@
 //!   work's `queue.submit`: whichever submission takes them — the work's, or another thread's
 //!   just before it — the work waits;
 //! - a semaphore signal's first synchronization scope includes every command *earlier in
-//!   submission order*. The signals are attached after the work's `queue.submit` returned, and
-//!   cuvk then makes an empty `queue.submit` that takes them unless another thread's submission
-//!   took them first: either way they follow the work.
+//!   submission order*. The signals are attached after the work's `queue.submit` returned, by
+//!   a thread of cuvk's for that queue, which then makes an empty `queue.submit` that takes
+//!   them unless another thread's submission took them first: either way they follow the work.
+//!   (A thread, because some drivers — Mesa's, lavapipe — block a `vkQueueSubmit` behind one
+//!   whose wait is not met yet: the thread waits there, not the caller.)
 //!
 //! So safe code cannot misorder cuvk's work, whatever other threads submit: the price is one
 //! more (empty) `vkQueueSubmit` per cuvk submission, and another thread's submission that
-//! happens to take cuvk's waits waits too. cuvk's own submissions on wgpu queues are
-//! serialised by a lock of the process. Code that attaches semaphores to wgpu's queue itself
+//! happens to take cuvk's waits waits too. cuvk's own submissions on one wgpu queue are
+//! serialised by a lock of that queue. Code that attaches semaphores to wgpu's queue itself
 //! (wgpu-hal's `add_wait_semaphore` / `add_signal_semaphore`, reached through `unsafe`
 //! `as_hal`) must not do so while a cuvk submission runs: its operations could travel in
 //! cuvk's submissions, and cuvk withdraws what no submission took by semaphore.

@@ -226,13 +226,13 @@ fn run_frames(
     let t = Instant::now();
     for _ in 0..frames {
         let frame = pacer.begin_frame().unwrap();
-        let slot = &slots[frame.slot];
+        let slot = &slots[frame.slot()];
         pacer.cuda_acquire(&frame, &stream).unwrap();
         k.fill(
             &stream,
             slot.shared.kernel_arg(),
             elements as u64,
-            frame.number as u32,
+            frame.number() as u32,
         )
         .unwrap();
         pacer.cuda_release(&frame, &stream).unwrap();
@@ -240,7 +240,7 @@ fn run_frames(
             device,
             &slot.wgpu,
             elements as u32,
-            Expect::All(frame.number as u32),
+            Expect::All(frame.number() as u32),
         );
         let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
         match fault {
@@ -253,7 +253,7 @@ fn run_frames(
                 let p = pacer.pacer();
                 let signals = [p.vulkan_done(), p.frames_complete()].map(|s| SemaphoreOp {
                     semaphore: s,
-                    value: frame.number,
+                    value: frame.number(),
                     stage: vk::PipelineStageFlags::empty(),
                 });
                 bridge.wgpu().submit([check], &[], &signals).unwrap();
@@ -367,10 +367,10 @@ fn cuda_kernels_in_wgpu_command_buffers_are_read_by_wgpu() {
         dims: LaunchDims::linear(1, 32),
         args: &short,
     };
-    // SAFETY: refused before recording.
     assert_err!(
+        // SAFETY: refused before recording.
         unsafe { bridge.wgpu().kernel_commands(&[wrong]) },
-        Error::InvalidArgument(_)
+        Error::Launch(cuvk::LaunchError::ArgumentCount { given: 1, .. })
     );
     drop((buf, stamp, module));
     support::wait(device);

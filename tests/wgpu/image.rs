@@ -218,21 +218,21 @@ fn refusals_name_the_problem_and_keep_nothing() {
     };
     let e = assert_err!(
         texture_format(vk::Format::R8G8B8A8_SRGB),
-        Error::NotWgpuTexture { .. }
+        Error::Wgpu(cuvk::WgpuError::NotTexture { .. })
     );
     assert!(e.to_string().contains("R8G8B8A8_SRGB"), "{e}");
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     let srgb = ImageDesc::d2(vk::Format::R8G8B8A8_SRGB, W, H, usage());
     assert_err!(
         w.create_exportable_image(&srgb),
-        Error::NotWgpuTexture { .. }
+        Error::Wgpu(cuvk::WgpuError::NotTexture { .. })
     );
     // A square array of 6 layers could be viewed as a cube by wgpu.
     let mut square = rgba8(ImageKind::D2Array { layers: 6 });
     square.extent.height = W;
     let e = assert_err!(
         w.create_exportable_image(&square),
-        Error::NotWgpuTexture { .. }
+        Error::Wgpu(cuvk::WgpuError::NotTexture { .. })
     );
     assert!(e.to_string().contains("Cube"), "{e}");
     // 16-bit UNORM needs a wgpu feature this device did not enable.
@@ -244,14 +244,14 @@ fn refusals_name_the_problem_and_keep_nothing() {
         let r16 = ImageDesc::d2(vk::Format::R16_UNORM, W, H, usage());
         let e = assert_err!(
             w.create_exportable_image(&r16),
-            Error::NotWgpuTexture { .. }
+            Error::Wgpu(cuvk::WgpuError::NotTexture { .. })
         );
         assert!(e.to_string().contains("TEXTURE_FORMAT_16BIT_NORM"), "{e}");
     }
     // An image of the other device is not wgpu's; a refusal keeps no share.
     let other =
         Arc::new(BoundImage::new(&ctx, &rgba8(ImageKind::D2), ImageOptions::EXPORT).unwrap());
-    assert_err!(w.wrap_image(other.clone(), None), Error::WrongDevice(_));
+    assert_err!(w.wrap_image(other.clone(), None), Error::WrongDevice { .. });
     assert_eq!(Arc::strong_count(&other), 1);
     // A texture paired with another image is refused.
     let own = w.create_exportable_image(&rgba8(ImageKind::D2)).unwrap();
@@ -259,7 +259,7 @@ fn refusals_name_the_problem_and_keep_nothing() {
     let tex = w.wrap_image(own.clone(), None).unwrap();
     assert_err!(
         w.acquire_images(&[(&tex, &*own2)], vk::PipelineStageFlags::ALL_COMMANDS),
-        Error::InvalidArgument(_)
+        Error::Wgpu(cuvk::WgpuError::TextureNotPaired)
     );
     drop((tex, own, own2, other));
     support::wait(w.device());

@@ -10,5 +10,6 @@
 mod gpu;
 mod image;
 mod particles_cli;
+mod race;
 mod support;
 mod vulkan;
