@@ -624,12 +624,15 @@ impl Scene {
                     output,
                 );
                 let shared: [&dyn PacedBuffer; 1] = [&pos[cur]];
-                pacer.submit(
-                    &frame,
-                    &shared,
-                    finish(enc, extra),
-                    vk::PipelineStageFlags::VERTEX_INPUT,
-                )?;
+                // SAFETY: nothing else submits on this queue during the call.
+                unsafe {
+                    pacer.submit(
+                        &frame,
+                        &shared,
+                        finish(enc, extra),
+                        vk::PipelineStageFlags::VERTEX_INPUT,
+                    )
+                }?;
                 frame.number()
             }
             Store::WriteBuffer {

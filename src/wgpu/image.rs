@@ -237,7 +237,12 @@ impl WgpuDevice {
                 Ok(())
             })
         }?;
-        let index = self.submit([cmd], &[], &[])?;
+        // No semaphores: the transition is waited for on the host right after, so a plain
+        // submission (under the queue's submit lock) suffices.
+        let index = {
+            let _ordered = self.submit_lock();
+            self.queue().submit([cmd])
+        };
         self.device()
             .poll(::wgpu::PollType::Wait {
                 submission_index: Some(index),

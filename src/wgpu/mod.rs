@@ -65,29 +65,18 @@
 //!
 //! wgpu 30 has no submission that carries semaphores of the caller's: wgpu-hal's Vulkan queue
 //! only keeps lists of waits and signals that the *next* `vkQueueSubmit` on the queue takes,
-//! whichever thread makes it, and it has no lock cuvk could hold to keep other threads out. So
-//! [`WgpuDevice::submit`] places each operation where any submission that takes it orders the
-//! work the same way, by two rules of `vkQueueSubmit` (Vulkan spec, "Semaphore Waiting" and
-//! "Semaphore Signaling"):
+//! whichever thread makes it. A submission another thread makes between cuvk attaching its
+//! operations and its own `queue.submit` would take them, and cuvk's work would run
+//! unordered. So [`WgpuDevice::submit`] and [`WgpuFramePacer::submit`] are `unsafe`: the
+//! caller promises that no other submission is made on the queue while they run, which the
+//! queue's submit lock makes easy to keep — cuvk holds [`WgpuDevice::submit_lock`] for each of
+//! its submissions, and an application that submits on other threads holds it around its
+//! own `queue.submit` calls (`tests/wgpu/race.rs` races such a thread against cuvk).
 //!
-//! - a semaphore wait's second synchronization scope includes every command *later in
-//!   submission order* on the queue (at the wait's stages). The waits are attached before the
-//!   work's `queue.submit`: whichever submission takes them — the work's, or another thread's
-//!   just before it — the work waits;
-//! - a semaphore signal's first synchronization scope includes every command *earlier in
-//!   submission order*. The signals are attached after the work's `queue.submit` returned, by
-//!   a thread of cuvk's for that queue, which then makes an empty `queue.submit` that takes
-//!   them unless another thread's submission took them first: either way they follow the work.
-//!   (A thread, because some drivers — Mesa's, lavapipe — block a `vkQueueSubmit` behind one
-//!   whose wait is not met yet: the thread waits there, not the caller.)
-//!
-//! So safe code cannot misorder cuvk's work, whatever other threads submit: the price is one
-//! more (empty) `vkQueueSubmit` per cuvk submission, and another thread's submission that
-//! happens to take cuvk's waits waits too. cuvk's own submissions on one wgpu queue are
-//! serialised by a lock of that queue. Code that attaches semaphores to wgpu's queue itself
-//! (wgpu-hal's `add_wait_semaphore` / `add_signal_semaphore`, reached through `unsafe`
-//! `as_hal`) must not do so while a cuvk submission runs: its operations could travel in
-//! cuvk's submissions, and cuvk withdraws what no submission took by semaphore.
+//! (A design without the contract — waits attached before the work's submission, signals
+//! after it on an empty submission made by a thread of cuvk's — kept the order against any
+//! other thread on lavapipe, but deadlocked on the H200: wgpu's `Device::poll(Wait)` holds
+//! the device's fence while the signals it waits for are queued behind that fence.)
 
 mod buffer;
 mod device;

@@ -5,7 +5,6 @@
 //! too: the `crate::wgpu` documentation, "Other threads submitting on the same queue".
 
 use std::cell::Cell;
-use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -24,34 +23,22 @@ use crate::{
     WgpuError, WgpuObject,
 };
 
-/// What orders cuvk's submissions on one wgpu queue (every [`WgpuDevice`] of that queue shares
-/// it): a lock held from attaching a submission's waits to withdrawing those no submission
-/// took (wgpu-hal withdraws by semaphore, every wait on it), and the thread that attaches each
-/// submission's signals after it and makes the empty submission that carries them.
-///
-/// The signals go through a thread of their own because a driver may block a `vkQueueSubmit`
-/// until the waits of the submission before it can be met (Mesa's drivers, lavapipe, when a
-/// wait is for a value not yet signalled: its relay semaphore then waits for that submission
-/// to reach the driver): there the thread blocks, not the caller. One thread per queue, in
-/// order, so one submission's signals are flushed before the next one's are attached (a
-/// timeline signalled twice in one batch could be signalled out of order).
+/// The lock that orders submissions on one wgpu queue (every [`WgpuDevice`] of that queue
+/// shares it, and so must every other submitter: [`WgpuDevice::submit_lock`]). wgpu-hal
+/// attaches semaphore operations to the queue's *next* submission, so a submission made by
+/// another thread between cuvk attaching its waits and signals and its own `queue.submit`
+/// would take them: cuvk's work would then run unordered. Holding this lock around every
+/// `queue.submit` on the queue rules that out.
 pub(crate) struct QueueOrder {
     lock: Mutex<()>,
-    signals: Mutex<Sender<SignalJob>>,
-}
-
-/// The signals of one submission, for [`QueueOrder`]'s thread.
-struct SignalJob {
-    queue: ::wgpu::Queue,
-    signals: Vec<(vk::Semaphore, u64)>,
 }
 
 /// The [`QueueOrder`] of each wgpu queue with a [`WgpuDevice`], by raw `VkQueue`.
 static QUEUE_ORDERS: Mutex<Vec<(vk::Queue, Weak<QueueOrder>)>> = Mutex::new(Vec::new());
 
 impl QueueOrder {
-    /// The order of `queue`'s cuvk submissions: shared with the other [`WgpuDevice`]s of the
-    /// same queue, started (its thread) for the first.
+    /// The order of `queue`'s submissions: shared with the other [`WgpuDevice`]s of the same
+    /// queue.
     pub(crate) fn of(queue: &::wgpu::Queue, device: &::wgpu::Device) -> Result<Arc<Self>> {
         // SAFETY: the hal queue is only read (its raw handle, an identity).
         let raw = unsafe { queue.as_hal::<Vk>() }
@@ -66,72 +53,15 @@ impl QueueOrder {
         {
             return Ok(order);
         }
-        let (tx, rx) = mpsc::channel::<SignalJob>();
-        std::thread::Builder::new()
-            .name("cuvk wgpu signals".into())
-            .spawn(move || {
-                // Ends when every WgpuDevice of the queue is gone and the jobs are done.
-                for job in rx {
-                    job.flush();
-                }
-            })
-            .map_err(|source| Error::Io {
-                call: "std::thread::Builder::spawn",
-                source,
-            })?;
         let order = Arc::new(QueueOrder {
             lock: Mutex::new(()),
-            signals: Mutex::new(tx),
         });
         all.push((raw, Arc::downgrade(&order)));
         Ok(order)
     }
 
-    fn lock(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
         self.lock.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Hands a submission's signals to the thread (after its work was submitted).
-    fn send(&self, job: SignalJob) {
-        let sent = self
-            .signals
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .send(job);
-        if let Err(mpsc::SendError(job)) = sent {
-            // The thread is gone (it panicked): flush here instead.
-            job.flush();
-        }
-    }
-}
-
-impl SignalJob {
-    /// Attaches the signals and makes an empty submission, which takes them unless another
-    /// submission after the work's took them first: either way they follow the work.
-    fn flush(self) {
-        // SAFETY: the hal queue is used only to attach signals to the next submission and
-        // to withdraw those no submission took; it is never submitted to directly.
-        let Some(hal) = (unsafe { self.queue.as_hal::<Vk>() }) else {
-            return;
-        };
-        for &(semaphore, value) in &self.signals {
-            hal.add_signal_semaphore(semaphore, Some(value));
-        }
-        self.queue.submit(std::iter::empty());
-        // Only this thread attaches cuvk's signals on this queue: what is left was not taken
-        // because wgpu made no submission (the device is lost). Withdrawn, so that the next
-        // submission's signals are not put in one batch with them.
-        let left = self
-            .signals
-            .iter()
-            .filter(|(s, _)| hal.remove_signal_semaphore(*s))
-            .count();
-        if left > 0 {
-            log::error!(
-                "wgpu did not submit the {left} semaphore signals that follow a cuvk \
-                 submission (the device is probably lost): they will not happen"
-            );
-        }
     }
 }
 
@@ -164,38 +94,52 @@ fn in_submission() -> bool {
     IN_SUBMISSION.with(|c| c.get())
 }
 
-/// Semaphore waits attached to wgpu-hal's list for the next submission, withdrawn on drop
-/// where no submission took them, so none is left for a later submission to pick up.
-struct AttachedWaits<'a> {
+/// Semaphore operations attached to wgpu-hal's lists for the next submission, withdrawn on
+/// drop where no submission took them, so none is left for a later submission to pick up.
+struct Attached<'a> {
     queue: &'a ::wgpu::hal::vulkan::Queue,
-    semaphores: Vec<vk::Semaphore>,
+    waits: Vec<vk::Semaphore>,
+    signals: Vec<vk::Semaphore>,
 }
 
-impl<'a> AttachedWaits<'a> {
+impl<'a> Attached<'a> {
     fn new(queue: &'a ::wgpu::hal::vulkan::Queue) -> Self {
         Self {
             queue,
-            semaphores: Vec::new(),
+            waits: Vec::new(),
+            signals: Vec::new(),
         }
     }
 
     fn wait(&mut self, semaphore: vk::Semaphore, value: u64, stage: vk::PipelineStageFlags) {
         self.queue.add_wait_semaphore(semaphore, Some(value), stage);
-        if !self.semaphores.contains(&semaphore) {
-            self.semaphores.push(semaphore);
+        if !self.waits.contains(&semaphore) {
+            self.waits.push(semaphore);
         }
     }
 
-    /// Withdraws the waits no submission took: the semaphores they were on.
-    fn withdraw(&mut self) -> Vec<vk::Semaphore> {
-        std::mem::take(&mut self.semaphores)
+    fn signal(&mut self, semaphore: vk::Semaphore, value: u64) {
+        self.queue.add_signal_semaphore(semaphore, Some(value));
+        if !self.signals.contains(&semaphore) {
+            self.signals.push(semaphore);
+        }
+    }
+
+    /// Withdraws what no submission took; how many operations that was.
+    fn withdraw(&mut self) -> usize {
+        let waits = std::mem::take(&mut self.waits)
             .into_iter()
             .filter(|&s| self.queue.remove_wait_semaphore(s))
-            .collect()
+            .count();
+        let signals = std::mem::take(&mut self.signals)
+            .into_iter()
+            .filter(|&s| self.queue.remove_signal_semaphore(s))
+            .count();
+        waits + signals
     }
 }
 
-impl Drop for AttachedWaits<'_> {
+impl Drop for Attached<'_> {
     fn drop(&mut self) {
         self.withdraw();
     }
@@ -252,21 +196,17 @@ impl WgpuDevice {
     /// waits are withdrawn, nothing is recorded and [`WgpuError::NotSubmitted`] is returned:
     /// the same values can be submitted again.
     ///
-    /// Other threads may submit on the same wgpu queue meanwhile (`queue.submit`, wgpu's own
-    /// submissions): the waits may then travel in a submission just before this one, and the
-    /// signals in one just after it, which orders the work the same way (a wait holds back every
-    /// later command on the queue, a signal follows every earlier one: see
-    /// [the `wgpu` module](crate::wgpu#other-threads-submitting-on-the-same-queue)). Code that
-    /// attaches semaphores to wgpu's queue itself (wgpu-hal's `add_wait_semaphore` /
-    /// `add_signal_semaphore`, reached through `unsafe` `as_hal`) must not do so while this
-    /// runs: its operations could travel in cuvk's submissions.
-    ///
-    /// The signals follow in an empty submission that a thread of cuvk's makes right after
-    /// (one per wgpu queue; where a driver blocks that submission until the waits before it
-    /// can be met, the thread blocks, not this call). Calling this from inside a wgpu callback
-    /// that wgpu runs during a cuvk submission on this thread is refused
-    /// ([`WgpuError::ReentrantSubmit`]).
-    pub fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
+    /// # Safety
+    /// wgpu-hal attaches the semaphore operations to the queue's *next* submission: while this
+    /// runs, no other submission may be made on this wgpu queue, or it could take them and
+    /// cuvk's work would run unordered. Every other `queue.submit` on it (other threads', and
+    /// wgpu's own `Queue::write_buffer` flushes through them) must hold
+    /// [`Self::submit_lock`], which this call holds; or the application submits from this
+    /// thread only. Code that attaches semaphores to wgpu's queue itself (wgpu-hal's
+    /// `add_wait_semaphore` / `add_signal_semaphore`) must hold it too. Calling this from
+    /// inside a wgpu callback that wgpu runs during a cuvk submission on this thread is
+    /// refused ([`WgpuError::ReentrantSubmit`]).
+    pub unsafe fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         command_buffers: I,
         waits: &[SemaphoreOp<'_>],
@@ -294,65 +234,48 @@ impl WgpuDevice {
         // withdraw those no submission took; it is never submitted to directly.
         let hal = unsafe { self.queue().as_hal::<Vk>() }
             .ok_or_else(|| wrong_backend(self.device(), WgpuObject::Queue))?;
-        let order = self.queue_order();
-        let _attaching = order.lock();
-        // SAFETY: `submit_ordered` returns Ok only once the work was submitted or may have been
-        // (another thread's submission took its waits): the waits were attached before the
-        // work's `queue.submit`, so a submission at or before it took them, which holds back the
-        // work and every later command; the signals, the progress signal among them, are
-        // attached only after it returned and are then flushed by an empty submission, so a
-        // submission after it takes them, which follows every earlier command. It returns Err
-        // only where the work certainly did not reach the driver, nothing left attached.
+        let _ordered = self.submit_lock();
+        // SAFETY: `submit_ordered` returns Ok only once wgpu took the work with the waits
+        // before it and the signals (the progress signal among them) after it, in one
+        // submission that no other could interleave with (the caller's contract); it returns
+        // Err only where nothing reached the driver, nothing left attached.
         unsafe {
             self.vulkan().submit_foreign(waits, signals, |progress| {
-                self.submit_ordered(&hal, order, command_buffers, waits, signals, progress)
+                self.submit_ordered(&hal, command_buffers, waits, signals, progress)
             })
         }
     }
 
-    /// The waits, the work, then the signals to [`QueueOrder`]'s thread (the `crate::wgpu`
-    /// documentation says why in this order). `Err`: the work certainly did not reach the
-    /// driver, and nothing is left attached.
+    /// The lock every submission on this wgpu queue must hold for [`Self::submit`] to keep
+    /// its order (see its safety contract): hold it around the application's own
+    /// `queue.submit` calls on other threads. Shared by every [`WgpuDevice`] of the queue.
+    pub fn submit_lock(&self) -> MutexGuard<'_, ()> {
+        self.queue_order().lock()
+    }
+
+    /// Attaches the waits and signals, submits the work, and withdraws what wgpu did not take
+    /// (it refused the work: `Err`, nothing left attached).
     fn submit_ordered<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         hal: &::wgpu::hal::vulkan::Queue,
-        order: &QueueOrder,
         command_buffers: I,
         waits: &[SemaphoreOp<'_>],
         signals: &[SemaphoreOp<'_>],
         progress: ProgressSignal,
     ) -> Result<::wgpu::SubmissionIndex> {
-        let mut attached = AttachedWaits::new(hal);
+        let mut attached = Attached::new(hal);
         for op in waits {
             attached.wait(op.semaphore.handle(), op.value, op.stage);
         }
-        // The marker, attached last: a wait for the previous submission on the progress
-        // timeline (already scheduled; wgpu orders its submissions anyway), so the list is
-        // never empty. A wait still attached after the work's submit means no submission was
-        // made since: wgpu refused the work.
-        let marker = progress.semaphore;
-        attached.wait(
-            marker,
-            progress.value.saturating_sub(1),
-            vk::PipelineStageFlags::TOP_OF_PIPE,
-        );
-        let index = self.queue().submit(command_buffers);
-        let left = attached.withdraw();
-        if !left.is_empty() {
-            return Err(WgpuError::NotSubmitted {
-                withdrawn: left.iter().filter(|&&s| s != marker).count(),
-            }
-            .into());
+        for op in signals {
+            attached.signal(op.semaphore.handle(), op.value);
         }
-        order.send(SignalJob {
-            queue: self.queue().clone(),
-            signals: signals
-                .iter()
-                .map(|op| (op.semaphore.handle(), op.value))
-                .chain([(progress.semaphore, progress.value)])
-                .collect(),
-        });
-        Ok(index)
+        attached.signal(progress.semaphore, progress.value);
+        let index = self.queue().submit(command_buffers);
+        match attached.withdraw() {
+            0 => Ok(index),
+            withdrawn => Err(WgpuError::NotSubmitted { withdrawn }.into()),
+        }
     }
 
     /// A wgpu command buffer with commands recorded directly into its `VkCommandBuffer`
@@ -524,7 +447,11 @@ impl WgpuFramePacer {
     /// submission ([`FramePacer::validate_submit`]: the current frame, released by CUDA, not
     /// submitted yet), then [`WgpuDevice::submit`]'s. Refused, nothing changes: the frame can
     /// be submitted again.
-    pub fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
+    ///
+    /// # Safety
+    /// As [`WgpuDevice::submit`]: no other submission on the wgpu queue while this runs (hold
+    /// [`WgpuDevice::submit_lock`] around the application's other `queue.submit` calls).
+    pub unsafe fn submit<I: IntoIterator<Item = ::wgpu::CommandBuffer>>(
         &self,
         frame: &Frame,
         shared: &[&dyn PacedBuffer],
@@ -563,7 +490,8 @@ impl WgpuFramePacer {
             SemaphoreOp::signal(p.vulkan_done(), frame.number()),
             SemaphoreOp::signal(p.frames_complete(), frame.number()),
         ];
-        let index = self.wgpu.submit(all, &waits, &signals)?;
+        // SAFETY: forwarded from the caller.
+        let index = unsafe { self.wgpu.submit(all, &waits, &signals) }?;
         if let Some(slot) = held.get_mut(frame.command_slot()) {
             slot.extend(buffers);
         }

@@ -245,8 +245,8 @@ fn run_frames(
         let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
         match fault {
             Fault::None => {
-                pacer
-                    .submit(&frame, &[slot as &dyn PacedBuffer], [check], stage)
+                // SAFETY: nothing else submits on this queue during the call.
+                unsafe { pacer.submit(&frame, &[slot as &dyn PacedBuffer], [check], stage) }
                     .unwrap();
             }
             Fault::SkipWgpuWait => {
@@ -256,7 +256,8 @@ fn run_frames(
                     value: frame.number(),
                     stage: vk::PipelineStageFlags::empty(),
                 });
-                bridge.wgpu().submit([check], &[], &signals).unwrap();
+                // SAFETY: nothing else submits on this queue during the call.
+                unsafe { bridge.wgpu().submit([check], &[], &signals) }.unwrap();
             }
         }
     }

@@ -32,14 +32,16 @@ fn storage() -> wgpu::BufferUsages {
     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
 }
 
-/// Submits on `queue` in a loop (empty submissions and small copies) until `stop`, counting.
+/// Submits on the wgpu queue in a loop (empty submissions and small copies) until `stop`,
+/// counting; each submission holds the queue's submit lock, as `WgpuDevice::submit`'s
+/// contract asks of an application's other threads.
 fn racer(
-    device: wgpu::Device,
-    queue: wgpu::Queue,
+    w: cuvk::wgpu::WgpuDevice,
     stop: Arc<AtomicBool>,
     count: Arc<AtomicU64>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        let (device, queue) = (w.device(), w.queue());
         let a = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("racer"),
             size: 256,
@@ -57,8 +59,10 @@ fn racer(
             if n.is_multiple_of(4) {
                 let mut enc = device.create_command_encoder(&Default::default());
                 enc.copy_buffer_to_buffer(&a, 0, &b, 0, 256);
+                let _ordered = w.submit_lock();
                 queue.submit([enc.finish()]);
             } else {
+                let _ordered = w.submit_lock();
                 queue.submit([]);
             }
             n += 1;
@@ -79,7 +83,7 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
     let Some((w, errors)) = support::device("racing_submissions_keep_order", Some(&ctx)) else {
         return;
     };
-    let (device, queue) = (w.device(), w.queue());
+    let device = w.device();
     let writer = Writer::new(device);
     // Memory of the other device, imported into wgpu's: wgpu writes, the other device reads.
     let source = BoundBuffer::new_exportable(
@@ -102,7 +106,7 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
     let done = Semaphore::new(w.vulkan(), SemaphoreDesc::LOCAL_TIMELINE).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let raced = Arc::new(AtomicU64::new(0));
-    let thread = racer(device.clone(), queue.clone(), stop.clone(), raced.clone());
+    let thread = racer(w.clone(), stop.clone(), raced.clone());
     // The gate opens from a thread of its own, which never calls wgpu, a little after the
     // round's submission began: a driver may hold back a submission (cuvk's, or one behind
     // it) until its wait can be met (lavapipe does, inside wgpu's queue lock), so the thread
@@ -135,15 +139,18 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
             writer.encode(device, &target, WORDS as u32, seed),
         ];
         submitting.send(round).unwrap();
-        w.submit(
-            work,
-            &[SemaphoreOp::wait(
-                &gate,
-                round,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-            )],
-            &[SemaphoreOp::signal(&done, round)],
-        )
+        // SAFETY: the racing thread holds the submit lock for each of its submissions.
+        unsafe {
+            w.submit(
+                work,
+                &[SemaphoreOp::wait(
+                    &gate,
+                    round,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                )],
+                &[SemaphoreOp::signal(&done, round)],
+            )
+        }
         .unwrap();
         done.wait_host(round, Duration::from_secs(60)).unwrap();
         // The signal follows the work: the target holds this round's pattern now.
@@ -219,15 +226,18 @@ fn a_submission_that_never_runs_does_not_hang_the_teardown() {
     let gate = Semaphore::new(w.vulkan(), SemaphoreDesc::LOCAL_TIMELINE).unwrap();
     let done = Semaphore::new(w.vulkan(), SemaphoreDesc::LOCAL_TIMELINE).unwrap();
     // Waits for a value nobody will signal (Vulkan allows waiting before the signal).
-    w.submit(
-        [writer.encode(&device, &buf, WORDS as u32, 1)],
-        &[SemaphoreOp::wait(
-            &gate,
-            1,
-            vk::PipelineStageFlags::COMPUTE_SHADER,
-        )],
-        &[SemaphoreOp::signal(&done, 1)],
-    )
+    // SAFETY: nothing else submits on this queue during the call.
+    unsafe {
+        w.submit(
+            [writer.encode(&device, &buf, WORDS as u32, 1)],
+            &[SemaphoreOp::wait(
+                &gate,
+                1,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+            )],
+            &[SemaphoreOp::signal(&done, 1)],
+        )
+    }
     .unwrap();
     assert_err!(
         done.wait_host(1, Duration::from_millis(50)),
@@ -257,11 +267,14 @@ fn a_submission_that_never_runs_does_not_hang_the_teardown() {
         mapped_at_creation: false,
     });
     let done = Semaphore::new(w.vulkan(), SemaphoreDesc::LOCAL_TIMELINE).unwrap();
-    w.submit(
-        [writer.encode(w.device(), &buf, WORDS as u32, 2)],
-        &[],
-        &[SemaphoreOp::signal(&done, 1)],
-    )
+    // SAFETY: nothing else submits on this queue during the call.
+    unsafe {
+        w.submit(
+            [writer.encode(w.device(), &buf, WORDS as u32, 2)],
+            &[],
+            &[SemaphoreOp::signal(&done, 1)],
+        )
+    }
     .unwrap();
     done.wait_host(1, Duration::from_secs(30)).unwrap();
     let got = support::read_words(w.device(), w.queue(), &buf, BYTES);
@@ -296,28 +309,34 @@ fn a_wgpu_pacer_refuses_frames_it_did_not_issue() {
     }
     // Another pacer's frame, with the same number and slots: refused, nothing changes.
     let e = assert_err!(
-        a.submit(&fb, &[&shared], [], stage),
+        // SAFETY: nothing else submits on this queue during the call.
+        unsafe { a.submit(&fb, &[&shared], [], stage) },
         Error::Sync(SyncError::ForeignFrame { .. })
     );
     assert!(e.to_string().contains("another frame pacer"), "{e}");
     assert_eq!(a.pacer().vulkan_done().highest_signal(), 0);
     // Each pacer submits its own frame.
-    a.submit(&fa, &[&shared], [], stage).unwrap();
-    b.submit(&fb, &[&shared], [], stage).unwrap();
+    // SAFETY: nothing else submits on this queue during the call.
+    unsafe { a.submit(&fa, &[&shared], [], stage) }.unwrap();
+    // SAFETY: nothing else submits on this queue during the call.
+    unsafe { b.submit(&fb, &[&shared], [], stage) }.unwrap();
     // The same frame again, and a stale one once the next has begun: refused.
     assert_err!(
-        a.submit(&fa, &[&shared], [], stage),
+        // SAFETY: nothing else submits on this queue during the call.
+        unsafe { a.submit(&fa, &[&shared], [], stage) },
         Error::Sync(SyncError::WrongFrame { .. })
     );
     let fa2 = a.begin_frame().unwrap();
     a.cuda_acquire(&fa2, &stream).unwrap();
     a.cuda_release(&fa2, &stream).unwrap();
     assert_err!(
-        a.submit(&fa, &[&shared], [], stage),
+        // SAFETY: nothing else submits on this queue during the call.
+        unsafe { a.submit(&fa, &[&shared], [], stage) },
         Error::Sync(SyncError::WrongFrame { .. })
     );
     // The current frame still submits.
-    a.submit(&fa2, &[&shared], [], stage).unwrap();
+    // SAFETY: nothing else submits on this queue during the call.
+    unsafe { a.submit(&fa2, &[&shared], [], stage) }.unwrap();
     a.wait_idle(Duration::from_secs(10)).unwrap();
     b.wait_idle(Duration::from_secs(10)).unwrap();
     drop((a, b, shared));
