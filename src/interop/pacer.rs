@@ -38,7 +38,8 @@ use crate::vulkan::{
 };
 
 /// How long [`FramePacer::begin_frame`] waits for a command slot before reporting
-/// [`crate::Error::Timeout`], and the bound of a pacer's drop.
+/// [`crate::Error::Timeout`]. (A pacer's drop is bounded by its context's drop budget,
+/// [`crate::vulkan::VulkanContext::set_drop_timeout`].)
 pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The next pacer's identity ([`FramePacer::id`]); 0 is never used.
@@ -231,9 +232,10 @@ struct Timelines {
 ///
 /// # Drop
 ///
-/// Dropping the pacer waits for the frames scheduled on its timelines, all within one bound
-/// ([`DEFAULT_SLOT_TIMEOUT`]); past it, it logs and leaks its semaphores, their CUDA imports
-/// and its command buffers rather than destroy them in use.
+/// Dropping the pacer waits for the frames scheduled on its timelines within the context's drop
+/// budget ([`crate::vulkan::VulkanContext::set_drop_timeout`], [`crate::DEFAULT_DROP_TIMEOUT`]
+/// by default); past it, it logs and leaks its semaphores, their CUDA imports and its command
+/// buffers rather than destroy them in use.
 pub struct FramePacer {
     id: u64,
     frames_in_flight: u64,

@@ -57,7 +57,8 @@ impl CudaBlock {
 ///   dedicated get their own allocation, imported and mapped alone.
 /// - A buffer holds its block: dropping buffers and the pool in any order is safe. Dropping
 ///   a buffer (after waiting for its own CUDA work, as every [`SharedBuffer`] does) destroys
-///   its `VkBuffer` and returns its range. Empty blocks are released as
+///   its `VkBuffer` and returns its range — or, while another holder still has the Vulkan
+///   buffer (a `wgpu::Buffer` made of it, a frame pacer), when that last holder lets go. Empty blocks are released as
 ///   [`PoolDesc::keep_empty_blocks`] says; [`Self::trim`] releases them all.
 /// - Thread-safe: `&SharedPool` can allocate from any thread. Blocks are made outside the
 ///   pool's lock, so frees on other threads do not wait for a block allocation.

@@ -477,7 +477,20 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
 /// its memory alive longer), then the CUDA mapping (and through it the allocation).
 struct BufferParts {
     _bound: Arc<BoundBuffer>,
-    _cuda: CudaSide,
+    _cuda: Option<CudaSide>,
+}
+
+impl Drop for BufferParts {
+    fn drop(&mut self) {
+        // Another holder of the Vulkan buffer (a wgpu::Buffer made of it, a frame pacer) may
+        // still use it: its range (pool lease) or CUDA mapping must not be freed, and so
+        // reused, before the last holder is done. They go with the buffer then.
+        if Arc::strong_count(&self._bound) > 1 {
+            if let Some(cuda) = self._cuda.take() {
+                self._bound.keep_until_dropped(Box::new(cuda));
+            }
+        }
+    }
 }
 
 impl<T> Drop for SharedBuffer<T> {
@@ -487,7 +500,7 @@ impl<T> Drop for SharedBuffer<T> {
         let parts = unsafe {
             BufferParts {
                 _bound: ManuallyDrop::take(&mut self.bound),
-                _cuda: ManuallyDrop::take(&mut self.cuda),
+                _cuda: Some(ManuallyDrop::take(&mut self.cuda)),
             }
         };
         let budget = parts._bound.vk_context().drop_budget().clone();

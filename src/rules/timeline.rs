@@ -29,7 +29,7 @@ pub struct SignalLedger {
 impl SignalLedger {
     /// A ledger for a timeline semaphore created with `initial`, or (with `timeline` false)
     /// for a binary semaphore, whose signals carry no value to check.
-    pub fn new(initial: u64, timeline: bool) -> Arc<Self> {
+    pub(crate) fn new(initial: u64, timeline: bool) -> Arc<Self> {
         Arc::new(Self {
             highest: Mutex::new(initial),
             reached: AtomicU64::new(initial),
@@ -48,7 +48,7 @@ impl SignalLedger {
     }
 
     /// Notes that the semaphore was seen at `value` or above (a completed host wait).
-    pub fn note_reached(&self, value: u64) {
+    pub(crate) fn note_reached(&self, value: u64) {
         self.reached.fetch_max(value, Ordering::AcqRel);
     }
 
@@ -60,7 +60,7 @@ impl SignalLedger {
     /// Runs `signal` (the driver call that schedules `value`) if `value` exceeds every value
     /// already scheduled, and records it only if `signal` succeeds. The ledger stays locked
     /// during the call, so concurrent signals are checked and scheduled in one order.
-    pub fn signal<R>(&self, value: u64, signal: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn signal<R>(&self, value: u64, signal: impl FnOnce() -> Result<R>) -> Result<R> {
         Self::signal_all(&[(self, value)], signal)
     }
 

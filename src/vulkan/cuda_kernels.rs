@@ -8,7 +8,7 @@
 //! do not match the kernel is a GPU fault, not an error, so every launch is checked first
 //! against the kernel's PTX signature ([`crate::rules::ptx`]) and CUDA's launch limits.
 //!
-//! What works in such kernels, measured on the H200 (`tests/gpu_inline.rs`, `bench_inline`):
+//! What works in such kernels, measured on the H200 (`tests/gpu/inline.rs`, `bench_inline`):
 //! - global loads/stores through buffer device addresses, bit-identical to the CUDA context
 //!   (the particle simulation gives the same positions either way);
 //! - static and dynamic shared memory (`LaunchDims::shared_mem_bytes`, up to 48 KiB),

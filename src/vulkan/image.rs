@@ -258,20 +258,6 @@ impl Image {
                 &mut props,
             )
         };
-        let _what = || {
-            format!(
-                "{:?} {:?} images with usage {:?}, {:?} tiling{}",
-                desc.kind,
-                desc.format,
-                desc.usage,
-                options.tiling,
-                match options.external {
-                    ExternalUse::None => String::new(),
-                    ExternalUse::Export => format!(", exportable as {external:?}"),
-                    ExternalUse::Import => format!(", importable as {external:?}"),
-                }
-            )
-        };
         match res {
             Ok(()) => {}
             Err(vk::Result::ERROR_FORMAT_NOT_SUPPORTED) => {

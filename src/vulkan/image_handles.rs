@@ -57,7 +57,7 @@ impl ImageViewHandleLoader {
         }
     }
 
-    /// The 32-bit handle and, where available, the 64-bit one.
+    /// The 32-bit handle `vkGetImageViewHandleNVX` returns for `info`.
     ///
     /// # Safety
     /// `info` must be valid for `device` (the loader's): a live view of it, a live sampler of

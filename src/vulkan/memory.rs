@@ -1,6 +1,6 @@
 //! Vulkan buffers and device memory: exportable, imported, and host-visible for staging.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 
@@ -256,6 +256,7 @@ impl Buffer {
             memory,
             offset,
             device_address,
+            kept: Mutex::new(Vec::new()),
         })
     }
 
@@ -786,9 +787,21 @@ pub struct BoundBuffer {
     memory: Arc<DeviceMemory>,
     offset: u64,
     device_address: Option<u64>,
+    /// What must outlive the buffer's last holder: dropped after the `VkBuffer` is destroyed
+    /// (field order), e.g. the pool range or the CUDA mapping of a shared buffer whose
+    /// `Arc<BoundBuffer>` a wgpu buffer or a frame pacer still holds.
+    kept: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl BoundBuffer {
+    /// Keeps `what` until this buffer is dropped (by its last holder), after its `VkBuffer`.
+    pub(crate) fn keep_until_dropped(&self, what: Box<dyn std::any::Any + Send + Sync>) {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(what);
+    }
+
     /// An exportable buffer of `size` bytes in its own exportable allocation with
     /// `properties`, dedicated exactly when the driver prefers or requires it.
     pub fn new_exportable(

@@ -349,7 +349,13 @@ impl WgpuDevice {
     /// semaphore wait that orders it after the other side). Submit it first, then wgpu's
     /// command buffers using the textures, then [`Self::release_images`], all in one
     /// submission. Images not shared (not external) need no acquire: refused.
-    pub fn acquire_images(
+    ///
+    /// # Safety
+    /// The command buffer holds raw barriers on the images' `VkImage`s, which wgpu does not
+    /// track: the textures (and the [`crate::SharedImage`]s / [`BoundImage`]s behind them) must
+    /// stay alive until the submission that carries it has completed — e.g. by using the
+    /// textures in the same submission, as the other command buffers of it do.
+    pub unsafe fn acquire_images(
         &self,
         images: &[TextureImage<'_>],
         wait_stage: vk::PipelineStageFlags,
@@ -358,8 +364,8 @@ impl WgpuDevice {
         let family = self.vulkan().queue_family_index();
         let barriers = ownership_barriers(images, (vk::QUEUE_FAMILY_EXTERNAL, family))?;
         let stages = (wait_stage, vk::PipelineStageFlags::ALL_COMMANDS);
-        // SAFETY: ownership barriers of live images of this device (checked); the textures
-        // that keep them alive are used by wgpu in the same submission.
+        // SAFETY: ownership barriers of live images of this device (checked); the caller keeps
+        // them alive until the submission completes (this function's contract).
         unsafe { self.raw_image_barriers("cuvk acquire images", stages, &barriers) }
     }
 
@@ -367,7 +373,11 @@ impl WgpuDevice {
     /// wgpu's use: a wgpu-tracked transition of each texture to [`SHARED_LAYOUT`], then the
     /// ownership release. Submit them after wgpu's command buffers, in the same submission as
     /// [`Self::acquire_images`].
-    pub fn release_images(
+    ///
+    /// # Safety
+    /// As [`Self::acquire_images`]: the images must outlive the submission that carries the
+    /// release.
+    pub unsafe fn release_images(
         &self,
         images: &[TextureImage<'_>],
     ) -> Result<[::wgpu::CommandBuffer; 2]> {

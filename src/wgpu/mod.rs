@@ -71,7 +71,7 @@
 //! caller promises that no other submission is made on the queue while they run, which the
 //! queue's submit lock makes easy to keep — cuvk holds [`WgpuDevice::submit_lock`] for each of
 //! its submissions, and an application that submits on other threads holds it around its
-//! own `queue.submit` calls (`tests/wgpu/race.rs` races such a thread against cuvk).
+//! own `queue.submit` calls (the crate's tests race such a thread against cuvk's submissions).
 //!
 //! (A design without the contract — waits attached before the work's submission, signals
 //! after it on an empty submission made by a thread of cuvk's — kept the order against any

@@ -199,10 +199,12 @@ impl WgpuDevice {
     /// # Safety
     /// wgpu-hal attaches the semaphore operations to the queue's *next* submission: while this
     /// runs, no other submission may be made on this wgpu queue, or it could take them and
-    /// cuvk's work would run unordered. Every other `queue.submit` on it (other threads', and
-    /// wgpu's own `Queue::write_buffer` flushes through them) must hold
-    /// [`Self::submit_lock`], which this call holds; or the application submits from this
-    /// thread only. Code that attaches semaphores to wgpu's queue itself (wgpu-hal's
+    /// cuvk's work would run unordered. Every other operation that may submit on that queue
+    /// must hold [`Self::submit_lock`], which this call holds: `Queue::submit`,
+    /// `SurfaceTexture::present`, `Buffer::map_async` / `Queue::on_submitted_work_done` (which
+    /// flush wgpu's pending writes), on other threads; or the application makes them on this
+    /// thread only. The lock is not reentrant: do not call cuvk while holding it, and do not
+    /// take it in a wgpu callback. Code that attaches semaphores to wgpu's queue itself (wgpu-hal's
     /// `add_wait_semaphore` / `add_signal_semaphore`) must hold it too. Calling this from
     /// inside a wgpu callback that wgpu runs during a cuvk submission on this thread is
     /// refused ([`WgpuError::ReentrantSubmit`]).
@@ -326,7 +328,10 @@ impl WgpuDevice {
     /// As [`CuFunction::record_launch`]: every device address among the arguments must stay
     /// valid (its buffer alive) until the command buffer completes, the kernels must access
     /// only memory those addresses cover, and the functions and their module must outlive
-    /// the command buffer's execution.
+    /// the command buffer's execution; every image handle among the arguments
+    /// ([`crate::vulkan::InlineImageHandle`]) must stay alive until the command buffer
+    /// completes, be used by the kernel as its kind (surface or texture), and its image be in
+    /// `GENERAL` layout and owned by the queue's family while the kernels run.
     pub unsafe fn kernel_commands(
         &self,
         launches: &[KernelLaunch<'_>],

@@ -71,10 +71,11 @@ fn submit_write(w: &WgpuDevice, tex: &wgpu::Texture, image: &dyn AsVkImage, data
         },
     );
     let pairs = [(tex, image)];
-    let acquire = w
-        .acquire_images(&pairs, vk::PipelineStageFlags::ALL_COMMANDS)
-        .unwrap();
-    let [to_general, release] = w.release_images(&pairs).unwrap();
+    // SAFETY: the textures and images outlive the submission (used by it; the caller waits).
+    let acquire =
+        unsafe { w.acquire_images(&pairs, vk::PipelineStageFlags::ALL_COMMANDS) }.unwrap();
+    // SAFETY: as above.
+    let [to_general, release] = unsafe { w.release_images(&pairs) }.unwrap();
     w.queue()
         .submit([acquire, enc.finish(), to_general, release]);
 }
@@ -108,10 +109,11 @@ fn wgpu_read(w: &WgpuDevice, tex: &wgpu::Texture, image: &dyn AsVkImage) -> Vec<
         },
     );
     let pairs = [(tex, image)];
-    let acquire = w
-        .acquire_images(&pairs, vk::PipelineStageFlags::ALL_COMMANDS)
-        .unwrap();
-    let [to_general, release] = w.release_images(&pairs).unwrap();
+    // SAFETY: the textures and images outlive the submission (used by it; the caller waits).
+    let acquire =
+        unsafe { w.acquire_images(&pairs, vk::PipelineStageFlags::ALL_COMMANDS) }.unwrap();
+    // SAFETY: as above.
+    let [to_general, release] = unsafe { w.release_images(&pairs) }.unwrap();
     w.queue()
         .submit([acquire, enc.finish(), to_general, release]);
     down.slice(..)
@@ -258,7 +260,8 @@ fn refusals_name_the_problem_and_keep_nothing() {
     let own2 = w.create_exportable_image(&rgba8(ImageKind::D2)).unwrap();
     let tex = w.wrap_image(own.clone(), None).unwrap();
     assert_err!(
-        w.acquire_images(&[(&tex, &*own2)], vk::PipelineStageFlags::ALL_COMMANDS),
+        // SAFETY: refused before anything is recorded.
+        unsafe { w.acquire_images(&[(&tex, &*own2)], vk::PipelineStageFlags::ALL_COMMANDS) },
         Error::Wgpu(cuvk::WgpuError::TextureNotPaired)
     );
     drop((tex, own, own2, other));
