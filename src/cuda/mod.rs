@@ -23,3 +23,5 @@ pub use device::{
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
 pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore};
 pub use kernels::{compile_module, compile_ptx};
+// What an import was made with ([`ImportedMemory::layout`]).
+pub use crate::rules::layout::ImportLayout;

@@ -341,6 +341,12 @@ impl Error {
                 ExtensionState::NotEnabled => K::NotEnabled,
             },
             Error::FeatureNotEnabled { .. } | Error::MissingFunction { .. } => K::NotEnabled,
+            Error::Unsupported(Capability::InlineKernels {
+                reason:
+                    InlineKernelsMissing::BinaryImportNotEnabled
+                    | InlineKernelsMissing::ImageViewHandleNotEnabled
+                    | InlineKernelsMissing::BufferDeviceAddress,
+            }) => K::NotEnabled,
             Error::ApiVersion { .. }
             | Error::Unsupported(_)
             | Error::NoQueueFamily(_)
@@ -372,8 +378,11 @@ impl Error {
         match self {
             Error::Memory(e) => e.vuid(),
             Error::Image(e) => e.vuid(),
-            Error::Sync(SyncError::TimelineNotIncreasing { .. }) => {
-                Some("VUID-VkSemaphoreSignalInfo-value-03258")
+            Error::Sync(SyncError::SignalPending { .. }) => {
+                Some("VUID-VkSemaphoreSignalInfo-value-03259")
+            }
+            Error::Sync(SyncError::EmptyWaitStage) => {
+                Some("VUID-VkSubmitInfo-pWaitDstStageMask-03937")
             }
             _ => None,
         }

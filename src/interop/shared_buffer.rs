@@ -571,6 +571,9 @@ unsafe impl<T> AsVkBuffer for SharedBuffer<T> {
     fn vk_context(&self) -> &Arc<VulkanContext> {
         self.bound.vk_context()
     }
+    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
+        self.bound.vk_usage()
+    }
 }
 
 impl<T> DeviceSlice<T> for SharedBuffer<T> {

@@ -7,6 +7,7 @@ use ash::vk;
 
 use crate::error::{Error, Result, VkResultExt};
 use crate::rules::layout;
+use crate::vulkan::memory::check_buffer_usage;
 use crate::vulkan::{AsVkBuffer, VulkanContext};
 
 impl VulkanContext {
@@ -97,6 +98,22 @@ impl VulkanContext {
     ) -> Result<()> {
         self.check_mine(src)?;
         self.check_mine(&*dst)?;
+        use vk::BufferUsageFlags as U;
+        let c = "vkCmdCopyBuffer";
+        check_buffer_usage(
+            src,
+            c,
+            "source",
+            U::TRANSFER_SRC,
+            "VUID-vkCmdCopyBuffer-srcBuffer-00118",
+        )?;
+        check_buffer_usage(
+            &*dst,
+            c,
+            "destination",
+            U::TRANSFER_DST,
+            "VUID-vkCmdCopyBuffer-dstBuffer-00120",
+        )?;
         layout::check_range(src_offset, size, "source buffer", src.vk_size())?;
         layout::check_range(dst_offset, size, "destination buffer", dst.vk_size())?;
         let region = [vk::BufferCopy {
@@ -120,6 +137,13 @@ impl VulkanContext {
         value: u32,
     ) -> Result<()> {
         self.check_mine(&*dst)?;
+        check_buffer_usage(
+            &*dst,
+            "vkCmdFillBuffer",
+            "destination",
+            vk::BufferUsageFlags::TRANSFER_DST,
+            "VUID-vkCmdFillBuffer-dstBuffer-00029",
+        )?;
         layout::check_range(offset, size, "buffer", dst.vk_size())?;
         layout::check_aligned("offset", offset, 4, layout::AlignmentRule::VulkanBuffer)?;
         layout::check_aligned("size", size, 4, layout::AlignmentRule::VulkanBuffer)?;

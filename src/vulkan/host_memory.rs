@@ -139,4 +139,7 @@ unsafe impl AsVkBuffer for HostImportedBuffer<'_> {
     fn vk_context(&self) -> &Arc<VulkanContext> {
         self.bound.vk_context()
     }
+    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
+        self.bound.vk_usage()
+    }
 }

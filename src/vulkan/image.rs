@@ -816,6 +816,13 @@ impl VulkanContext {
             "vkCmdCopyImageToBuffer",
             Some("VUID-vkCmdCopyImageToBuffer-srcImage-00186"),
         )?;
+        crate::vulkan::memory::check_buffer_usage(
+            &*dst,
+            "vkCmdCopyImageToBuffer",
+            "destination",
+            vk::BufferUsageFlags::TRANSFER_DST,
+            "VUID-vkCmdCopyImageToBuffer-dstBuffer-00191",
+        )?;
         let (copy, bytes) = copy_region(src.vk_image_desc(), region, dst_offset)?;
         layout::check_range(dst_offset, bytes, "destination buffer", dst.vk_size())?;
         let (image, buffer, family) = (src.vk_image(), dst.vk_buffer(), self.queue_family_index());
@@ -861,6 +868,13 @@ impl VulkanContext {
             vk::ImageUsageFlags::TRANSFER_DST,
             "vkCmdCopyBufferToImage",
             Some("VUID-vkCmdCopyBufferToImage-dstImage-00177"),
+        )?;
+        crate::vulkan::memory::check_buffer_usage(
+            src,
+            "vkCmdCopyBufferToImage",
+            "source",
+            vk::BufferUsageFlags::TRANSFER_SRC,
+            "VUID-vkCmdCopyBufferToImage-srcBuffer-00174",
         )?;
         let (copy, bytes) = copy_region(dst.vk_image_desc(), region, src_offset)?;
         layout::check_range(src_offset, bytes, "source buffer", src.vk_size())?;

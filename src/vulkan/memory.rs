@@ -896,6 +896,31 @@ pub unsafe trait AsVkBuffer {
     fn vk_size(&self) -> u64;
     /// The context that owns it.
     fn vk_context(&self) -> &Arc<VulkanContext>;
+    /// Its usage, where known: the copy helpers check `TRANSFER_SRC` / `TRANSFER_DST` with it.
+    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
+        None
+    }
+}
+
+/// Refuses a buffer whose known usage lacks `needed` for `command` (with the rule's VUID).
+pub(crate) fn check_buffer_usage(
+    buffer: &dyn AsVkBuffer,
+    command: &'static str,
+    object: &'static str,
+    needed: vk::BufferUsageFlags,
+    vuid: &'static str,
+) -> Result<()> {
+    match buffer.vk_usage() {
+        Some(have) if !have.contains(needed) => Err(MemoryError::MissingBufferUsage {
+            command,
+            object,
+            needed,
+            have,
+            vuid,
+        }
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 // SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
@@ -910,6 +935,9 @@ unsafe impl AsVkBuffer for BoundBuffer {
     }
     fn vk_context(&self) -> &Arc<VulkanContext> {
         &self.buffer.ctx
+    }
+    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
+        Some(self.buffer.usage)
     }
 }
 
@@ -983,5 +1011,8 @@ unsafe impl AsVkBuffer for HostBuffer {
     }
     fn vk_context(&self) -> &Arc<VulkanContext> {
         self.bound.vk_context()
+    }
+    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
+        self.bound.vk_usage()
     }
 }

@@ -50,3 +50,5 @@ pub(crate) use memory::Dedicated;
 pub(crate) use pool::PoolDesc;
 pub use semaphore::{ProgressSignal, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
 pub use sparse::SparseBuffer;
+// What a kernel's PTX declares ([`CuModule::kernels`], [`CuFunction::signature`]).
+pub use crate::rules::ptx::{KernelSignature, PtxParam};

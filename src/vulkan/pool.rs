@@ -536,4 +536,7 @@ unsafe impl AsVkBuffer for PooledBuffer {
     fn vk_context(&self) -> &Arc<VulkanContext> {
         self.bound.vk_context()
     }
+    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
+        self.bound.vk_usage()
+    }
 }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use cuvk::ash::vk;
 use cuvk::cuda::ArrayDesc;
 use cuvk::vulkan::{
-    AllocateInfo, BoundImage, DeviceMemory, ExternalUse, HostBuffer, Image, ImageOptions,
-    ImageRegion, VulkanContext,
+    AllocateInfo, BoundImage, Buffer, BufferDesc, DeviceMemory, ExternalUse, HostBuffer, Image,
+    ImageOptions, ImageRegion, VulkanContext,
 };
 use cuvk::{
     format_info, Dedicated, Error, ErrorKind, FormatRefusal, ImageDesc, ImageError, ImageKind,
@@ -515,5 +515,113 @@ fn every_bad_input_is_refused_and_changes_nothing() {
     );
     drop(fine);
     common::assert_non_driver_fds(fds, "descriptors leaked");
+    common::assert_clean(&ctx);
+}
+
+/// An image with both transfer usages, filled from `up`: what a valid round trip reads.
+fn no_dst_readable(ctx: &Arc<VulkanContext>, up: &HostBuffer, region: ImageRegion) -> BoundImage {
+    let mut image = BoundImage::new(
+        ctx,
+        &desc(ImageKind::D2, vk::Format::R8G8B8A8_UNORM, 16, 16, 1),
+        ImageOptions::LOCAL,
+    )
+    .unwrap();
+    ctx.copy_buffer_to_image(up, 0, &mut image, region).unwrap();
+    image
+}
+
+/// The copy helpers check the usage their command needs, of the image and of the buffer, with
+/// the rule's VUID, before anything is recorded; the next valid copy then works.
+#[test]
+fn copy_helpers_refuse_images_and_buffers_without_the_transfer_usage() {
+    let _shared = common::shared();
+    let Some(ctx) = common::vulkan("copy_helpers_refuse_missing_transfer_usage") else {
+        return;
+    };
+    let format = vk::Format::R8G8B8A8_UNORM;
+    let mut no_src = BoundImage::new(
+        &ctx,
+        &ImageDesc {
+            usage: vk::ImageUsageFlags::TRANSFER_DST | vk::ImageUsageFlags::SAMPLED,
+            ..desc(ImageKind::D2, format, 16, 16, 1)
+        },
+        ImageOptions::LOCAL,
+    )
+    .unwrap();
+    let no_dst = BoundImage::new(
+        &ctx,
+        &ImageDesc {
+            usage: vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::SAMPLED,
+            ..desc(ImageKind::D2, format, 16, 16, 1)
+        },
+        ImageOptions::LOCAL,
+    )
+    .unwrap();
+    let region = ImageRegion::level(no_src.desc(), 0);
+    let mut host = HostBuffer::new(&ctx, 16 * 16 * 4, vk::BufferUsageFlags::empty()).unwrap();
+    let e = assert_err!(
+        ctx.copy_image_to_buffer(&no_src, region, &mut host, 0),
+        Error::Image(ImageError::MissingUsage {
+            vuid: Some("VUID-vkCmdCopyImageToBuffer-srcImage-00186"),
+            ..
+        })
+    );
+    assert_eq!(e.vuid(), Some("VUID-vkCmdCopyImageToBuffer-srcImage-00186"));
+    let mut no_dst = no_dst;
+    assert_err!(
+        ctx.copy_buffer_to_image(&host, 0, &mut no_dst, region),
+        Error::Image(ImageError::MissingUsage {
+            vuid: Some("VUID-vkCmdCopyBufferToImage-dstImage-00177"),
+            ..
+        })
+    );
+    // A buffer made with STORAGE usage only: no copy into it, no fill.
+    let storage_only = Buffer::new(
+        &ctx,
+        BufferDesc {
+            size: 16 * 16 * 4,
+            usage: vk::BufferUsageFlags::STORAGE_BUFFER,
+            external: ExternalUse::None,
+        },
+    )
+    .unwrap();
+    let r = storage_only.requirements();
+    let memory = Arc::new(
+        DeviceMemory::allocate(
+            &ctx,
+            AllocateInfo {
+                size: r.size,
+                memory_type_bits: r.memory_type_bits,
+                properties: vk::MemoryPropertyFlags::empty(),
+                exportable: false,
+            },
+            None,
+        )
+        .unwrap(),
+    );
+    let mut storage_only = storage_only.bind(memory, 0).unwrap();
+    let e = assert_err!(
+        ctx.fill_buffer(&mut storage_only, 0, 64, 7),
+        Error::Memory(cuvk::MemoryError::MissingBufferUsage { .. })
+    );
+    assert_eq!(e.vuid(), Some("VUID-vkCmdFillBuffer-dstBuffer-00029"));
+    assert_err!(
+        ctx.copy_image_to_buffer(&no_dst, region, &mut storage_only, 0),
+        Error::Memory(cuvk::MemoryError::MissingBufferUsage { .. })
+    );
+    // Nothing was recorded; the next valid copy works and reads what was uploaded.
+    let data = pattern_bytes(16 * 16, 4, 5);
+    let mut up = HostBuffer::new(&ctx, data.len() as u64, vk::BufferUsageFlags::empty()).unwrap();
+    up.write(&data).unwrap();
+    ctx.copy_buffer_to_image(&up, 0, &mut no_src, region)
+        .unwrap();
+    let got = download(
+        &ctx,
+        &no_dst_readable(&ctx, &up, region),
+        region,
+        data.len() as u64,
+    );
+    assert_eq!(first_difference(&got, &data), None);
+    drop((storage_only, no_dst, no_src));
     common::assert_clean(&ctx);
 }
