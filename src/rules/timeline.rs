@@ -81,7 +81,7 @@ impl SignalLedger {
     /// ledger's lock) says whether the semaphore has reached a value, `counter` reads it for
     /// the refusal — since that signal would then run after the higher value
     /// ([`SyncError::SignalPending`]).
-    pub fn signal_now<R>(
+    pub(crate) fn signal_now<R>(
         &self,
         value: u64,
         reached: impl FnOnce(u64) -> Result<bool>,
@@ -114,14 +114,14 @@ impl SignalLedger {
     }
 
     /// Checks that every value would be accepted now, recording nothing.
-    pub fn check_all(entries: &[(&SignalLedger, u64)]) -> Result<()> {
+    pub(crate) fn check_all(entries: &[(&SignalLedger, u64)]) -> Result<()> {
         Self::lock_checked(entries).map(drop)
     }
 
     /// As [`Self::signal`] for one call that signals several semaphores: every value is checked
     /// before the call, and every value is recorded after it succeeds; otherwise none is.
     /// A semaphore may appear once.
-    pub fn signal_all<R>(
+    pub(crate) fn signal_all<R>(
         entries: &[(&SignalLedger, u64)],
         signal: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
