@@ -1,12 +1,15 @@
-//! The fluid demo's engine: the fields (shared images CUDA writes through surfaces, or plain
-//! Vulkan storage images for the fallback), the two simulations of one stable-fluids step,
-//! the compute pass that samples the dye and draws it, and the frame loop ordered by the frame
-//! pacer (CUDA) or a local timeline (Vulkan).
+//! The fluid demo's engine: the fields (shared images CUDA writes through surfaces, Vulkan
+//! images that fluid.cu's kernels reach through image handles inside the Vulkan queue, or
+//! plain Vulkan storage images for the fallback), the three simulations of one stable-fluids
+//! step, the compute pass that samples the dye and draws it, and the frame loop ordered by the
+//! frame pacer (CUDA context) or a local timeline (inline kernels, Vulkan compute).
 //!
 //! Frame N (from 1) starts from velocity `vel[(N+1) % 2]` and ends in `vel[N % 2]`; it
-//! advects the dye of slot `(N-1) % K` into slot `N % K`, which Vulkan then samples. Only the
-//! dye slots are shared between the two APIs within a frame; the pacer keeps CUDA from
-//! writing a slot until Vulkan has drawn it (K frames earlier).
+//! advects the dye of slot `(N-1) % K` into slot `N % K`, which Vulkan then samples. On the
+//! CUDA-context path only the dye slots are shared between the two APIs within a frame; the
+//! pacer keeps CUDA from writing a slot until Vulkan has drawn it (K frames earlier). Inline,
+//! the kernels are commands of the frame's own command buffer, before the draw: one queue, no
+//! handoff.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +20,9 @@ use cuvk::ash::vk;
 use cuvk::cuda::SurfaceObject;
 use cuvk::cudarc::driver::{sys, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cuvk::vulkan::{
-    AsVkBuffer, AsVkImage, BoundImage, ImageOptions, ImageRegion, SemaphoreOp, VulkanContext,
+    cmd_acquire_images, cmd_release_images, image_handles_supported, record_kernel_barrier,
+    AsVkBuffer, AsVkImage, BoundImage, CuFunction, CuModule, ImageOptions, ImageRegion,
+    InlineImageHandle, KernelArg, LaunchDims, SemaphoreOp, ViewLayers, VulkanContext,
 };
 use cuvk::{Bridge, FramePacer, ImageDesc, SharedImage};
 use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer, MemoryLocation};
@@ -29,11 +34,42 @@ use crate::demo::{
 use crate::pipeline::{image_view, Pass, Resource, Sampler, SetLayout};
 use crate::sim::{hue, Emitter, Params, Script, MAX_EMITTERS, PRESSURE_KEEP};
 
-/// Which API simulates.
+/// Which path simulates. `--sim cuda` asks for a CUDA simulation (`Cuda` until `--launch` is
+/// resolved against the devices: `crate::choose_sim`); the engine runs what this says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SimKind {
+    /// fluid.cu's kernels on a CUDA stream, on shared images through CUDA surface objects;
+    /// frames ordered with Vulkan by the pacer's semaphores.
     Cuda,
+    /// fluid.cu's kernels inside the frame's Vulkan command buffer (`VK_NVX_binary_import`),
+    /// on Vulkan images through image handles (`VK_NVX_image_view_handle`): no CUDA stream, no
+    /// semaphore between the APIs.
+    Inline,
+    /// The passes as Vulkan compute shaders on Vulkan storage images.
     Vulkan,
+}
+
+/// Where a CUDA simulation's kernels run (`--launch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    /// Inline where the device can (`cuda_kernels_supported` and `image_handles_supported`),
+    /// else on a CUDA stream.
+    Auto,
+    /// Inside the Vulkan queue through image handles (refused where the device cannot).
+    Inline,
+    /// On a CUDA stream (the CUDA-context path).
+    Cuda,
+}
+
+impl Launch {
+    /// As `--launch` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Launch::Auto => "auto",
+            Launch::Inline => "inline",
+            Launch::Cuda => "cuda",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -44,6 +80,8 @@ pub struct Options {
     pub width: u32,
     pub height: u32,
     pub sim: SimKind,
+    /// Where a CUDA simulation's kernels run (resolved into `sim` by `crate::choose_sim`).
+    pub launch: Launch,
     pub seed: u64,
     pub frames_in_flight: u32,
     /// Jacobi iterations per step (even).
@@ -98,12 +136,32 @@ pub fn bytes_needed(opts: &Options) -> u64 {
     texels * (2 * 8 + 3 * 4 + 8 * u64::from(opts.frames_in_flight))
 }
 
-/// An image of the simulation: shared with CUDA (a surface for its kernels) or Vulkan's own.
+/// Where the simulation's images come from.
+#[derive(Clone, Copy)]
+enum Backing<'a> {
+    /// Shared with CUDA (the CUDA-context path: surface objects).
+    Shared(&'a Bridge),
+    /// Vulkan's own, with an image handle for kernels inside the Vulkan queue.
+    Inline,
+    /// Vulkan's own (the compute-shader fallback).
+    Local,
+}
+
+/// An image of the simulation: shared with CUDA (a surface for its kernels), Vulkan's own with
+/// a surface handle for inline kernels, or Vulkan's own.
 enum Store {
     Shared {
         // Declared first: dropped before the image (either order is safe).
         surface: SurfaceObject,
         image: SharedImage,
+    },
+    /// Not shared with a CUDA context (inline kernels run in the Vulkan device's): plain
+    /// device-local memory, no ownership transfers; between uses in `GENERAL`, owned by the
+    /// queue's family, as the compute fallback's images.
+    Inline {
+        // The handle keeps the image alive too (either drop order is safe).
+        surface: InlineImageHandle,
+        image: Arc<BoundImage>,
     },
     Local(BoundImage),
 }
@@ -117,7 +175,7 @@ struct Field {
 impl Field {
     fn new(
         vk: &Arc<VulkanContext>,
-        bridge: Option<&Bridge>,
+        backing: Backing<'_>,
         format: vk::Format,
         n: u32,
         extra_usage: vk::ImageUsageFlags,
@@ -127,15 +185,22 @@ impl Field {
             | vk::ImageUsageFlags::TRANSFER_DST
             | extra_usage;
         let desc = ImageDesc::d2(format, n, n, usage);
-        let store = match bridge {
-            Some(b) => {
+        let store = match backing {
+            Backing::Shared(b) => {
                 let image = b.create_image(&desc)?;
                 Store::Shared {
                     surface: image.surface(0)?,
                     image,
                 }
             }
-            None => Store::Local(BoundImage::new(vk, &desc, ImageOptions::LOCAL)?),
+            Backing::Inline => {
+                let image = Arc::new(BoundImage::new(vk, &desc, ImageOptions::LOCAL)?);
+                Store::Inline {
+                    surface: InlineImageHandle::surface(&image, 0, ViewLayers::All)?,
+                    image,
+                }
+            }
+            Backing::Local => Store::Local(BoundImage::new(vk, &desc, ImageOptions::LOCAL)?),
         };
         let mut me = Self {
             vk: vk.clone(),
@@ -150,6 +215,7 @@ impl Field {
     fn image(&self) -> &dyn AsVkImage {
         match &self.store {
             Store::Shared { image, .. } => image,
+            Store::Inline { image, .. } => &**image,
             Store::Local(image) => image,
         }
     }
@@ -160,6 +226,8 @@ impl Field {
         let image: &mut dyn AsVkImage = match &mut self.store {
             Store::Shared { image, .. } => image,
             Store::Local(image) => image,
+            // Shared with its handle: cleared through a shared borrow.
+            Store::Inline { image, .. } => return clear_bound_image(&self.vk, image, zero),
         };
         self.vk.clear_color_image(image, zero)?;
         Ok(())
@@ -169,7 +237,16 @@ impl Field {
     fn surface(&self) -> anyhow::Result<&sys::CUsurfObject> {
         match &self.store {
             Store::Shared { surface, .. } => Ok(surface.kernel_arg()),
-            Store::Local(_) => bail!("a Vulkan-only image has no CUDA surface"),
+            _ => bail!("only a shared image has a CUDA surface object"),
+        }
+    }
+
+    /// The surface handle for kernels inside the Vulkan queue, as a kernel argument (inline
+    /// images only).
+    fn inline_surface(&self) -> anyhow::Result<KernelArg> {
+        match &self.store {
+            Store::Inline { surface, .. } => Ok(surface.kernel_arg()),
+            _ => bail!("only an inline field has a surface handle for kernels in Vulkan queues"),
         }
     }
 
@@ -183,6 +260,36 @@ impl Field {
             .copy_image_to_buffer(self.image(), ImageRegion::level(desc, 0), &mut host, 0)?;
         Ok(host.read()?)
     }
+}
+
+/// Clears every texel of `image` to `color` with `vkCmdClearColorImage` and waits, as
+/// `VulkanContext::clear_color_image` does (acquired in `TRANSFER_DST_OPTIMAL`, released back to
+/// the protocol's `GENERAL`), for an image the engine holds in an `Arc` beside its inline handle
+/// (so it cannot lend it mutably).
+fn clear_bound_image(
+    ctx: &VulkanContext,
+    image: &BoundImage,
+    color: vk::ClearColorValue,
+) -> anyhow::Result<()> {
+    let family = ctx.queue_family_index();
+    let layout = vk::ImageLayout::TRANSFER_DST_OPTIMAL;
+    let range = [image.desc().full_range()];
+    let images: [(&dyn AsVkImage, vk::ImageLayout); 1] = [(image, layout)];
+    let (stage, access) = (
+        vk::PipelineStageFlags::TRANSFER,
+        vk::AccessFlags::TRANSFER_WRITE,
+    );
+    // SAFETY: a live image of this device (borrowed across the wait), not external, in the
+    // protocol's state between uses (the engine waited for the GPU: reset / new), with
+    // TRANSFER_DST usage (Field::new); no host view of its memory exists (device-local).
+    unsafe {
+        ctx.submit_and_wait(|d, cmd| {
+            cmd_acquire_images(d, cmd, family, &images, stage, access);
+            d.cmd_clear_color_image(cmd, image.handle(), layout, &color, &range);
+            cmd_release_images(d, cmd, family, &images, stage, access);
+        })
+    }?;
+    Ok(())
 }
 
 impl Drop for Field {
@@ -203,20 +310,16 @@ struct Fields {
 }
 
 impl Fields {
-    fn new(
-        vk: &Arc<VulkanContext>,
-        bridge: Option<&Bridge>,
-        opts: &Options,
-    ) -> anyhow::Result<Self> {
+    fn new(vk: &Arc<VulkanContext>, backing: Backing<'_>, opts: &Options) -> anyhow::Result<Self> {
         let n = opts.grid;
         let none = vk::ImageUsageFlags::empty();
-        let f = |format| Field::new(vk, bridge, format, n, none);
+        let f = |format| Field::new(vk, backing, format, n, none);
         Ok(Self {
             vel: [f(VELOCITY)?, f(VELOCITY)?],
             pressure: [f(SCALAR)?, f(SCALAR)?],
             scratch: f(SCALAR)?,
             dye: (0..opts.frames_in_flight)
-                .map(|_| Field::new(vk, bridge, DYE, n, vk::ImageUsageFlags::SAMPLED))
+                .map(|_| Field::new(vk, backing, DYE, n, vk::ImageUsageFlags::SAMPLED))
                 .collect::<anyhow::Result<_>>()?,
         })
     }
@@ -363,6 +466,86 @@ impl CudaSim {
                 .launch(cfg)?;
         }
         Ok(())
+    }
+}
+
+/// The CUDA simulation inside the Vulkan queue: the same kernels of fluid.cu, compiled to PTX
+/// with NVRTC and loaded into the Vulkan device (`VK_NVX_binary_import`), reading and writing
+/// the fields through their surface handles (`VK_NVX_image_view_handle`), recorded into the
+/// frame's command buffer before the draw. No CUDA stream, no semaphore between the APIs: the
+/// frames are ordered by the local timeline, as the compute fallback's are.
+struct InlineSim {
+    /// One per pass ([`PASSES`]); each holds the module alive.
+    kernels: Vec<CuFunction>,
+}
+
+impl InlineSim {
+    fn new(bridge: &Bridge, source: &str) -> anyhow::Result<Self> {
+        let ptx = cuvk::cuda::compile_ptx(bridge.cuda(), "fluid.cu", source)?;
+        let module = CuModule::from_ptx(bridge.vulkan(), &ptx)?;
+        let kernels = PASSES
+            .iter()
+            .map(|name| module.function(name))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { kernels })
+    }
+
+    /// Records one step, the kernel barrier after each pass: the launches of
+    /// [`CudaSim::step`], with the same arguments in the same order (surface handles where
+    /// that passes CUDA surface objects; each launch is checked against the kernel's PTX
+    /// signature).
+    ///
+    /// # Safety
+    /// `cmd` is recording on `ctx`'s device (the kernels'); the fields outlive the commands
+    /// and are in `GENERAL`, owned by the queue's family, when they run.
+    unsafe fn record(
+        &self,
+        ctx: &VulkanContext,
+        cmd: vk::CommandBuffer,
+        fields: &Fields,
+        p: &Params,
+        ix: StepIndices,
+        iterations: u32,
+    ) -> anyhow::Result<()> {
+        let dims = LaunchDims {
+            grid: [p.width.div_ceil(16), p.height.div_ceil(16), 1],
+            block: [16, 16, 1],
+            shared_mem_bytes: 0,
+        };
+        let params = KernelArg::value(p);
+        let h = Field::inline_surface;
+        let (va, vb) = (h(&fields.vel[ix.a])?, h(&fields.vel[ix.b])?);
+        let (p0, p1) = (h(&fields.pressure[0])?, h(&fields.pressure[1])?);
+        let scratch = h(&fields.scratch)?;
+        let launch = |pass: usize, args: &[&KernelArg]| -> anyhow::Result<()> {
+            let mut all = vec![params.clone()];
+            all.extend(args.iter().map(|&a| a.clone()));
+            // SAFETY: forwarded from the caller; each handle is a live surface of an n×n
+            // image of the format the kernel reads and writes (Fields::new), and the kernels
+            // stay within the grid.
+            unsafe {
+                self.kernels[pass].record_launch(cmd, &dims, &all)?;
+                record_kernel_barrier(ctx, cmd);
+            }
+            Ok(())
+        };
+        if !p.is_paused() {
+            launch(0, &[&va, &scratch])?;
+            launch(1, &[&va, &scratch, &vb])?;
+            launch(2, &[&vb, &va])?;
+            launch(3, &[&va, &scratch])?;
+            for i in 0..iterations {
+                let (from, to) = if i % 2 == 0 { (&p0, &p1) } else { (&p1, &p0) };
+                let scale = if i == 0 { PRESSURE_KEEP } else { 1.0f32 };
+                launch(4, &[from, &scratch, to, &KernelArg::value(&scale)])?;
+            }
+            launch(5, &[&p0, &va, &vb])?;
+        } else {
+            // Paused: the force pass with no force copies the velocity (as CudaSim::step).
+            launch(1, &[&va, &scratch, &vb])?;
+        }
+        let (prev, slot) = (h(&fields.dye[ix.prev])?, h(&fields.dye[ix.slot])?);
+        launch(6, &[&vb, &prev, &slot])
     }
 }
 
@@ -513,6 +696,7 @@ unsafe fn compute_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer) {
 #[allow(clippy::large_enum_variant)] // one per engine
 enum Sim {
     Cuda(CudaSim),
+    Inline(InlineSim),
     Vulkan(VulkanSim),
 }
 
@@ -644,24 +828,35 @@ impl Engine {
         let alloc = DevAllocator::new(&vk)?;
         let k = opts.frames_in_flight as usize;
         let command_slots = 2 * k;
-        let bridge = match opts.sim {
-            SimKind::Cuda => Some(
-                dev.bridge
-                    .as_ref()
-                    .context("the CUDA simulation needs a CUDA device (use --sim vulkan)")?,
-            ),
-            SimKind::Vulkan => None,
+        let bridge = || {
+            dev.bridge
+                .as_ref()
+                .context("the CUDA simulation needs a CUDA device (use --sim vulkan)")
         };
-        let fields = Fields::new(&vk, bridge, &opts)?;
-        let (sim, sync) = match bridge {
-            Some(b) => (
-                Sim::Cuda(CudaSim::new(b, &shaders.fluid_cu, command_slots)?),
-                Sync::Pacer(FramePacer::new(b, k as u32)?),
-            ),
-            None => (
-                Sim::Vulkan(VulkanSim::new(&alloc, shaders, &fields, command_slots)?),
-                Sync::local(&vk, k)?,
-            ),
+        let (fields, sim, sync) = match opts.sim {
+            SimKind::Cuda => {
+                let b = bridge()?;
+                let fields = Fields::new(&vk, Backing::Shared(b), &opts)?;
+                let sim = Sim::Cuda(CudaSim::new(b, &shaders.fluid_cu, command_slots)?);
+                (fields, sim, Sync::Pacer(FramePacer::new(b, k as u32)?))
+            }
+            SimKind::Inline => {
+                // NVRTC compiles fluid.cu for the bridge's CUDA device; the kernels then run in
+                // its Vulkan device, which must take image handles.
+                let b = bridge()?;
+                image_handles_supported(&vk).context(
+                    "fluid.cu inside the Vulkan queue needs VK_NVX_binary_import and \
+                     VK_NVX_image_view_handle (use --launch cuda)",
+                )?;
+                let fields = Fields::new(&vk, Backing::Inline, &opts)?;
+                let sim = Sim::Inline(InlineSim::new(b, &shaders.fluid_cu)?);
+                (fields, sim, Sync::local(&vk, k)?)
+            }
+            SimKind::Vulkan => {
+                let fields = Fields::new(&vk, Backing::Local, &opts)?;
+                let sim = Sim::Vulkan(VulkanSim::new(&alloc, shaders, &fields, command_slots)?);
+                (fields, sim, Sync::local(&vk, k)?)
+            }
         };
         let sampler = Sampler::linear(&vk)?;
         let canvas = Canvas::new(
@@ -703,6 +898,9 @@ impl Engine {
         match self.sim {
             Sim::Cuda(_) => {
                 "CUDA kernels writing shared images through surfaces, frames ordered by the pacer's semaphores"
+            }
+            Sim::Inline(_) => {
+                "CUDA kernels inside the Vulkan queue writing Vulkan images through image handles (VK_NVX_binary_import + VK_NVX_image_view_handle), frames ordered by one timeline"
             }
             Sim::Vulkan(_) => "Vulkan compute shaders on Vulkan storage images",
         }
@@ -809,6 +1007,8 @@ impl Engine {
                 pacer.cuda_release(f, s)?;
             }
             (Sim::Vulkan(v), _, _) => v.ubos[c].write(std::slice::from_ref(&params))?,
+            // The parameters travel in the launches (the driver copies them at record time).
+            (Sim::Inline(_), _, _) => {}
             _ => bail!("the CUDA simulation runs under the pacer"),
         }
         let cmd = self.record(&frame, &target, &params, ix)?;
@@ -887,6 +1087,18 @@ impl Engine {
             match (&self.sim, &self.sync) {
                 (Sim::Vulkan(v), _) => {
                     v.record(d, cmd, params, ix, c, self.opts.iterations);
+                }
+                // The kernels' last barrier makes the dye visible to the draw; the images stay
+                // in GENERAL with the queue's family (no CUDA context to hand them to).
+                (Sim::Inline(s), _) => {
+                    s.record(
+                        &self.vk,
+                        cmd,
+                        &self.fields,
+                        params,
+                        ix,
+                        self.opts.iterations,
+                    )?;
                 }
                 (Sim::Cuda(_), Sync::Pacer(p)) => {
                     // The dye CUDA just wrote: from VK_QUEUE_FAMILY_EXTERNAL, staying in
@@ -993,7 +1205,7 @@ impl Engine {
         let ms = |a: u64, b: u64| b.saturating_sub(a) as f64 * self.timestamp_ns * 1e-6;
         let sim = match &self.sim {
             Sim::Cuda(side) => side.events[c].0.elapsed_ms(&side.events[c].1)? as f64,
-            Sim::Vulkan(_) => ms(ts[0], ts[1]),
+            Sim::Inline(_) | Sim::Vulkan(_) => ms(ts[0], ts[1]),
         };
         self.times.push(FrameTimes {
             sim,

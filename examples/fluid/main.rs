@@ -1,6 +1,7 @@
 //! Fluid demo: a 2D stable-fluids simulation whose CUDA kernels write velocity and dye into
-//! shared images through surface objects, drawn by Vulkan sampling the dye image (a Vulkan
-//! compute fallback simulates where there is no CUDA). Mouse drags stir it.
+//! images through surfaces — inside the Vulkan queue through image handles where the driver
+//! can, else on a CUDA stream on shared images — drawn by Vulkan sampling the dye image (a
+//! Vulkan compute fallback simulates where there is no CUDA). Mouse drags stir it.
 //!
 //!     cargo run --release --example fluid                   # window, or headless without a display
 //!     cargo run --release --example fluid -- --headless --frames 240 --out out
@@ -8,9 +9,11 @@
 //!
 //! Options: --size N (grid N×N, 512), --window WxH (window or PNG size, 800x800), --frames N
 //! (240), --out DIR (out), --save-every K (0: last frame only), --headless, --sim cuda|vulkan,
-//! --seed N, --iterations N (Jacobi, even, 40), --frames-in-flight K (2..4, 3), --shaders DIR,
-//! --bench (frame times at 512², 1024², 2048²), --dump FILE (fields after the last frame; with
-//! --bench: the table as JSON), --exit-after N, --resize-at F:WxH (window).
+//! --launch auto|inline|cuda (where fluid.cu runs: inside the Vulkan queue through image
+//! handles, VK_NVX_binary_import + VK_NVX_image_view_handle, or on a CUDA stream; auto: inline
+//! where the device can), --seed N, --iterations N (Jacobi, even, 40), --frames-in-flight K
+//! (2..4, 3), --shaders DIR, --bench (frame times at 512², 1024², 2048²), --dump FILE (fields
+//! after the last frame; with --bench: the table as JSON), --exit-after N, --resize-at F:WxH.
 //! Window: drag to stir, Space pauses, E toggles the jets, R clears, Esc quits.
 
 #[path = "../common/window.rs"]
@@ -32,7 +35,7 @@ use demo::{
     check_out_dir, check_validation, exit_code, has_display, percentile, usage, write_bench_json,
     Devices, FrameTimes, Target,
 };
-use engine::{Engine, Options, Shaders, SimKind};
+use engine::{Engine, Launch, Options, Shaders, SimKind};
 
 pub struct Args {
     pub opts: Options,
@@ -72,6 +75,7 @@ fn parse() -> anyhow::Result<Args> {
             width: 800,
             height: 800,
             sim: SimKind::Cuda,
+            launch: Launch::Auto,
             seed: 1,
             frames_in_flight: 3,
             iterations: sim::DEFAULT_ITERATIONS,
@@ -149,6 +153,16 @@ fn parse() -> anyhow::Result<Args> {
                 }
                 a.opts.frames_in_flight = k as u32;
             }
+            "--launch" => {
+                a.opts.launch = match value(&arg, &mut it)?.as_str() {
+                    "auto" => Launch::Auto,
+                    "inline" => Launch::Inline,
+                    "cuda" => Launch::Cuda,
+                    v => bail!(usage(format!(
+                        "--launch must be auto, inline or cuda, not '{v}'"
+                    ))),
+                }
+            }
             "--sim" => {
                 a.sim_forced = true;
                 a.opts.sim = match value(&arg, &mut it)?.as_str() {
@@ -160,8 +174,8 @@ fn parse() -> anyhow::Result<Args> {
             "-h" | "--help" => bail!(usage(
                 include_str!("main.rs")
                     .lines()
-                    .skip(4)
-                    .take(11)
+                    .skip(5)
+                    .take(12)
                     .map(|l| l.trim_start_matches("//!"))
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -171,6 +185,12 @@ fn parse() -> anyhow::Result<Args> {
     }
     if a.frames == 0 {
         bail!(usage("--frames must be at least 1"));
+    }
+    if a.opts.sim == SimKind::Vulkan && a.opts.launch != Launch::Auto {
+        bail!(usage(format!(
+            "--launch {} says where fluid.cu's kernels run, and --sim vulkan runs none (drop one)",
+            a.opts.launch.name()
+        )));
     }
     Ok(a)
 }
@@ -191,18 +211,88 @@ pub fn open_devices(
     };
     let validation = default.or_from_env();
     let cuda = args.opts.sim == SimKind::Cuda;
-    let dev = demo::open_devices(
+    let launch = args.opts.launch;
+    // --launch inline or cuda asks for CUDA as --sim cuda does; without a CUDA GPU that is
+    // bad input (exit 2), not a fallback.
+    let dev = match demo::open_devices(
         validation,
         cuda,
-        args.sim_forced,
+        args.sim_forced || launch != Launch::Auto,
         "the Vulkan compute shaders",
         instance_ext,
         device_ext,
-    )?;
-    if cuda && dev.bridge.is_none() {
-        args.opts.sim = SimKind::Vulkan;
-    }
+    ) {
+        Err(e)
+            if launch != Launch::Auto
+                && e.downcast_ref::<cuvk::Error>()
+                    .is_some_and(|e| e.is_unavailable()) =>
+        {
+            bail!(usage(format!(
+                "--launch {}: {}, and there is no CUDA GPU here: {e:#}",
+                launch.name(),
+                launch_needs(launch)
+            )))
+        }
+        other => other?,
+    };
+    let why = choose_sim(&dev, &mut args.opts)?;
+    println!("launch: {why}");
     Ok(dev)
+}
+
+/// What each `--launch` needs, for the messages that refuse it.
+fn launch_needs(launch: Launch) -> &'static str {
+    match launch {
+        Launch::Inline => {
+            "fluid.cu runs inside the Vulkan queue only with a CUDA device (NVRTC compiles it) \
+             whose Vulkan driver has VK_NVX_binary_import and VK_NVX_image_view_handle"
+        }
+        Launch::Cuda | Launch::Auto => "fluid.cu runs on a CUDA stream only with a CUDA device",
+    }
+}
+
+/// Whether fluid.cu can run inside `dev`'s Vulkan queue through image handles, or why not.
+pub fn inline_support(dev: &Devices) -> Result<(), String> {
+    if dev.bridge.is_none() {
+        return Err("no CUDA device (NVRTC compiles fluid.cu for it)".into());
+    }
+    cuvk::vulkan::cuda_kernels_supported(&dev.vk)
+        .and_then(|()| cuvk::vulkan::image_handles_supported(&dev.vk))
+        .map_err(|e| e.to_string())
+}
+
+/// Resolves `--sim` and `--launch` against the devices: sets `opts.sim` to the path that will
+/// run and returns it with the reason, for the log (`launch: ...`). Refuses `--launch inline`
+/// where the device cannot (bad input: exit 2).
+pub fn choose_sim(dev: &Devices, opts: &mut Options) -> anyhow::Result<String> {
+    if opts.sim == SimKind::Vulkan {
+        return Ok("none, the Vulkan compute shaders simulate (--sim vulkan)".into());
+    }
+    if dev.bridge.is_none() {
+        opts.sim = SimKind::Vulkan;
+        return Ok("none, the Vulkan compute shaders simulate (no CUDA GPU)".into());
+    }
+    let inline = inline_support(dev);
+    let (sim, why) = match (opts.launch, inline) {
+        (Launch::Auto | Launch::Inline, Ok(())) => (
+            SimKind::Inline,
+            "inline (VK_NVX_binary_import + VK_NVX_image_view_handle)".to_string(),
+        ),
+        (Launch::Inline, Err(e)) => bail!(usage(format!(
+            "--launch inline: {}: {e}",
+            launch_needs(Launch::Inline)
+        ))),
+        (Launch::Auto, Err(e)) => (
+            SimKind::Cuda,
+            format!("cuda (a CUDA stream and the pacer's semaphores; not inline: {e})"),
+        ),
+        (Launch::Cuda, _) => (
+            SimKind::Cuda,
+            "cuda (a CUDA stream and the pacer's semaphores: --launch cuda)".to_string(),
+        ),
+    };
+    opts.sim = sim;
+    Ok(why)
 }
 
 /// Refuses grids the GPU cannot hold, before allocating anything.
@@ -234,7 +324,7 @@ pub fn check_memory(dev: &Devices, opts: &Options) -> anyhow::Result<()> {
         .max()
         .unwrap_or(0);
     let mut have = heap;
-    if let (Some(b), SimKind::Cuda) = (&dev.bridge, opts.sim) {
+    if let (Some(b), SimKind::Cuda | SimKind::Inline) = (&dev.bridge, opts.sim) {
         b.cuda().bind_to_thread()?;
         have = have.min(cuvk::cudarc::driver::result::mem_get_info()?.0 as u64);
     }
@@ -334,6 +424,7 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
     let shaders = Shaders::load(&args.opts.shader_dir)?;
     let dev = open_devices(args, vec![], vec![])?;
     let has_cuda = dev.bridge.is_some();
+    let has_inline = inline_support(&dev).is_ok();
     let frames = args.frames.max(60);
     let warmup = 20;
     println!("device: {}", dev.vk.info().describe());
@@ -348,6 +439,9 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
         let mut modes = vec![("all-Vulkan", SimKind::Vulkan)];
         if has_cuda {
             modes.push(("CUDA + shared images", SimKind::Cuda));
+        }
+        if has_inline {
+            modes.push(("CUDA inline in Vulkan", SimKind::Inline));
         }
         for (name, sim) in modes {
             let opts = Options {

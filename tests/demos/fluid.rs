@@ -38,6 +38,12 @@ pub fn run_demo(args: &[&str]) -> Output {
     out
 }
 
+/// Whether this machine has a CUDA GPU (the driver library and a device). Loads no Vulkan
+/// driver.
+pub fn gpu_present() -> bool {
+    matches!(cuvk::cuda::devices(), Ok(d) if !d.is_empty())
+}
+
 pub fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("cuvk-fluid-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);

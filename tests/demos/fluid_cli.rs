@@ -1,8 +1,8 @@
 //! The fluid demo as a user runs it, on any Vulkan device (lavapipe in CI), under the
 //! validation layer: the Vulkan fallback's fields checked against the CPU reference step,
 //! headless PNGs that show colourful dye where the scripted jets put it (the same image for
-//! the same seed), clear errors for bad input, and (under Xvfb) a window that presents frames
-//! and closes.
+//! the same seed), `--launch` choosing a path it can run (or refusing clearly), clear errors
+//! for bad input, and (under Xvfb) a window that presents frames and closes.
 
 use crate::fluid;
 use cuvk_dev::testing::xvfb;
@@ -141,6 +141,118 @@ fn headless_frames_show_colourful_dye_where_the_jets_put_it() {
     }
 }
 
+/// The `launch: ...` line a run printed.
+fn launch_line(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("launch: "))
+        .unwrap_or_else(|| {
+            panic!(
+                "no 'launch:' line in {:?}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+        .to_string()
+}
+
+#[test]
+fn launch_auto_runs_what_the_device_can_and_inline_refuses_where_it_cannot() {
+    if !vulkan_present() {
+        eprintln!("SKIP: no Vulkan device");
+        return;
+    }
+    let (grid, frames, seed) = (48, 6, 4);
+    let run = |name: &str, extra: &[&str]| {
+        let dir = temp_dir(name);
+        let dump = dir.join("fields.bin");
+        let mut argv = vec![
+            "--headless",
+            "--size",
+            "48",
+            "--window",
+            "48x48",
+            "--frames",
+            "6",
+        ];
+        argv.extend(["--seed", "4", "--out", dir.to_str().unwrap()]);
+        argv.extend(["--dump", dump.to_str().unwrap()]);
+        argv.extend(extra);
+        let out = run_demo(&argv);
+        (dir, dump, out)
+    };
+    // auto: whatever this device can run, said on one line, and the CPU reference's fields.
+    let (auto_dir, auto_dump, out) = run("launch-auto", &["--launch", "auto"]);
+    assert!(out.status.success(), "--launch auto failed");
+    let line = launch_line(&out);
+    eprintln!("{line}");
+    let cuda = fluid::gpu_present();
+    if cuda {
+        assert!(
+            line.starts_with("launch: inline (") || line.starts_with("launch: cuda ("),
+            "{line}"
+        );
+    } else {
+        // lavapipe (CI): no CUDA, so the Vulkan compute shaders, and the reason.
+        assert_eq!(
+            line, "launch: none, the Vulkan compute shaders simulate (no CUDA GPU)",
+            "without CUDA, auto falls back to the compute shaders"
+        );
+        let (vk_dir, vk_dump, out) = run("launch-auto-vulkan", &["--sim", "vulkan"]);
+        assert!(out.status.success());
+        assert_eq!(
+            std::fs::read(&auto_dump).unwrap(),
+            std::fs::read(&vk_dump).unwrap(),
+            "the fallback is the compute-shader simulation"
+        );
+        let _ = std::fs::remove_dir_all(vk_dir);
+    }
+    let d = difference(
+        &cpu_reference(grid, seed, frames, fluid::sim::DEFAULT_ITERATIONS),
+        &read_dump(&auto_dump, grid),
+    );
+    assert!(
+        d.velocity_rel() < 5e-4 && d.dye_rel() < 1e-3,
+        "auto vs CPU: {d:?}"
+    );
+    let _ = std::fs::remove_dir_all(auto_dir);
+    // inline: runs where the device has the NVX extensions and a CUDA device compiles the
+    // kernels; elsewhere bad input, exit 2, saying what is missing, and nothing written.
+    let (dir, dump, out) = run("launch-inline", &["--launch", "inline"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        assert_eq!(
+            launch_line(&out),
+            "launch: inline (VK_NVX_binary_import + VK_NVX_image_view_handle)"
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(2), "--launch inline: {err}");
+        assert!(
+            err.contains("--launch inline: fluid.cu runs inside the Vulkan queue only with")
+                && err.contains("VK_NVX_image_view_handle"),
+            "{err}"
+        );
+        if !cuda {
+            assert!(err.contains("no CUDA GPU"), "{err}");
+        }
+        assert!(!dump.exists(), "a refused run wrote its dump");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    // cuda: the CUDA-context path, or (no CUDA) bad input as well.
+    let (dir, _, out) = run("launch-cuda", &["--launch", "cuda"]);
+    if cuda {
+        assert!(out.status.success(), "--launch cuda failed");
+        assert!(launch_line(&out).starts_with("launch: cuda ("));
+    } else {
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--launch cuda: ") && err.contains("no CUDA GPU"),
+            "{err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn bad_input_gives_a_clear_message_and_a_failing_exit() {
     if !vulkan_present() {
@@ -181,6 +293,22 @@ fn bad_input_gives_a_clear_message_and_a_failing_exit() {
         (
             vec!["--headless", "--frames-in-flight", "9", "--out", out],
             "--frames-in-flight must be 2, 3 or 4",
+        ),
+        (
+            vec!["--headless", "--launch", "vulkan", "--out", out],
+            "--launch must be auto, inline or cuda, not 'vulkan'",
+        ),
+        (
+            vec![
+                "--headless",
+                "--sim",
+                "vulkan",
+                "--launch",
+                "inline",
+                "--out",
+                out,
+            ],
+            "--launch inline says where fluid.cu's kernels run, and --sim vulkan runs none",
         ),
         (vec!["--colour", "blue"], "unknown argument '--colour'"),
     ];

@@ -1,6 +1,7 @@
 //! The fluid demo on a real GPU: the CUDA simulation (kernels writing shared images through
-//! surfaces) against the Vulkan fallback and the CPU reference from the same seed, and the
-//! frames it draws. Skips without a GPU.
+//! surfaces) against the Vulkan fallback and the CPU reference from the same seed, the same
+//! kernels inside the Vulkan queue (image handles) against both bit for bit, and the frames
+//! they draw. Skips without a GPU.
 //!
 //! Why these tolerances: the three implementations run the same passes with the same
 //! operations in the same order in f32, with no fused multiply-add (CUDA `__fadd_rn` /
@@ -40,14 +41,32 @@ fn gpu() -> bool {
     }
 }
 
-/// Runs `frames` frames of a `grid`² fluid from seed 3 with `sim`; returns the dump.
-fn run(dir: &Path, sim: &str, grid: u32, frames: u64, window: &str) -> PathBuf {
+/// How a run simulates: the arguments that pick the path.
+const CUDA: &[&str] = &["--sim", "cuda", "--launch", "cuda"];
+const INLINE: &[&str] = &["--sim", "cuda", "--launch", "inline"];
+const VULKAN: &[&str] = &["--sim", "vulkan"];
+
+/// Runs `frames` frames of a `grid`² fluid from seed 3 on the path `mode` picks; returns the
+/// dump.
+fn run(dir: &Path, mode: &[&str], grid: u32, frames: u64, window: &str) -> PathBuf {
+    let (dump, out) = try_run(dir, mode, grid, frames, window);
+    assert!(out.status.success(), "demo failed: {mode:?}");
+    dump
+}
+
+/// As [`run`], returning the demo's output whether it succeeded or not.
+fn try_run(
+    dir: &Path,
+    mode: &[&str],
+    grid: u32,
+    frames: u64,
+    window: &str,
+) -> (PathBuf, std::process::Output) {
     let dump = dir.join("fields.bin");
     let (grid_s, frames_s) = (grid.to_string(), frames.to_string());
-    let argv = [
+    let mut argv = mode.to_vec();
+    argv.extend([
         "--headless",
-        "--sim",
-        sim,
         "--size",
         &grid_s,
         "--window",
@@ -60,10 +79,9 @@ fn run(dir: &Path, sim: &str, grid: u32, frames: u64, window: &str) -> PathBuf {
         dir.to_str().unwrap(),
         "--dump",
         dump.to_str().unwrap(),
-    ];
+    ]);
     let out = run_demo(&argv);
-    assert!(out.status.success(), "demo failed: {argv:?}");
-    dump
+    (dump, out)
 }
 
 #[test]
@@ -73,8 +91,8 @@ fn cuda_vulkan_and_cpu_simulations_agree() {
     }
     let (grid, frames) = (128, 12);
     let (dc, dv) = (temp_dir("gpu-short-cuda"), temp_dir("gpu-short-vulkan"));
-    let cuda = read_dump(&run(&dc, "cuda", grid, frames, "128x128"), grid);
-    let vulkan = read_dump(&run(&dv, "vulkan", grid, frames, "128x128"), grid);
+    let cuda = read_dump(&run(&dc, CUDA, grid, frames, "128x128"), grid);
+    let vulkan = read_dump(&run(&dv, VULKAN, grid, frames, "128x128"), grid);
     let cpu = cpu_reference(grid, 3, frames, fluid::sim::DEFAULT_ITERATIONS);
     for (name, other) in [("Vulkan", &vulkan), ("CPU", &cpu)] {
         let d = difference(&cuda, other);
@@ -123,8 +141,8 @@ fn cuda_vulkan_and_cpu_agree_on_what_chaos_leaves_alone() {
     }
     let (grid, frames) = (256, 300);
     let (dc, dv) = (temp_dir("gpu-long-cuda"), temp_dir("gpu-long-vulkan"));
-    let cuda = read_dump(&run(&dc, "cuda", grid, frames, "256x256"), grid);
-    let vulkan = read_dump(&run(&dv, "vulkan", grid, frames, "256x256"), grid);
+    let cuda = read_dump(&run(&dc, CUDA, grid, frames, "256x256"), grid);
+    let vulkan = read_dump(&run(&dv, VULKAN, grid, frames, "256x256"), grid);
     let cpu = cpu_reference(grid, 3, frames, fluid::sim::DEFAULT_ITERATIONS);
     let (tc, ec) = (cuda.dye_total(), cuda.energy());
     eprintln!("CUDA after {frames} steps ({grid}²): dye totals {tc:?}, kinetic energy {ec}");
@@ -168,12 +186,126 @@ fn cuda_frames_show_colourful_dye_where_the_jets_put_it() {
         return;
     }
     let dir = temp_dir("gpu-png");
-    run(&dir, "cuda", 512, 240, "512x512");
+    run(&dir, CUDA, 512, 240, "512x512");
     let s = frame_stats(&dir.join("frame_00240.png"), 512, 512, 512, 3, 240);
     let pixels = 512 * 512;
     assert!(s.dyed > pixels / 20, "too little dye: {s:?}");
     assert!(s.colourful > s.dyed / 4, "the dye is not colourful: {s:?}");
     assert!(s.dyed < pixels * 95 / 100, "no background left: {s:?}");
     assert!(s.jets_found >= s.jets - 1, "jets without fresh dye: {s:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The inline path's launch line, or `None` (printed) where this GPU's Vulkan driver cannot run
+/// kernels with image handles (a failure under REQUIRE_GPU=1: every CUDA GPU's Vulkan driver is
+/// NVIDIA's, which has them since driver 580).
+fn inline_available(out: &std::process::Output) -> bool {
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l == "launch: inline (VK_NVX_binary_import + VK_NVX_image_view_handle)"),
+            "--launch inline ran without saying so: {stdout}"
+        );
+        return true;
+    }
+    assert_eq!(out.status.code(), Some(2), "--launch inline failed: {err}");
+    assert_ne!(
+        std::env::var("REQUIRE_GPU").as_deref(),
+        Ok("1"),
+        "REQUIRE_GPU=1 and no inline path: {err}"
+    );
+    eprintln!("SKIP: no kernels with image handles inside the Vulkan queue here: {err}");
+    false
+}
+
+#[test]
+fn inline_cuda_and_vulkan_simulations_are_bit_identical() {
+    if !gpu() {
+        return;
+    }
+    // Long enough for chaos to amplify any last-bit difference into a visible one (the CPU's
+    // correctly rounded 1 / sqrt decorrelates from the GPUs' by 300 steps): equal dumps mean
+    // every pass rounded alike on every texel of every step.
+    let (grid, frames) = (256, 300);
+    let (di, dc, dv) = (
+        temp_dir("gpu-bits-inline"),
+        temp_dir("gpu-bits-cuda"),
+        temp_dir("gpu-bits-vulkan"),
+    );
+    let (inline_dump, out) = try_run(&di, INLINE, grid, frames, "256x256");
+    if !inline_available(&out) {
+        let _ = std::fs::remove_dir_all(di);
+        return;
+    }
+    let cuda_dump = run(&dc, CUDA, grid, frames, "256x256");
+    let vulkan_dump = run(&dv, VULKAN, grid, frames, "256x256");
+    let bytes = |p: &Path| std::fs::read(p).expect("read dump");
+    let inline = bytes(&inline_dump);
+    let inline_fields = read_dump(&inline_dump, grid);
+    assert!(inline_fields.energy() > 1.0, "no motion");
+    for (name, dump) in [
+        ("CUDA context", &cuda_dump),
+        ("Vulkan compute", &vulkan_dump),
+    ] {
+        let d = difference(&inline_fields, &read_dump(dump, grid));
+        eprintln!(
+            "inline vs {name} after {frames} steps ({grid}²): velocity max |diff| {:e}, dye {:e}; {} of {} components differ",
+            d.velocity_max, d.dye_max, d.differing, d.components
+        );
+        assert!(
+            inline == bytes(dump),
+            "inline vs {name}: the fields are not bit-identical: {d:?}"
+        );
+    }
+    // The same dye drawn by the same pass: the same picture.
+    let png = |d: &Path| read_png(&d.join(format!("frame_{frames:05}.png"))).2;
+    assert!(
+        png(&di) == png(&dc),
+        "inline and CUDA-context frames differ"
+    );
+    let s = frame_stats(
+        &di.join(format!("frame_{frames:05}.png")),
+        256,
+        256,
+        grid,
+        3,
+        frames,
+    );
+    assert!(s.dyed > 256 * 256 / 20, "too little dye: {s:?}");
+    for d in [di, dc, dv] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn launch_auto_picks_the_inline_path_where_the_gpu_has_it() {
+    if !gpu() {
+        return;
+    }
+    let dir = temp_dir("gpu-auto");
+    let (_, inline) = try_run(&dir, INLINE, 64, 2, "64x64");
+    let has_inline = inline_available(&inline);
+    let (_, out) = try_run(&dir, &["--launch", "auto"], 64, 2, "64x64");
+    assert!(out.status.success(), "--launch auto failed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("launch: "))
+        .expect("a launch line");
+    eprintln!("{line}");
+    if has_inline {
+        assert_eq!(
+            line,
+            "launch: inline (VK_NVX_binary_import + VK_NVX_image_view_handle)"
+        );
+    } else {
+        assert!(
+            line.starts_with("launch: cuda (") && line.contains("not inline: "),
+            "{line}"
+        );
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
