@@ -21,8 +21,9 @@ use cuvk::cuda::SurfaceObject;
 use cuvk::cudarc::driver::{sys, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cuvk::vulkan::{
     cmd_acquire_images, cmd_release_images, image_handles_supported, record_kernel_barrier,
-    AsVkBuffer, AsVkImage, BoundImage, CuFunction, CuModule, ImageOptions, ImageRegion,
-    InlineImageHandle, KernelArg, LaunchDims, SemaphoreOp, ViewLayers, VulkanContext,
+    record_kernel_to_kernel_barrier, AsVkBuffer, AsVkImage, BoundImage, CuFunction, CuModule,
+    ImageOptions, ImageRegion, InlineImageHandle, KernelArg, LaunchDims, SemaphoreOp, ViewLayers,
+    VulkanContext,
 };
 use cuvk::{Bridge, FramePacer, ImageDesc, SharedImage};
 use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer, MemoryLocation};
@@ -525,7 +526,9 @@ impl InlineSim {
             // stay within the grid.
             unsafe {
                 self.kernels[pass].record_launch(cmd, &dims, &all)?;
-                record_kernel_barrier(ctx, cmd);
+                // Between passes only the next kernel reads: the barrier to every later
+                // command made a 1024² step 0.13 ms slower over its 46 passes (H200).
+                record_kernel_to_kernel_barrier(ctx, cmd);
             }
             Ok(())
         };
@@ -545,7 +548,10 @@ impl InlineSim {
             launch(1, &[&va, &scratch, &vb])?;
         }
         let (prev, slot) = (h(&fields.dye[ix.prev])?, h(&fields.dye[ix.slot])?);
-        launch(6, &[&vb, &prev, &slot])
+        launch(6, &[&vb, &prev, &slot])?;
+        // SAFETY: as above: the chain's writes, visible to every later command (the draw).
+        unsafe { record_kernel_barrier(ctx, cmd) };
+        Ok(())
     }
 }
 

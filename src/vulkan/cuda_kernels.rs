@@ -504,6 +504,32 @@ pub unsafe fn record_kernel_barrier(ctx: &VulkanContext, cmd: vk::CommandBuffer)
     }
 }
 
+/// Records the barrier between two CUDA kernels in one Vulkan queue: the first one's writes
+/// (`COMPUTE_SHADER` / `SHADER_WRITE`, where such launches execute) made visible to the next
+/// kernel only (`COMPUTE_SHADER` / `SHADER_READ | SHADER_WRITE`). Cheaper than
+/// [`record_kernel_barrier`] (which makes them visible to every later command) in a chain of
+/// kernels; end the chain with that one before other commands read what the kernels wrote.
+///
+/// # Safety
+/// `cmd` must be a command buffer of `ctx`'s device in the recording state.
+pub unsafe fn record_kernel_to_kernel_barrier(ctx: &VulkanContext, cmd: vk::CommandBuffer) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        record_memory_barrier(
+            ctx,
+            cmd,
+            (
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::AccessFlags::SHADER_WRITE,
+            ),
+            (
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+            ),
+        )
+    }
+}
+
 /// Records the barrier that makes earlier Vulkan writes (`src_stage` / `src_access`, e.g.
 /// `TRANSFER` / `TRANSFER_WRITE` after a copy or fill) visible to a CUDA kernel launched after
 /// it, and orders earlier reads before the kernel's writes.

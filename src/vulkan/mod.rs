@@ -26,7 +26,8 @@ pub use context::{
 };
 pub use cuda_kernels::{
     cuda_kernels_supported, limits as cuda_launch_limits, record_barrier_before_kernel,
-    record_kernel_barrier, CuFunction, CuModule, KernelArg, LaunchDims,
+    record_kernel_barrier, record_kernel_to_kernel_barrier, CuFunction, CuModule, KernelArg,
+    LaunchDims,
 };
 pub use host_memory::HostImportedBuffer;
 pub use image::{
