@@ -313,7 +313,7 @@ fn launches_inline(bridge: &Bridge, opts: &Options) -> anyhow::Result<bool> {
         (Launch::Cuda, _) | (_, Transfer::Staging) => false,
         (Launch::Auto, Transfer::ZeroCopy) => supported.is_ok(),
         (Launch::Vulkan, Transfer::ZeroCopy) => {
-            supported.context("--launch vulkan needs VK_NVX_binary_import (NVIDIA drivers)")?;
+            supported.context("--launch inline needs VK_NVX_binary_import (NVIDIA drivers)")?;
             true
         }
     })

@@ -6,7 +6,7 @@
 //!     cargo run --release --example particles -- --bench
 //!
 //! Options: --particles N (1000000), --frames N (120), --out DIR (out), --save-every K (0: last
-//! frame only), --headless, --sim cuda|vulkan, --launch auto|vulkan|cuda (where the CUDA
+//! frame only), --headless, --sim cuda|vulkan, --launch auto|inline|cuda (where the CUDA
 //! kernel runs: inside the Vulkan queue via VK_NVX_binary_import, or on a CUDA stream; auto
 //! picks the Vulkan queue where the driver has it), --transfer zero-copy|staging, --seed N,
 //! --size WxH (1280x720), --frames-in-flight K (2..4, 3), --shaders DIR, --bench,
@@ -120,10 +120,12 @@ fn parse() -> anyhow::Result<Args> {
             "--launch" => {
                 a.opts.launch = match value(&arg, &mut it)?.as_str() {
                     "auto" => Launch::Auto,
-                    "vulkan" => Launch::Vulkan,
+                    // One name for CUDA kernels inside Vulkan queues across the demos: inline
+                    // (`vulkan`, 0.2's name, still accepted).
+                    "inline" | "vulkan" => Launch::Vulkan,
                     "cuda" => Launch::Cuda,
                     v => bail!(usage(format!(
-                        "--launch must be auto, vulkan or cuda, not '{v}'"
+                        "--launch must be auto, inline or cuda, not '{v}'"
                     ))),
                 };
             }
