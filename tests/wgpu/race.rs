@@ -39,6 +39,7 @@ fn racer(
     w: cuvk::wgpu::WgpuDevice,
     stop: Arc<AtomicBool>,
     count: Arc<AtomicU64>,
+    hold_lock: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let (device, queue) = (w.device(), w.queue());
@@ -59,10 +60,10 @@ fn racer(
             if n.is_multiple_of(4) {
                 let mut enc = device.create_command_encoder(&Default::default());
                 enc.copy_buffer_to_buffer(&a, 0, &b, 0, 256);
-                let _ordered = w.submit_lock();
+                let _ordered = hold_lock.then(|| w.submit_lock());
                 queue.submit([enc.finish()]);
             } else {
-                let _ordered = w.submit_lock();
+                let _ordered = hold_lock.then(|| w.submit_lock());
                 queue.submit([]);
             }
             n += 1;
@@ -76,13 +77,48 @@ fn racer(
 
 #[test]
 fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
+    let Some((early, stale, raced)) = race_rounds("racing_submissions_keep_order", true) else {
+        return;
+    };
+    assert!(
+        early.is_empty(),
+        "cuvk's signal came before its wait was satisfied in rounds {early:?} \
+         ({raced} racing submissions)"
+    );
+    assert!(
+        stale.is_empty(),
+        "cuvk's signal came before its work had written the target, (round, wrong words): \
+         {stale:?} ({raced} racing submissions)"
+    );
+}
+
+/// The negative control: the racing thread breaks `submit`'s contract (it submits without the
+/// lock), and the misordering it makes possible is seen.
+#[test]
+fn without_the_submit_lock_a_racing_thread_misorders_cuvk_work() {
+    let Some((early, stale, raced)) = race_rounds("without_the_submit_lock", false) else {
+        return;
+    };
+    eprintln!(
+        "without the lock: {} of {ROUNDS} rounds signalled early, {} read stale ({raced} racing \
+         submissions)",
+        early.len(),
+        stale.len()
+    );
+    assert!(
+        !early.is_empty() || !stale.is_empty(),
+        "a racing thread without the submit lock was not caught ({raced} racing submissions)"
+    );
+}
+
+/// `ROUNDS` cuvk submissions, each gated, while another thread submits in a loop (holding the
+/// submit lock or not): the rounds whose signal came before the gate opened, the rounds whose
+/// target was stale when the signal came, and how many racing submissions there were.
+#[allow(clippy::type_complexity)]
+fn race_rounds(test: &str, hold_lock: bool) -> Option<(Vec<u64>, Vec<(u64, usize)>, u64)> {
     let _shared = common::shared();
-    let Some(ctx) = common::vulkan("racing_submissions_keep_order") else {
-        return;
-    };
-    let Some((w, errors)) = support::device("racing_submissions_keep_order", Some(&ctx)) else {
-        return;
-    };
+    let ctx = common::vulkan(test)?;
+    let (w, errors) = support::device(test, Some(&ctx))?;
     let device = w.device();
     let writer = Writer::new(device);
     // Memory of the other device, imported into wgpu's: wgpu writes, the other device reads.
@@ -106,7 +142,7 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
     let done = Semaphore::new(w.vulkan(), SemaphoreDesc::LOCAL_TIMELINE).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let raced = Arc::new(AtomicU64::new(0));
-    let thread = racer(w.clone(), stop.clone(), raced.clone());
+    let thread = racer(w.clone(), stop.clone(), raced.clone(), hold_lock);
     // The gate opens from a thread of its own, which never calls wgpu, a little after the
     // round's submission began: a driver may hold back a submission (cuvk's, or one behind
     // it) until its wait can be met (lavapipe does, inside wgpu's queue lock), so the thread
@@ -139,7 +175,9 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
             writer.encode(device, &target, WORDS as u32, seed),
         ];
         submitting.send(round).unwrap();
-        // SAFETY: the racing thread holds the submit lock for each of its submissions.
+        // SAFETY: the racing thread holds the submit lock for each of its submissions (or, in
+        // the negative control, deliberately not: what it then breaks is only the order the
+        // test checks, on memory the test owns).
         unsafe {
             w.submit(
                 work,
@@ -169,23 +207,13 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
         raced > ROUNDS,
         "the racing thread submitted only {raced} times"
     );
-    assert!(
-        early.is_empty(),
-        "cuvk's signal came before its wait was satisfied in rounds {early:?} \
-         ({raced} racing submissions)"
-    );
-    assert!(
-        stale.is_empty(),
-        "cuvk's signal came before its work had written the target, (round, wrong words): \
-         {stale:?} ({raced} racing submissions)"
-    );
-
     support::wait(device);
     drop((target, scratch, gate, done, source));
     support::wait(device);
     errors.assert_none();
     assert_clean_but_for_timeline_timeouts(&w);
     common::assert_clean(&ctx);
+    Some((early, stale, raced))
 }
 
 /// As `support::assert_clean`, except for the validation layer's own timeout while it waits for
