@@ -93,12 +93,25 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
 }
 
 /// The negative control: the racing thread breaks `submit`'s contract (it submits without the
-/// lock), and the misordering it makes possible is seen.
+/// lock), and the misordering it makes possible is seen — on lavapipe, where it was measured
+/// reliable (13-17 of 60 rounds read stale, every run). On an H100 (driver 580) the GPU ran
+/// each round's work before the stale read could see it (0 of 60): there it is reported only.
 #[test]
 fn without_the_submit_lock_a_racing_thread_misorders_cuvk_work() {
+    let lavapipe = common::vulkan("without_the_submit_lock")
+        .is_some_and(|ctx| ctx.info().vendor_id == 0x10005);
     let Some((early, stale, raced)) = race_rounds("without_the_submit_lock", false) else {
         return;
     };
+    if !lavapipe {
+        eprintln!(
+            "without the lock: {} of {ROUNDS} rounds signalled early, {} read stale ({raced} \
+             racing submissions); not asserted on this driver",
+            early.len(),
+            stale.len()
+        );
+        return;
+    }
     eprintln!(
         "without the lock: {} of {ROUNDS} rounds signalled early, {} read stale ({raced} racing \
          submissions)",
