@@ -10,7 +10,7 @@ use ash::{ext, vk};
 
 use crate::error::{ApiVersion, Error, ExtensionState, Result, VkResultExt};
 use crate::platform::{self, MEMORY_EXTENSION, SEMAPHORE_EXTENSION};
-use crate::teardown::{DropBudget, Probe, DEFAULT_DROP_TIMEOUT};
+use crate::teardown::{duration_ns, DropBudget, Probe, DEFAULT_DROP_TIMEOUT};
 use crate::Uuid;
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
@@ -647,19 +647,37 @@ impl VulkanContext {
         timeout: Duration,
         what: &'static str,
     ) -> Result<()> {
-        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: forwarded from the caller.
+        if unsafe { self.wait_semaphore_value(semaphore, value, timeout) }? {
+            Ok(())
+        } else {
+            Err(Error::Timeout {
+                what,
+                timeout_ns: self.budget.timeout_ns(),
+            })
+        }
+    }
+
+    /// `vkWaitSemaphores` for one timeline value, at most `timeout`: whether it was reached
+    /// (`false`: timed out).
+    ///
+    /// # Safety
+    /// `semaphore` must be a live timeline semaphore of this device.
+    pub(crate) unsafe fn wait_semaphore_value(
+        &self,
+        semaphore: vk::Semaphore,
+        value: u64,
+        timeout: Duration,
+    ) -> Result<bool> {
         let sems = [semaphore];
         let values = [value];
         let info = vk::SemaphoreWaitInfo::default()
             .semaphores(&sems)
             .values(&values);
         // SAFETY: a live timeline semaphore of this device (caller).
-        match unsafe { self.device.wait_semaphores(&info, timeout_ns) } {
-            Ok(()) => Ok(()),
-            Err(vk::Result::TIMEOUT) => Err(Error::Timeout {
-                what,
-                timeout_ns: self.budget.timeout_ns(),
-            }),
+        match unsafe { self.device.wait_semaphores(&info, duration_ns(timeout)) } {
+            Ok(()) => Ok(true),
+            Err(vk::Result::TIMEOUT) => Ok(false),
             Err(result) => Err(Error::vulkan("vkWaitSemaphores", result)),
         }
     }
@@ -714,8 +732,7 @@ impl VulkanContext {
                 Err(e) => return Err(e),
             };
             if let Some(fence) = fence {
-                let timeout_ns =
-                    u64::try_from(self.budget.allowance().as_nanos()).unwrap_or(u64::MAX);
+                let timeout_ns = duration_ns(self.budget.allowance());
                 // SAFETY: our fence, submitted above.
                 let waited =
                     match unsafe { self.device.wait_for_fences(&[fence], true, timeout_ns) } {

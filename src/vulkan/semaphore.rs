@@ -11,6 +11,7 @@ use crate::error::{Capability, Exportable, MemoryError, SyncError};
 use crate::error::{Error, Importer, Result, VkResultExt};
 use crate::platform::{self, OwnedExternalHandle, SEMAPHORE_EXTENSION, SEMAPHORE_HANDLE_TYPE};
 use crate::rules::timeline::SignalLedger;
+use crate::teardown::duration_ns;
 use crate::vulkan::VulkanContext;
 
 /// Binary or timeline.
@@ -245,26 +246,18 @@ impl Semaphore {
     /// schedule it; check with [`Self::check_scheduled`] first where none will.
     pub fn wait_host(&self, value: u64, timeout: Duration) -> Result<()> {
         self.require_timeline("a host wait")?;
-        let timeout_ns = duration_ns(timeout);
-        let sems = [self.semaphore];
-        let values = [value];
-        let info = vk::SemaphoreWaitInfo::default()
-            .semaphores(&sems)
-            .values(&values);
-        // SAFETY: valid timeline semaphore of this device.
-        match unsafe { self.ctx.device().wait_semaphores(&info, timeout_ns) } {
-            Ok(()) => {
-                self.ledger.note_reached(value);
-                Ok(())
-            }
-            Err(vk::Result::TIMEOUT) => Err(Error::Timeout {
+        // SAFETY: our live timeline semaphore, of the context's device.
+        if unsafe {
+            self.ctx
+                .wait_semaphore_value(self.semaphore, value, timeout)
+        }? {
+            self.ledger.note_reached(value);
+            Ok(())
+        } else {
+            Err(Error::Timeout {
                 what: "a timeline semaphore value",
-                timeout_ns,
-            }),
-            Err(result) => Err(Error::Vulkan {
-                call: "vkWaitSemaphores",
-                result,
-            }),
+                timeout_ns: duration_ns(timeout),
+            })
         }
     }
 
@@ -318,11 +311,6 @@ impl Drop for Semaphore {
         // SAFETY: created by us; no submission or scheduled signal uses it any more.
         unsafe { self.ctx.device().destroy_semaphore(self.semaphore, None) };
     }
-}
-
-/// A duration in nanoseconds, `u64::MAX` for one too long to represent (no deadline).
-fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn check_exportable(ctx: &VulkanContext, kind: SemaphoreKind) -> Result<()> {
