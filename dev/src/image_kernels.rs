@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use cuvk::ash::vk;
 use cuvk::cuda::{ArrayLevel, SurfaceObject, TextureObject};
 use cuvk::cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use cuvk::ImageKind;
+use cuvk::{FormatInfo, ImageKind, NumericClass};
 
 pub const SOURCE: &str = include_str!("../../shaders/images.cu");
 
@@ -49,6 +50,49 @@ impl Geometry {
             ImageKind::D2Array { .. } | ImageKind::Cube => Geometry::Layered,
             ImageKind::D3 { .. } => Geometry::D3,
         }
+    }
+}
+
+/// The SNORM components of the clear every format of the table stores exactly (see
+/// [`clear_float`]).
+pub const CLEAR_SNORM: [f32; 4] = [1.0, -1.0, 0.0, -1.0];
+/// The SFLOAT components of the clear (see [`clear_float`]).
+pub const CLEAR_FLOAT: [f32; 4] = [1.5, -2.25, 0.125, 3.0];
+
+/// The float a texture reads for component `c` (R, G, B, A) of the clear every format of the
+/// table stores exactly: UNORM (c+1)/15, SNORM ±1 and 0, SFLOAT 1.5, −2.25, 0.125, 3 (exact in
+/// half and float); 0 for integer formats.
+pub fn clear_float(f: &FormatInfo, c: usize) -> f32 {
+    match f.class {
+        NumericClass::Unorm => (c + 1) as f32 / 15.0,
+        NumericClass::Snorm => CLEAR_SNORM[c],
+        NumericClass::Float => CLEAR_FLOAT[c],
+        NumericClass::Uint | NumericClass::Sint => 0.0,
+    }
+}
+
+/// The integer of component `c` of the clear of format `f`: UINT (c+1)·37, SINT −(c+1)·13
+/// (0 for the others).
+pub fn clear_int(f: &FormatInfo, c: usize) -> i64 {
+    match f.class {
+        NumericClass::Uint => (c as i64 + 1) * 37,
+        NumericClass::Sint => -(c as i64 + 1) * 13,
+        _ => 0,
+    }
+}
+
+/// The `vkCmdClearColorImage` value of that clear for format `f`.
+pub fn clear_value(f: &FormatInfo) -> vk::ClearColorValue {
+    match f.class {
+        NumericClass::Uint => vk::ClearColorValue {
+            uint32: [0, 1, 2, 3].map(|c| clear_int(f, c) as u32),
+        },
+        NumericClass::Sint => vk::ClearColorValue {
+            int32: [0, 1, 2, 3].map(|c| clear_int(f, c) as i32),
+        },
+        _ => vk::ClearColorValue {
+            float32: [0, 1, 2, 3].map(|c| clear_float(f, c)),
+        },
     }
 }
 

@@ -132,30 +132,10 @@ struct ClearCase {
 /// (c+1)·37, SINT −(c+1)·13, SFLOAT 1.5, −2.25, 0.125, 3 (exact in half and float).
 fn clear_case(f: &FormatInfo) -> ClearCase {
     let bits = f.bits;
-    let snorm = [1.0f32, -1.0, 0.0, -1.0];
-    let float = [1.5f32, -2.25, 0.125, 3.0];
-    let comp_float = |c: usize| match f.class {
-        NumericClass::Unorm => (c + 1) as f32 / 15.0,
-        NumericClass::Snorm => snorm[c],
-        NumericClass::Float => float[c],
-        NumericClass::Uint | NumericClass::Sint => 0.0,
-    };
-    let comp_int = |c: usize| match f.class {
-        NumericClass::Uint => (c as i64 + 1) * 37,
-        NumericClass::Sint => -(c as i64 + 1) * 13,
-        _ => 0,
-    };
-    let value = match f.class {
-        NumericClass::Uint => vk::ClearColorValue {
-            uint32: [0, 1, 2, 3].map(|c| comp_int(c) as u32),
-        },
-        NumericClass::Sint => vk::ClearColorValue {
-            int32: [0, 1, 2, 3].map(|c| comp_int(c) as i32),
-        },
-        _ => vk::ClearColorValue {
-            float32: [0, 1, 2, 3].map(comp_float),
-        },
-    };
+    let (snorm, float) = (image_kernels::CLEAR_SNORM, image_kernels::CLEAR_FLOAT);
+    let comp_float = |c: usize| image_kernels::clear_float(f, c);
+    let comp_int = |c: usize| image_kernels::clear_int(f, c);
+    let value = image_kernels::clear_value(f);
     let stored = |c: usize| -> u64 {
         match f.class {
             NumericClass::Unorm => (c as u64 + 1) * ((1u64 << bits) - 1) / 15,

@@ -356,30 +356,9 @@ struct ClearCase {
 }
 
 fn clear_case(f: &FormatInfo) -> ClearCase {
-    let snorm = [1.0f32, -1.0, 0.0, -1.0];
-    let float = [1.5f32, -2.25, 0.125, 3.0];
-    let comp_float = |c: usize| match f.class {
-        NumericClass::Unorm => (c + 1) as f32 / 15.0,
-        NumericClass::Snorm => snorm[c],
-        NumericClass::Float => float[c],
-        NumericClass::Uint | NumericClass::Sint => 0.0,
-    };
-    let comp_int = |c: usize| match f.class {
-        NumericClass::Uint => (c as i64 + 1) * 37,
-        NumericClass::Sint => -(c as i64 + 1) * 13,
-        _ => 0,
-    };
-    let value = match f.class {
-        NumericClass::Uint => vk::ClearColorValue {
-            uint32: [0, 1, 2, 3].map(|c| comp_int(c) as u32),
-        },
-        NumericClass::Sint => vk::ClearColorValue {
-            int32: [0, 1, 2, 3].map(|c| comp_int(c) as i32),
-        },
-        _ => vk::ClearColorValue {
-            float32: [0, 1, 2, 3].map(comp_float),
-        },
-    };
+    let comp_float = |c: usize| image_kernels::clear_float(f, c);
+    let comp_int = |c: usize| image_kernels::clear_int(f, c);
+    let value = image_kernels::clear_value(f);
     let (mut floats, mut ints) = ([0f32; 4], [0i64; 4]);
     for ch in 0..f.channels as usize {
         floats[ch] = comp_float(ch);
