@@ -27,3 +27,13 @@ cargo test --workspace --doc
 # The wgpu integration (feature `wgpu`, off by default).
 cargo clippy --all-targets --features wgpu -- -D warnings
 cargo test --features wgpu
+# The Python module (python/): maturin builds the abi3 wheel (debug profile) from this tree,
+# pip installs it into a venv under target/, pytest runs what runs without a GPU (import,
+# stubs, exceptions) and skips the GPU tests with the reason (REQUIRE_GPU=1 makes that a
+# failure, as on the GPU machine).
+python3 -m venv target/pyenv
+target/pyenv/bin/pip install -q --disable-pip-version-check "maturin>=1.7,<2" pytest
+rm -rf target/wheels
+target/pyenv/bin/maturin build -q -m python/Cargo.toml -o target/wheels
+target/pyenv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/cuvk-*.whl
+(cd target && pyenv/bin/python -m pytest -q -rs ../python/tests)

@@ -118,6 +118,39 @@ impl ComputePipeline {
     /// Allocates a descriptor set pointing binding `i` at `buffers[i]` (whole buffer).
     /// The set stays valid while the pipeline lives; the buffers must outlive its use.
     pub fn descriptor_set(&self, buffers: &[&dyn AsVkBuffer]) -> Result<vk::DescriptorSet> {
+        self.check_buffers(buffers)?;
+        let layouts = [self.set_layout];
+        // SAFETY: our pool and layout.
+        let set = unsafe {
+            self.ctx.device().allocate_descriptor_sets(
+                &vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(self.pool)
+                    .set_layouts(&layouts),
+            )
+        }
+        .vk("vkAllocateDescriptorSets")?[0];
+        // SAFETY: the set was just allocated: no command buffer uses it.
+        unsafe { self.write_set(set, buffers) };
+        Ok(set)
+    }
+
+    /// Points the bindings of `set` (from [`Self::descriptor_set`]) at `buffers` instead,
+    /// checked as there: for loops that draw from a different buffer each frame.
+    ///
+    /// # Safety
+    /// No pending command buffer may use `set` (its last submission has completed).
+    pub unsafe fn update_descriptor_set(
+        &self,
+        set: vk::DescriptorSet,
+        buffers: &[&dyn AsVkBuffer],
+    ) -> Result<()> {
+        self.check_buffers(buffers)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { self.write_set(set, buffers) };
+        Ok(())
+    }
+
+    fn check_buffers(&self, buffers: &[&dyn AsVkBuffer]) -> Result<()> {
         if buffers.len() != self.storage_buffers as usize {
             return Err(cuvk::LaunchError::ArgumentCount {
                 kernel: "compute pipeline".into(),
@@ -136,16 +169,14 @@ impl ComputePipeline {
                 owner: cuvk::DeviceOwner::VulkanDevice,
             });
         }
-        let layouts = [self.set_layout];
-        // SAFETY: our pool and layout.
-        let set = unsafe {
-            self.ctx.device().allocate_descriptor_sets(
-                &vk::DescriptorSetAllocateInfo::default()
-                    .descriptor_pool(self.pool)
-                    .set_layouts(&layouts),
-            )
-        }
-        .vk("vkAllocateDescriptorSets")?[0];
+        Ok(())
+    }
+
+    /// Writes binding `i` of `set` as the whole of `buffers[i]` (checked by the caller).
+    ///
+    /// # Safety
+    /// No pending command buffer may use `set`.
+    unsafe fn write_set(&self, set: vk::DescriptorSet, buffers: &[&dyn AsVkBuffer]) {
         let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
             .iter()
             .map(|b| {
@@ -165,9 +196,8 @@ impl ComputePipeline {
                     .buffer_info(info)
             })
             .collect();
-        // SAFETY: the set was just allocated; buffers are alive (borrowed) on this device.
+        // SAFETY: no pending use of the set (caller); buffers alive (borrowed) on this device.
         unsafe { self.ctx.device().update_descriptor_sets(&writes, &[]) };
-        Ok(set)
     }
 
     /// Records binding the pipeline and `set`, pushing `push`, and dispatching `groups` x 1 x 1.

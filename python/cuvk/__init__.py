@@ -1,0 +1,47 @@
+"""cuvk: Vulkan memory as PyTorch, CuPy and JAX tensors with no copy, ordered on the GPU.
+
+    import cuvk, torch
+    bridge = cuvk.Bridge()                                    # CUDA device 0 + its Vulkan device
+    pos = torch.from_dlpack(bridge.buffer((n, 4), "float32"))  # Vulkan memory, as a tensor
+    renderer = cuvk.ParticleRenderer(bridge, 1280, 720)
+    step(pos)                                                  # any PyTorch code, on its stream
+    renderer.draw(pos, stream=torch.cuda.current_stream())     # ordered on the GPU, no copy
+    renderer.save_png("frame.png")
+
+A `SharedBuffer` exports its memory through DLPack (`__dlpack__`, versioned capsules where
+the consumer asks for them) and `__cuda_array_interface__` (v3). A consumer's stream waits on
+the GPU for cuvk's last Vulkan use of the memory; `cuda_release(x, stream)` makes Vulkan's next
+use wait for what that stream has done. Every export holds the memory: tensors outlive the
+cuvk objects safely.
+"""
+
+from ._cuvk import Bridge, ParticleRenderer, SharedBuffer, __version__
+from ._errors import (
+    CuvkError,
+    DriverError,
+    InvalidInputError,
+    IoError,
+    NotEnabledError,
+    NotFoundError,
+    OutOfMemoryError,
+    TimeoutError,
+    UnsupportedError,
+    WrongDeviceError,
+)
+
+__all__ = [
+    "Bridge",
+    "SharedBuffer",
+    "ParticleRenderer",
+    "CuvkError",
+    "InvalidInputError",
+    "UnsupportedError",
+    "NotEnabledError",
+    "NotFoundError",
+    "OutOfMemoryError",
+    "WrongDeviceError",
+    "DriverError",
+    "TimeoutError",
+    "IoError",
+    "__version__",
+]

@@ -1,0 +1,103 @@
+"""Type stubs of the extension module (see cuvk/__init__.py for the overview)."""
+
+from os import PathLike
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+__version__: str
+
+#: A CUDA stream: None (the legacy default stream), an int handle (DLPack's convention: -1 no
+#: ordering, 1 legacy default, 2 per-thread default, else a `cudaStream_t`), or a stream
+#: object (`torch.cuda.Stream`, `cupy.cuda.Stream`, anything with `__cuda_stream__`).
+Stream = Union[None, int, Any]
+#: A `SharedBuffer`, or a tensor / array over one's memory (anything with
+#: `__cuda_array_interface__`: PyTorch, CuPy, JAX, Numba).
+ArrayLike = Any
+
+class Bridge:
+    """A CUDA device and the Vulkan device on the same GPU (paired by UUID), with the two
+    timeline semaphores that order CUDA streams and cuvk's Vulkan work on the GPU."""
+
+    def __init__(self, device: int = 0, *, validation: bool = False) -> None: ...
+    @property
+    def cuda_device(self) -> int: ...
+    @property
+    def device_name(self) -> str: ...
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def inline_kernels(self) -> bool:
+        """Whether CUDA kernels can run inside Vulkan command buffers (VK_NVX_binary_import)."""
+    def validation_messages(self) -> List[str]: ...
+    def buffer(self, shape: Union[int, Sequence[int]], dtype: str = "float32") -> SharedBuffer:
+        """A zero-filled buffer of Vulkan memory shared with CUDA.
+
+        dtype: bool, int8/16/32/64, uint8/16/32/64, float16/32/64 (also "torch.float32", "<f4").
+        """
+    def buffer_of(self, array: ArrayLike) -> SharedBuffer:
+        """The cuvk buffer under `array` (InvalidInputError if it is not cuvk memory)."""
+    def cuda_acquire(self, array: ArrayLike, stream: Stream = None) -> None:
+        """`stream` waits on the GPU until Vulkan's last use of `array` is done."""
+    def cuda_release(self, array: ArrayLike, stream: Stream = None) -> None:
+        """Vulkan's next use of `array` waits on the GPU for the work enqueued on `stream`."""
+    def synchronize(self, timeout: float = 10.0) -> None:
+        """Waits on the host until every Vulkan submission through this bridge is done."""
+
+class SharedBuffer:
+    """Vulkan memory shared with CUDA, with a dtype and a shape; a DLPack and CUDA array
+    interface producer (no copy)."""
+
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def ptr(self) -> int:
+        """The CUDA device pointer."""
+    @property
+    def device(self) -> int:
+        """The CUDA device ordinal."""
+    def cuda_acquire(self, stream: Stream = None) -> None: ...
+    def cuda_release(self, stream: Stream = None) -> None: ...
+    def read(self, timeout: float = 10.0) -> bytes:
+        """A host copy, after Vulkan's last use and the last CUDA release."""
+    def write(self, data: Any, timeout: float = 10.0) -> None:
+        """Copies exactly `nbytes` bytes (any buffer-protocol object) into the buffer."""
+    def vulkan_read(self, timeout: float = 10.0) -> bytes:
+        """A host copy made by Vulkan (vkCmdCopyBuffer), after the last CUDA release."""
+    def vulkan_write(self, data: Any, timeout: float = 10.0) -> None:
+        """Writes exactly `nbytes` bytes through Vulkan (vkCmdCopyBuffer)."""
+    def __dlpack__(
+        self,
+        *,
+        stream: Stream = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+    def __len__(self) -> int: ...
+
+class ParticleRenderer:
+    """The particle demo's renderer, headless, drawing (N, 4) float32 positions straight from
+    cuvk memory."""
+
+    def __init__(self, bridge: Bridge, width: int = 1280, height: int = 720) -> None: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def frames(self) -> int: ...
+    def set_camera(self, yaw: float = 0.4, pitch: float = 0.9, distance: float = 4.0) -> None: ...
+    def set_exposure(self, exposure: Optional[float] = None) -> None: ...
+    def draw(self, positions: ArrayLike, stream: Stream = None) -> int:
+        """Draws a frame; with `stream`, ordered after that stream's work and before its next."""
+    def read_rgba(self, timeout: float = 10.0) -> bytes: ...
+    def save_png(self, path: Union[str, "PathLike[str]"], timeout: float = 10.0) -> None: ...
+    def wait_idle(self, timeout: float = 10.0) -> None: ...

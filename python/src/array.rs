@@ -1,0 +1,179 @@
+//! Arrays handed in from Python: a `SharedBuffer`, or a tensor / array over cuvk memory
+//! (PyTorch, CuPy, JAX, Numba: anything with `__cuda_array_interface__`), traced back to its
+//! buffer, with its device, dtype and layout checked.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::bridge::Shared;
+use crate::buffer::{BufferCore, PySharedBuffer};
+use crate::dtype::DType;
+use crate::errors::refusal;
+
+/// An array over a cuvk buffer.
+pub struct Array {
+    /// The buffer holding it.
+    pub core: Arc<BufferCore>,
+    /// Its first byte, as a device pointer.
+    pub ptr: u64,
+    /// Elements per dimension.
+    pub shape: Vec<usize>,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl Array {
+    /// Element count.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// Finds the cuvk buffer under `obj` and checks it is on `shared`'s device, C-contiguous.
+pub fn resolve(shared: &Arc<Shared>, obj: &Bound<'_, PyAny>) -> PyResult<Array> {
+    if let Ok(buf) = obj.cast::<PySharedBuffer>() {
+        let core = buf.get().core.clone();
+        if !Arc::ptr_eq(&core.shared, shared) {
+            return Err(refusal(
+                "WrongDevice",
+                "Array.Bridge",
+                "this SharedBuffer belongs to another cuvk.Bridge",
+                &[],
+            ));
+        }
+        return Ok(Array {
+            ptr: core.ptr(),
+            shape: core.shape.clone(),
+            dtype: core.dtype,
+            core,
+        });
+    }
+    check_device(shared, obj)?;
+    let cai = obj.getattr("__cuda_array_interface__").map_err(|_| {
+        refusal(
+            "InvalidInput",
+            "Array.Type",
+            format!(
+                "expected a cuvk.SharedBuffer or a CUDA array over one (with \
+                 __cuda_array_interface__), not {}",
+                obj.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ),
+            &[],
+        )
+    })?;
+    let cai = cai.cast::<PyDict>().map_err(PyErr::from)?;
+    let item = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+        cai.get_item(k)?.ok_or_else(|| {
+            refusal(
+                "InvalidInput",
+                "Array.Interface",
+                format!("__cuda_array_interface__ has no '{k}'"),
+                &[],
+            )
+        })
+    };
+    let shape: Vec<usize> = item("shape")?.extract()?;
+    let typestr: String = item("typestr")?.extract()?;
+    let (ptr, _read_only): (u64, bool) = item("data")?.extract()?;
+    let dtype = DType::parse(&typestr).ok_or_else(|| {
+        refusal(
+            "InvalidInput",
+            "Array.Dtype",
+            format!("element type '{typestr}' is not one cuvk shares"),
+            &[],
+        )
+    })?;
+    if let Some(strides) = cai.get_item("strides")? {
+        if !strides.is_none() {
+            let strides: Vec<i64> = strides.extract()?;
+            if !is_c_contiguous(&shape, &strides, dtype.itemsize()) {
+                return Err(refusal(
+                    "InvalidInput",
+                    "Array.Layout",
+                    format!(
+                        "the array is not C-contiguous (shape {shape:?}, strides {strides:?} \
+                         bytes): pass .contiguous() / a copy"
+                    ),
+                    &[],
+                ));
+            }
+        }
+    }
+    let bytes = (shape.iter().product::<usize>() * dtype.itemsize()) as u64;
+    let core = shared.find(ptr, bytes).ok_or_else(|| {
+        refusal(
+            "InvalidInput",
+            "Array.NotShared",
+            format!(
+                "the array's memory (0x{ptr:x}, {bytes} bytes) is not in a buffer of this \
+                 bridge: make it with bridge.buffer(...) and torch.from_dlpack / cupy.from_dlpack"
+            ),
+            &[("ptr", i128::from(ptr)), ("bytes", i128::from(bytes))],
+        )
+    })?;
+    Ok(Array {
+        core,
+        ptr,
+        shape,
+        dtype,
+    })
+}
+
+/// `__dlpack_device__` must say CUDA device `shared.ordinal` where the object has it.
+fn check_device(shared: &Shared, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    let Ok(f) = obj.getattr("__dlpack_device__") else {
+        return Ok(());
+    };
+    let (kind, id): (i64, i64) = f.call0()?.extract()?;
+    // kDLCUDA = 2 (kDLCUDAManaged = 13 is also device memory, but never cuvk's).
+    if kind != 2 || id != shared.ordinal as i64 {
+        let what = match kind {
+            1 => "the CPU".to_owned(),
+            2 => format!("CUDA device {id}"),
+            k => format!("DLPack device type {k} (id {id})"),
+        };
+        return Err(refusal(
+            "WrongDevice",
+            "Array.Device",
+            format!(
+                "the array is on {what}; this bridge shares memory of CUDA device {}",
+                shared.ordinal
+            ),
+            &[
+                ("device_type", i128::from(kind)),
+                ("device_id", i128::from(id)),
+                ("expected_device_id", shared.ordinal as i128),
+            ],
+        ));
+    }
+    Ok(())
+}
+
+fn is_c_contiguous(shape: &[usize], strides: &[i64], itemsize: usize) -> bool {
+    let mut expected = itemsize as i64;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d > 1 && s != expected {
+            return false;
+        }
+        expected *= d as i64;
+    }
+    strides.len() == shape.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguity_ignores_unit_dimensions() {
+        assert!(is_c_contiguous(&[10, 4], &[16, 4], 4));
+        assert!(is_c_contiguous(&[1, 4], &[0, 4], 4));
+        assert!(!is_c_contiguous(&[10, 4], &[4, 40], 4));
+        assert!(!is_c_contiguous(&[10, 4], &[16], 4));
+    }
+}

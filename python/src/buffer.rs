@@ -1,0 +1,457 @@
+//! `cuvk.SharedBuffer`: Vulkan memory shared with CUDA, with a dtype and a shape, exported
+//! to Python tensors through DLPack and `__cuda_array_interface__` with no copy. Every export
+//! holds the memory: a tensor keeps it alive after the cuvk objects are gone.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use cuvk::ash::vk;
+use cuvk::cudarc::driver::{result as cuda, sys};
+use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer};
+use cuvk::SharedBuffer;
+use cuvk_dev::DevBuffer;
+use dlpark::ffi::{DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned};
+use dlpark::metadata::Dynamic;
+use dlpark::python::{export_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest};
+use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+use crate::bridge::{timeout_seconds, Shared};
+use crate::dtype::DType;
+use crate::errors::{refusal, IntoPyResult};
+use crate::ordering::Marks;
+use crate::stream::{self, StreamArg};
+
+/// A buffer and what Python sees of it.
+pub struct BufferCore {
+    /// The bridge it was made on.
+    pub shared: Arc<Shared>,
+    /// The memory (bytes).
+    pub buffer: SharedBuffer<u8>,
+    /// Elements per dimension.
+    pub shape: Vec<usize>,
+    /// Element type.
+    pub dtype: DType,
+    /// Where it stands on the ordering timelines.
+    pub marks: Marks,
+    // Host-visible memory for `vulkan_read` / `vulkan_write`, made on first use and kept.
+    staging: Mutex<Option<DevBuffer>>,
+}
+
+impl BufferCore {
+    /// Creates the memory for `shape` × `dtype` (zero-filled).
+    pub fn new(shared: &Arc<Shared>, shape: Vec<usize>, dtype: DType) -> PyResult<Arc<Self>> {
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.itemsize(), |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| {
+                refusal(
+                    "InvalidInput",
+                    "Array.Overflow",
+                    format!(
+                        "shape {shape:?} of {} overflows the address space",
+                        dtype.name()
+                    ),
+                    &[],
+                )
+            })?;
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::VERTEX_BUFFER;
+        let mut buffer = shared.bridge.create_buffer::<u8>(bytes, usage).py()?;
+        // Vulkan memory starts undefined; a tensor over it should not.
+        buffer.cuda_write(&vec![0u8; bytes]).py()?;
+        Ok(Arc::new(Self {
+            shared: shared.clone(),
+            buffer,
+            shape,
+            dtype,
+            marks: Marks::default(),
+            staging: Mutex::new(None),
+        }))
+    }
+
+    /// The CUDA device pointer.
+    pub fn ptr(&self) -> u64 {
+        self.buffer.cuda_ptr()
+    }
+
+    /// Size in bytes.
+    pub fn nbytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// See `Bridge.cuda_acquire`.
+    pub fn cuda_acquire(&self, stream: StreamArg) -> PyResult<()> {
+        let Some(handle) = stream.handle() else {
+            return Ok(());
+        };
+        // SAFETY: Python code names the stream; DLPack's protocol (and ours) takes it as a
+        // live stream of this device, which `enqueue_raw` checks with cuStreamGetCtx.
+        unsafe { self.shared.timelines.cuda_acquire(&self.marks, handle) }.py()
+    }
+
+    /// See `Bridge.cuda_release`.
+    pub fn cuda_release(&self, stream: StreamArg) -> PyResult<()> {
+        let Some(handle) = stream.handle() else {
+            return Ok(());
+        };
+        // SAFETY: as in `cuda_acquire`.
+        unsafe { self.shared.timelines.cuda_release(&[&self.marks], handle) }.py()
+    }
+
+    /// Waits on the host for Vulkan's last use and the last CUDA release of the buffer.
+    fn wait_host(&self, timeout: Duration) -> cuvk::Result<()> {
+        let t = &self.shared.timelines;
+        t.wait_vulkan(
+            self.marks
+                .vulkan_use
+                .load(std::sync::atomic::Ordering::Acquire),
+            timeout,
+        )?;
+        t.wait_cuda(
+            self.marks
+                .cuda_release
+                .load(std::sync::atomic::Ordering::Acquire),
+            timeout,
+        )
+    }
+
+    /// The staging buffer's slot, locked.
+    fn staging(&self) -> cuvk::Result<MutexGuard<'_, Option<DevBuffer>>> {
+        Ok(self.staging.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn strides(&self) -> Vec<i64> {
+        let mut strides = vec![1i64; self.shape.len()];
+        for i in (0..self.shape.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * self.shape[i + 1] as i64;
+        }
+        strides
+    }
+
+    /// A fresh DLPack managed tensor that holds `self` until the consumer deletes it.
+    fn managed<M: ManagedTensorBase>(self: &Arc<Self>) -> PyResult<Managed<M>> {
+        let shape: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
+        let strides = self.strides();
+        let metadata = Dynamic::new(shape.as_slice(), strides.as_slice())
+            .prepare_as::<M>()
+            .map_err(|e| PyRuntimeError::new_err(format!("DLPack metadata: {e}")))?;
+        let mut init = metadata.initialize(self.clone());
+        init.set_device(DLDevice {
+            device_type: DLDeviceType::CUDA,
+            device_id: self.shared.ordinal as i32,
+        });
+        init.set_dtype(self.dtype.dlpack());
+        init.set_data(self.ptr() as *mut std::ffi::c_void);
+        // SAFETY: the data pointer is our live mapping of `nbytes`, covered exactly by the
+        // compact shape and strides; the context (an Arc of the buffer) keeps it alive until
+        // the consumer calls the deleter.
+        Ok(unsafe { init.finish() })
+    }
+}
+
+/// Host-visible memory (read and written by the host) the size of a buffer.
+trait StagingSlot {
+    fn insert_staging(&mut self, core: &BufferCore) -> cuvk::Result<&mut DevBuffer>;
+}
+
+impl StagingSlot for MutexGuard<'_, Option<DevBuffer>> {
+    fn insert_staging(&mut self, core: &BufferCore) -> cuvk::Result<&mut DevBuffer> {
+        let b = match self.take() {
+            Some(b) => b,
+            // Host-visible and coherent (cached where the device has it): the host reads it
+            // after Vulkan's copy, or writes it before.
+            None => DevBuffer::new(
+                &core.shared.allocator()?,
+                "cuvk staging",
+                core.nbytes() as u64,
+                vk::BufferUsageFlags::empty(),
+                cuvk_dev::MemoryLocation::GpuToCpu,
+            )?,
+        };
+        Ok(self.insert(b))
+    }
+}
+
+/// dlpark's export protocol for one `__dlpack__` call.
+struct Exporter<'a>(&'a Arc<BufferCore>);
+
+impl DlpackExporter for Exporter<'_> {
+    fn device(&self) -> DLDevice {
+        DLDevice {
+            device_type: DLDeviceType::CUDA,
+            device_id: self.0.shared.ordinal as i32,
+        }
+    }
+
+    fn flags(&self) -> DlpackFlags {
+        DlpackFlags::empty()
+    }
+
+    fn prepare_export(&self, _py: Python<'_>, request: &ExportRequest<'_>) -> PyResult<()> {
+        // The consumer's stream waits on the GPU for Vulkan's last use (DLPack: the producer
+        // makes the data ready on the consumer's stream).
+        let stream = match request.cuda_stream()? {
+            CudaStreamRequest::NoSync => StreamArg::NoSync,
+            CudaStreamRequest::Omitted | CudaStreamRequest::LegacyDefault => StreamArg::Handle(0),
+            CudaStreamRequest::PerThreadDefault => StreamArg::Handle(2),
+            CudaStreamRequest::Pointer(p) => StreamArg::Handle(p),
+        };
+        self.0.cuda_acquire(stream)
+    }
+
+    fn export_legacy(&self, _py: Python<'_>) -> PyResult<Managed<DLManagedTensor>> {
+        self.0.managed()
+    }
+
+    fn export_versioned(&self, _py: Python<'_>) -> PyResult<Managed<DLManagedTensorVersioned>> {
+        self.0.managed()
+    }
+}
+
+/// Vulkan memory shared with CUDA, with a dtype and a shape. Pass it to
+/// `torch.from_dlpack`, `cupy.from_dlpack`, `jax.dlpack.from_dlpack` or anything that reads
+/// `__cuda_array_interface__`: they see the same device memory, with no copy.
+#[pyclass(name = "SharedBuffer", module = "cuvk", frozen)]
+pub struct PySharedBuffer {
+    pub core: Arc<BufferCore>,
+}
+
+#[pymethods]
+impl PySharedBuffer {
+    /// Elements per dimension.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.core.shape)
+    }
+
+    /// The element type's name ("float32").
+    #[getter]
+    fn dtype(&self) -> String {
+        self.core.dtype.name()
+    }
+
+    /// Bytes per element.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.core.dtype.itemsize()
+    }
+
+    /// Size in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.core.nbytes()
+    }
+
+    /// The CUDA device pointer.
+    #[getter]
+    fn ptr(&self) -> u64 {
+        self.core.ptr()
+    }
+
+    /// The CUDA device ordinal.
+    #[getter]
+    fn device(&self) -> usize {
+        self.core.shared.ordinal
+    }
+
+    /// See `Bridge.cuda_acquire`.
+    #[pyo3(signature = (stream = None))]
+    fn cuda_acquire(&self, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        self.core.cuda_acquire(stream::parse(stream)?)
+    }
+
+    /// See `Bridge.cuda_release`.
+    #[pyo3(signature = (stream = None))]
+    fn cuda_release(&self, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        self.core.cuda_release(stream::parse(stream)?)
+    }
+
+    /// Copies the buffer to the host (after Vulkan's last use and the last CUDA release).
+    #[pyo3(signature = (timeout = 10.0))]
+    fn read<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyBytes>> {
+        let timeout = timeout_seconds(timeout)?;
+        let core = self.core.clone();
+        let bytes = py
+            .detach(move || {
+                core.wait_host(timeout)?;
+                core.buffer.cuda_read()
+            })
+            .py()?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Copies `data` (any object with the buffer protocol, exactly `nbytes` long) into the
+    /// buffer (after Vulkan's last use and the last CUDA release).
+    #[pyo3(signature = (data, timeout = 10.0))]
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_seconds(timeout)?;
+        let bytes = exact_bytes(&self.core, data)?;
+        let core = self.core.clone();
+        py.detach(move || -> cuvk::Result<()> {
+            core.wait_host(timeout)?;
+            write_sync(&core, &bytes)
+        })
+        .py()
+    }
+
+    /// A host copy made by Vulkan (`vkCmdCopyBuffer` into host-visible memory), after the
+    /// last CUDA release: what Vulkan sees of the memory.
+    #[pyo3(signature = (timeout = 10.0))]
+    fn vulkan_read<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyBytes>> {
+        let timeout = timeout_seconds(timeout)?;
+        let core = self.core.clone();
+        let bytes = py
+            .detach(move || -> cuvk::Result<Vec<u8>> {
+                core.wait_host(timeout)?;
+                let mut staging = core.staging()?;
+                let host = staging.insert_staging(&core)?;
+                vulkan_copy(&core, host, false)?;
+                host.read::<u8>()
+            })
+            .py()?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Writes `data` (exactly `nbytes`) through Vulkan (host-visible memory, then
+    /// `vkCmdCopyBuffer`), after Vulkan's last use and the last CUDA release.
+    #[pyo3(signature = (data, timeout = 10.0))]
+    fn vulkan_write(&self, py: Python<'_>, data: &Bound<'_, PyAny>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_seconds(timeout)?;
+        let bytes = exact_bytes(&self.core, data)?;
+        let core = self.core.clone();
+        py.detach(move || -> cuvk::Result<()> {
+            core.wait_host(timeout)?;
+            let mut staging = core.staging()?;
+            let host = staging.insert_staging(&core)?;
+            host.write(&bytes)?;
+            vulkan_copy(&core, host, true)
+        })
+        .py()
+    }
+
+    /// DLPack export (the Python array API's `__dlpack__`): the consumer's `stream` waits on
+    /// the GPU for Vulkan's last use of the buffer; the capsule holds the memory.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let request = ExportRequest::parse(stream, max_version, dl_device, copy)?;
+        export_dlpack(&Exporter(&self.core), py, request)
+    }
+
+    /// `(2, ordinal)`: a CUDA device, as DLPack names it.
+    fn __dlpack_device__(&self) -> (u32, i32) {
+        (2, self.core.shared.ordinal as i32)
+    }
+
+    /// The CUDA array interface (version 3). Reading it makes the bridge's CUDA stream wait
+    /// on the GPU for Vulkan's last use; `stream` names that stream, so consumers order
+    /// their own streams after it.
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let stream = self.core.shared.bridge.stream().cu_stream();
+        self.core.cuda_acquire(StreamArg::Handle(stream as usize))?;
+        let d = PyDict::new(py);
+        d.set_item("shape", PyTuple::new(py, &self.core.shape)?)?;
+        d.set_item("typestr", self.core.dtype.typestr())?;
+        d.set_item("data", (self.core.ptr(), false))?;
+        d.set_item("strides", py.None())?;
+        d.set_item("version", 3)?;
+        // The legacy default stream is 1 in the interface (0 is disallowed).
+        d.set_item("stream", if stream.is_null() { 1 } else { stream as usize })?;
+        Ok(d)
+    }
+
+    fn __len__(&self) -> usize {
+        self.core.shape.first().copied().unwrap_or(1)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "cuvk.SharedBuffer(shape={:?}, dtype={}, device=cuda:{}, ptr=0x{:x})",
+            self.core.shape,
+            self.core.dtype.name(),
+            self.core.shared.ordinal,
+            self.core.ptr()
+        )
+    }
+}
+
+/// `data`'s bytes (buffer protocol), which must be exactly the buffer's size.
+fn exact_bytes(core: &BufferCore, data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let bytes: Vec<u8> = data
+        .py()
+        .import("builtins")?
+        .getattr("bytes")?
+        .call1((data,))?
+        .extract()?;
+    if bytes.len() != core.nbytes() {
+        return Err(refusal(
+            "InvalidInput",
+            "Array.Size",
+            format!("needs exactly {} bytes, got {}", core.nbytes(), bytes.len()),
+            &[
+                ("expected", core.nbytes() as i128),
+                ("given", bytes.len() as i128),
+            ],
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Copies the whole buffer to (`to_shared` false) or from `host` with one Vulkan submission,
+/// acquiring it from CUDA's queue family and releasing it back around the copy; waits.
+fn vulkan_copy(core: &BufferCore, host: &DevBuffer, to_shared: bool) -> cuvk::Result<()> {
+    let vk_ctx = core.shared.bridge.vulkan();
+    let family = vk_ctx.queue_family_index();
+    let shared: [&dyn AsVkBuffer; 1] = [&core.buffer];
+    let (src, dst) = if to_shared {
+        (host.vk_buffer(), core.buffer.vk_buffer())
+    } else {
+        (core.buffer.vk_buffer(), host.vk_buffer())
+    };
+    let access = if to_shared {
+        vk::AccessFlags::TRANSFER_WRITE
+    } else {
+        vk::AccessFlags::TRANSFER_READ
+    };
+    let region = [vk::BufferCopy {
+        src_offset: 0,
+        dst_offset: 0,
+        size: core.nbytes() as u64,
+    }];
+    let stage = vk::PipelineStageFlags::TRANSFER;
+    // SAFETY: both buffers are alive for the call (it waits) and on the bridge's device; the
+    // copy covers exactly their common size; the host view of `host` is not borrowed.
+    unsafe {
+        vk_ctx.submit_and_wait(|d, cmd| {
+            cmd_acquire_buffers(d, cmd, family, &shared, stage, access);
+            d.cmd_copy_buffer(cmd, src, dst, &region);
+            cmd_release_buffers(d, cmd, family, &shared, stage, access);
+        })
+    }
+}
+
+/// Host → buffer through CUDA on the legacy default stream, synchronously.
+fn write_sync(core: &BufferCore, bytes: &[u8]) -> cuvk::Result<()> {
+    let ctx = core.shared.bridge.cuda();
+    ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+    let stream: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: `bytes` is exactly the buffer's size (checked by the caller) and the
+    // destination is our live mapping of that size.
+    unsafe { cuda::memcpy_htod_async(core.ptr(), bytes, stream) }
+        .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
+    // SAFETY: the legacy default stream of the bound context.
+    unsafe { cuda::stream::synchronize(stream) }.map_err(cuda_err("cuStreamSynchronize"))
+}
+
+fn cuda_err(call: &'static str) -> impl Fn(cuvk::cudarc::driver::DriverError) -> cuvk::Error {
+    move |source| cuvk::Error::Cuda { call, source }
+}

@@ -1,0 +1,229 @@
+//! cuvk's errors as Python exceptions (`cuvk._errors`): the class is chosen by the error's
+//! kind, and the exception keeps the rule (the Rust enum path) and the numbers it was checked
+//! with, so Python code can match on them as Rust code matches on the enum.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// What an exception carries besides its message.
+pub struct Refusal {
+    /// `cuvk.ErrorKind`'s variant name: picks the exception class.
+    pub kind: &'static str,
+    /// The broken rule, e.g. `"Layout.OutOfBounds"` or `"Array.Dtype"`.
+    pub rule: String,
+    /// The integers the rule was checked with.
+    pub numbers: Vec<(String, i128)>,
+    /// The Vulkan valid-usage ID, where the spec states one.
+    pub vuid: Option<&'static str>,
+    /// The message.
+    pub message: String,
+}
+
+/// A refusal made by the Python layer itself (dtype, shape, device of a foreign array).
+pub fn refusal(
+    kind: &'static str,
+    rule: &str,
+    message: impl Into<String>,
+    numbers: &[(&str, i128)],
+) -> PyErr {
+    to_py(Refusal {
+        kind,
+        rule: rule.to_owned(),
+        numbers: numbers.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+        vuid: None,
+        message: message.into(),
+    })
+}
+
+/// A cuvk error as its Python exception.
+pub fn from_cuvk(e: cuvk::Error) -> PyErr {
+    to_py(describe(&e))
+}
+
+/// The parts of a cuvk error that its exception keeps.
+pub fn describe(e: &cuvk::Error) -> Refusal {
+    let debug = format!("{e:?}");
+    Refusal {
+        kind: kind_name(e.kind()),
+        rule: rule_path(&debug),
+        numbers: numbers(&debug),
+        vuid: e.vuid(),
+        message: message_chain(e),
+    }
+}
+
+fn kind_name(kind: cuvk::ErrorKind) -> &'static str {
+    use cuvk::ErrorKind as K;
+    match kind {
+        K::InvalidInput => "InvalidInput",
+        K::Unsupported => "Unsupported",
+        K::NotEnabled => "NotEnabled",
+        K::NotFound => "NotFound",
+        K::OutOfMemory => "OutOfMemory",
+        K::WrongDevice => "WrongDevice",
+        K::Driver => "Driver",
+        K::Timeout => "Timeout",
+        K::Io => "Io",
+        _ => "",
+    }
+}
+
+/// The error's message followed by its sources' ("a: b: c").
+fn message_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The enum path at the start of a derived `Debug` text: `Layout(OutOfBounds { .. })` →
+/// `Layout.OutOfBounds`. Only variant-like names (an upper-case letter, then a lower-case
+/// one) count, so a payload such as `NoQueueFamily(COMPUTE)` stops at the variant.
+pub fn rule_path(debug: &str) -> String {
+    let mut parts = Vec::new();
+    let mut rest = debug;
+    loop {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..end];
+        let mut chars = name.chars();
+        let variant_like = matches!(
+            (chars.next(), chars.next()),
+            (Some(a), Some(b)) if a.is_ascii_uppercase() && b.is_ascii_lowercase()
+        ) || (name.len() == 1
+            && name.starts_with(|c: char| c.is_ascii_uppercase()));
+        if !variant_like {
+            break;
+        }
+        parts.push(name);
+        match rest[end..].strip_prefix('(') {
+            Some(inner) => rest = inner,
+            None => break,
+        }
+    }
+    parts.join(".")
+}
+
+/// The `name: integer` (or `name: Some(integer)`) fields of a derived `Debug` text, first
+/// occurrence of each name.
+pub fn numbers(debug: &str) -> Vec<(String, i128)> {
+    let mut out: Vec<(String, i128)> = Vec::new();
+    let bytes = debug.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = debug[i..].find(": ") {
+        let colon = i + pos;
+        let start = debug[..colon]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |p| p + 1);
+        let name = &debug[start..colon];
+        let mut value = &debug[colon + 2..];
+        if let Some(inner) = value.strip_prefix("Some(") {
+            value = inner;
+        }
+        let len = value
+            .char_indices()
+            .take_while(|&(k, c)| c.is_ascii_digit() || (k == 0 && c == '-'))
+            .count();
+        let next = value.as_bytes().get(len).copied();
+        let ends_number = matches!(next, None | Some(b',' | b' ' | b')' | b'}'));
+        if !name.is_empty() && len > 0 && ends_number && !out.iter().any(|(n, _)| n == name) {
+            if let Ok(v) = value[..len].parse::<i128>() {
+                out.push((name.to_owned(), v));
+            }
+        }
+        i = colon + 2;
+        if i >= bytes.len() {
+            break;
+        }
+    }
+    out
+}
+
+fn to_py(r: Refusal) -> PyErr {
+    Python::attach(|py| match build(py, &r) {
+        Ok(e) => e,
+        Err(_) => PyRuntimeError::new_err(r.message),
+    })
+}
+
+fn build(py: Python<'_>, r: &Refusal) -> PyResult<PyErr> {
+    let make = py.import("cuvk._errors")?.getattr("_make")?;
+    let numbers = PyDict::new(py);
+    for (k, v) in &r.numbers {
+        numbers.set_item(k, v)?;
+    }
+    let exc = make.call1((r.message.as_str(), r.kind, r.rule.as_str(), numbers, r.vuid))?;
+    Ok(PyErr::from_value(exc))
+}
+
+/// `?` on cuvk results inside Python methods.
+pub trait IntoPyResult<T> {
+    /// The result with its error as a Python exception.
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> IntoPyResult<T> for cuvk::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(from_cuvk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_paths_follow_the_enum_nesting() {
+        assert_eq!(
+            rule_path("Layout(OutOfBounds { offset: 4096, size: 64, limit: 100 })"),
+            "Layout.OutOfBounds"
+        );
+        assert_eq!(rule_path("NoQueueFamily(COMPUTE)"), "NoQueueFamily");
+        assert_eq!(rule_path("VulkanLoader(\"no libvulkan\")"), "VulkanLoader");
+        assert_eq!(
+            rule_path("Cuda { call: \"cuInit\", source: DriverError(X) }"),
+            "Cuda"
+        );
+        assert_eq!(rule_path("CudaUnavailable"), "CudaUnavailable");
+    }
+
+    #[test]
+    fn numbers_are_the_integer_fields() {
+        let n = numbers("Layout(OutOfBounds { offset: 4096, size: 64, limit: Some(100), name: \"x\", neg: -3 })");
+        assert_eq!(
+            n,
+            vec![
+                ("offset".to_owned(), 4096),
+                ("size".to_owned(), 64),
+                ("limit".to_owned(), 100),
+                ("neg".to_owned(), -3)
+            ]
+        );
+        assert!(numbers("Cuda { call: \"cuInit: 5\", x: 1.5 }").is_empty());
+    }
+
+    #[test]
+    fn a_real_error_keeps_kind_rule_and_numbers() {
+        let e: cuvk::Error = cuvk::LayoutError::Misaligned {
+            what: "offset",
+            value: 4,
+            alignment: 16,
+            rule: cuvk::AlignmentRule::CudaMappedBuffer,
+        }
+        .into();
+        let r = describe(&e);
+        assert_eq!(r.kind, "InvalidInput");
+        assert_eq!(r.rule, "Layout.Misaligned");
+        assert!(r.numbers.contains(&("value".to_owned(), 4)));
+        assert!(r.numbers.contains(&("alignment".to_owned(), 16)));
+    }
+}

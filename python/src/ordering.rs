@@ -1,0 +1,145 @@
+//! GPU ordering between CUDA streams named from Python and cuvk's Vulkan work: two timeline
+//! semaphores shared by both APIs. Vulkan submissions signal `vulkan_done`; a CUDA stream
+//! that must not touch a buffer before Vulkan is done with it waits there (`cuda_acquire`).
+//! A CUDA stream that wrote a buffer signals `cuda_done` (`cuda_release`); Vulkan's next use
+//! of the buffer waits there. No host waits on either path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use cuvk::ash::vk;
+use cuvk::cudarc::driver::sys;
+use cuvk::vulkan::{SemaphoreKind, SemaphoreOp};
+use cuvk::{Bridge, Result, SharedSemaphore};
+
+/// The two timelines and the values handed out on them.
+pub struct Timelines {
+    cuda_done: SharedSemaphore,
+    vulkan_done: SharedSemaphore,
+    // Held while a value is chosen and its signal enqueued, so values strictly increase.
+    cuda_next: Mutex<u64>,
+    vulkan_next: Mutex<u64>,
+}
+
+/// Where a buffer stands on the two timelines.
+#[derive(Default, Debug)]
+pub struct Marks {
+    /// The `vulkan_done` value after Vulkan's last use (0: never used by Vulkan).
+    pub vulkan_use: AtomicU64,
+    /// The `cuda_done` value after the last CUDA release (0: none).
+    pub cuda_release: AtomicU64,
+}
+
+impl Timelines {
+    /// Two exportable timelines of `bridge`, imported into CUDA.
+    pub fn new(bridge: &Bridge) -> Result<Self> {
+        let kind = SemaphoreKind::Timeline { initial: 0 };
+        Ok(Self {
+            cuda_done: bridge.create_semaphore(kind)?,
+            vulkan_done: bridge.create_semaphore(kind)?,
+            cuda_next: Mutex::new(0),
+            vulkan_next: Mutex::new(0),
+        })
+    }
+
+    /// Enqueues on `stream` a wait until Vulkan's last use of `marks`' buffer is done.
+    ///
+    /// # Safety
+    /// `stream` must be null or a live CUDA stream.
+    pub unsafe fn cuda_acquire(&self, marks: &Marks, stream: sys::CUstream) -> Result<()> {
+        let value = marks.vulkan_use.load(Ordering::Acquire);
+        if value == 0 {
+            return Ok(());
+        }
+        // SAFETY: forwarded; the value was signalled by a submission already made.
+        unsafe { self.vulkan_done.cuda.enqueue_raw(stream, value, false) }
+    }
+
+    /// Enqueues on `stream` a signal that Vulkan's next use of each buffer of `marks` waits
+    /// for: the work enqueued there so far is done.
+    ///
+    /// # Safety
+    /// `stream` must be null or a live CUDA stream.
+    pub unsafe fn cuda_release(&self, marks: &[&Marks], stream: sys::CUstream) -> Result<()> {
+        let mut next = lock(&self.cuda_next);
+        let value = *next + 1;
+        // SAFETY: forwarded; the value exceeds every earlier signal (we hand them all out).
+        unsafe { self.cuda_done.cuda.enqueue_raw(stream, value, true) }?;
+        *next = value;
+        for m in marks {
+            m.cuda_release.fetch_max(value, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Submits `commands` so that they wait for the CUDA releases of `marks` and then mark
+    /// each buffer as used by Vulkan; returns the `vulkan_done` value the submission signals.
+    ///
+    /// # Safety
+    /// As `VulkanContext::submit_with_semaphores`: executable command buffers of the bridge's
+    /// device whose resources stay alive until the returned value is reached.
+    pub unsafe fn submit(
+        &self,
+        bridge: &Bridge,
+        commands: &[vk::CommandBuffer],
+        marks: &[&Marks],
+        wait_stage: vk::PipelineStageFlags,
+    ) -> Result<u64> {
+        let release = marks
+            .iter()
+            .map(|m| m.cuda_release.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0);
+        let waits: Vec<SemaphoreOp<'_>> = if release > 0 {
+            vec![SemaphoreOp::wait(
+                &self.cuda_done.vulkan,
+                release,
+                wait_stage,
+            )]
+        } else {
+            Vec::new()
+        };
+        let mut next = lock(&self.vulkan_next);
+        let value = *next + 1;
+        let signals = [SemaphoreOp::signal(&self.vulkan_done.vulkan, value)];
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            bridge
+                .vulkan()
+                .submit_with_semaphores(commands, &waits, &signals, vk::Fence::null())
+        }?;
+        *next = value;
+        drop(next);
+        for m in marks {
+            m.vulkan_use.fetch_max(value, Ordering::AcqRel);
+        }
+        Ok(value)
+    }
+
+    /// The last `vulkan_done` value handed out.
+    pub fn last_vulkan(&self) -> u64 {
+        *lock(&self.vulkan_next)
+    }
+
+    /// Waits on the host until Vulkan's submission `value` is done.
+    pub fn wait_vulkan(&self, value: u64, timeout: Duration) -> Result<()> {
+        if value == 0 {
+            return Ok(());
+        }
+        self.vulkan_done.vulkan.wait_host(value, timeout)
+    }
+
+    /// Waits on the host until the CUDA release `value` is done.
+    pub fn wait_cuda(&self, value: u64, timeout: Duration) -> Result<()> {
+        if value == 0 {
+            return Ok(());
+        }
+        self.cuda_done.vulkan.wait_host(value, timeout)
+    }
+}
+
+fn lock(m: &Mutex<u64>) -> MutexGuard<'_, u64> {
+    // A poisoned counter only means a panic elsewhere; the value is still right.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,539 @@
+//! `cuvk.ParticleRenderer`: the particle demo's draw (a compute splat of every particle into
+//! per-pixel counts, resolved to RGBA8 by a second compute pass) on the bridge's Vulkan
+//! device, reading positions straight from the memory a PyTorch / CuPy / JAX tensor writes,
+//! ordered after that work on the GPU. Headless: frames come back as RGBA bytes or PNGs.
+
+use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use cuvk::ash::vk;
+use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer};
+use cuvk_dev::sim::particles::Camera;
+use cuvk_dev::{CommandSlots, ComputePipeline, DevAllocator, DevBuffer};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::array::{self, Array};
+use crate::bridge::{timeout_seconds, PyBridge, Shared};
+use crate::buffer::BufferCore;
+use crate::dtype::DType;
+use crate::errors::{refusal, IntoPyResult};
+use crate::stream::{self, StreamArg};
+
+const SPLAT_SPV: &[u8] = include_bytes!("../../shaders/splat.spv");
+const RESOLVE_SPV: &[u8] = include_bytes!("../../shaders/resolve.spv");
+/// Frames recorded ahead of the GPU (command slots).
+const SLOTS: usize = 3;
+/// How long a submission waits for its command slot's previous submission.
+const SLOT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The Vulkan objects of a renderer: destroyed only once the GPU is done with them.
+struct Gpu {
+    splat: ComputePipeline,
+    resolve: ComputePipeline,
+    splat_sets: Vec<vk::DescriptorSet>,
+    resolve_set: vk::DescriptorSet,
+    counts: DevBuffer,
+    pixels: DevBuffer,
+    readback: DevBuffer,
+    slots: CommandSlots,
+}
+
+/// A renderer: its Vulkan objects, and the frames in flight.
+struct Renderer {
+    shared: Arc<Shared>,
+    gpu: ManuallyDrop<Gpu>,
+    // The next command slot, and the `vulkan_done` value of each slot's last submission.
+    next_slot: usize,
+    slot_values: [u64; SLOTS],
+    // Per submitted frame: its `vulkan_done` value and the buffer it reads.
+    in_flight: VecDeque<(u64, Arc<BufferCore>)>,
+    frames: u64,
+    last_copy: u64,
+    width: u32,
+    height: u32,
+    camera: Camera,
+    exposure: Option<f32>,
+}
+
+impl Renderer {
+    fn new(shared: &Arc<Shared>, width: u32, height: u32) -> cuvk::Result<Self> {
+        let vk = shared.bridge.vulkan();
+        let alloc = DevAllocator::new(vk)?;
+        let pixels_bytes = u64::from(width) * u64::from(height) * 4;
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER;
+        let counts = DevBuffer::gpu_only(&alloc, "counts", pixels_bytes, usage)?;
+        let pixels = DevBuffer::gpu_only(&alloc, "pixels", pixels_bytes, usage)?;
+        let readback = DevBuffer::readback(&alloc, "readback", pixels_bytes)?;
+        let splat = ComputePipeline::new(vk, SPLAT_SPV, 2, 76, SLOTS as u32)?;
+        let resolve = ComputePipeline::new(vk, RESOLVE_SPV, 2, 12, 1)?;
+        let splat_sets = (0..SLOTS)
+            .map(|_| splat.descriptor_set(&[&counts, &counts]))
+            .collect::<cuvk::Result<Vec<_>>>()?;
+        let resolve_set = resolve.descriptor_set(&[&counts, &pixels])?;
+        let slots = CommandSlots::new(vk, SLOTS)?;
+        let gpu = Gpu {
+            splat,
+            resolve,
+            splat_sets,
+            resolve_set,
+            counts,
+            pixels,
+            readback,
+            slots,
+        };
+        let mut me = Self {
+            shared: shared.clone(),
+            gpu: ManuallyDrop::new(gpu),
+            next_slot: 0,
+            slot_values: [0; SLOTS],
+            in_flight: VecDeque::new(),
+            frames: 0,
+            last_copy: 0,
+            width,
+            height,
+            camera: Camera::default(),
+            exposure: None,
+        };
+        // Counts start at zero (the resolve pass clears them after each frame).
+        let counts = me.gpu.counts.vk_buffer();
+        me.one_shot(|d, cmd| {
+            // SAFETY: recording; our buffer.
+            unsafe { d.cmd_fill_buffer(cmd, counts, 0, vk::WHOLE_SIZE, 0) };
+        })?;
+        Ok(me)
+    }
+
+    /// Submits commands recorded by `record` in the next command slot (not a frame).
+    fn one_shot(
+        &mut self,
+        record: impl FnOnce(&cuvk::ash::Device, vk::CommandBuffer),
+    ) -> cuvk::Result<u64> {
+        let (slot, cmd) = self.begin_slot()?;
+        let d = self.shared.bridge.vulkan().device();
+        record(d, cmd);
+        // SAFETY: recording since begin_slot.
+        unsafe { d.end_command_buffer(cmd) }.map_err(|result| cuvk::Error::Vulkan {
+            call: "vkEndCommandBuffer",
+            result,
+        })?;
+        // SAFETY: an executable command buffer of the bridge's device using only our buffers.
+        let value = unsafe {
+            self.shared.timelines.submit(
+                &self.shared.bridge,
+                &[cmd],
+                &[],
+                vk::PipelineStageFlags::ALL_COMMANDS,
+            )
+        }?;
+        self.slot_values[slot] = value;
+        Ok(value)
+    }
+
+    /// Takes the next command slot in turn: waits until its previous submission is done
+    /// (other objects of the bridge submit on the same timeline, so the slot remembers its
+    /// own value), then begins its command buffer.
+    fn begin_slot(&mut self) -> cuvk::Result<(usize, vk::CommandBuffer)> {
+        let slot = self.next_slot;
+        self.shared
+            .timelines
+            .wait_vulkan(self.slot_values[slot], SLOT_TIMEOUT)?;
+        // SAFETY: the slot's previous submission has completed.
+        let cmd = unsafe { self.gpu.slots.begin(slot) }?;
+        self.next_slot = (slot + 1) % SLOTS;
+        Ok((slot, cmd))
+    }
+
+    fn exposure(&self, count: usize) -> f32 {
+        self.exposure.unwrap_or_else(|| {
+            // About 1 at one particle per 10 pixels, so dense regions keep detail (the demo's).
+            (0.1 * (self.width * self.height) as f32 / count.max(1) as f32).clamp(0.01, 1.0)
+        })
+    }
+
+    /// Records and submits one frame drawing `positions`; returns the frame number.
+    fn draw(&mut self, positions: &Array) -> cuvk::Result<u64> {
+        let count = positions.len() / 4;
+        let core = positions.core.clone();
+        let (slot, cmd) = self.begin_slot()?;
+        self.frames += 1;
+        // The slot's set now points at this frame's positions (its last use is done).
+        // SAFETY: begin_slot waited for the slot's previous submission.
+        unsafe {
+            self.gpu
+                .splat
+                .update_descriptor_set(self.gpu.splat_sets[slot], &[&core.buffer, &self.gpu.counts])
+        }?;
+        let d = self.shared.bridge.vulkan().device();
+        let family = self.shared.bridge.vulkan().queue_family_index();
+        let (w, h) = (self.width, self.height);
+        let all = vk::PipelineStageFlags::ALL_COMMANDS;
+        let barrier = |src: vk::AccessFlags| {
+            let b = [vk::MemoryBarrier::default()
+                .src_access_mask(src)
+                .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE)];
+            // SAFETY: recording; a well-formed global barrier.
+            unsafe {
+                d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[])
+            };
+        };
+        let vp = self.camera.view_proj(w as f32 / h as f32);
+        let mut push: Vec<u8> = bytemuck::cast_slice(&vp).to_vec();
+        push.extend_from_slice(bytemuck::cast_slice(&[count as u32, w, h]));
+        let mut rpush: Vec<u8> = bytemuck::bytes_of(&(w * h)).to_vec();
+        rpush.extend_from_slice(bytemuck::bytes_of(&self.exposure(count)));
+        rpush.extend_from_slice(bytemuck::bytes_of(&0u32));
+        let shared_buffer: [&dyn AsVkBuffer; 1] = [&core.buffer];
+        // SAFETY: recording on the bridge's device; every buffer outlives the submission
+        // (the positions' buffer is held in `in_flight` until its value is reached).
+        unsafe {
+            // Earlier frames' writes (counts cleared, pixels) are visible to this one.
+            barrier(vk::AccessFlags::MEMORY_WRITE);
+            cmd_acquire_buffers(
+                d,
+                cmd,
+                family,
+                &shared_buffer,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::AccessFlags::SHADER_READ,
+            );
+            self.gpu.splat.record_dispatch(
+                cmd,
+                self.gpu.splat_sets[slot],
+                &push,
+                (count as u32).div_ceil(256).clamp(1, 65535),
+            );
+            cmd_release_buffers(
+                d,
+                cmd,
+                family,
+                &shared_buffer,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::AccessFlags::SHADER_READ,
+            );
+            barrier(vk::AccessFlags::SHADER_WRITE);
+            self.gpu.resolve.record_dispatch(
+                cmd,
+                self.gpu.resolve_set,
+                &rpush,
+                (w * h).div_ceil(256).clamp(1, 65535),
+            );
+            d.end_command_buffer(cmd)
+                .map_err(|result| cuvk::Error::Vulkan {
+                    call: "vkEndCommandBuffer",
+                    result,
+                })?;
+        }
+        // SAFETY: as above.
+        let value = unsafe {
+            self.shared.timelines.submit(
+                &self.shared.bridge,
+                &[cmd],
+                &[&core.marks],
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+            )
+        }?;
+        self.slot_values[slot] = value;
+        self.in_flight.push_back((value, core));
+        self.retire();
+        Ok(self.frames)
+    }
+
+    /// Lets go of the buffers of frames the GPU has finished.
+    fn retire(&mut self) {
+        while let Some((value, _)) = self.in_flight.front() {
+            if self
+                .shared
+                .timelines
+                .wait_vulkan(*value, Duration::ZERO)
+                .is_err()
+            {
+                break;
+            }
+            self.in_flight.pop_front();
+        }
+    }
+
+    /// The last frame's pixels, RGBA8, row by row.
+    fn read_rgba(&mut self, timeout: Duration) -> cuvk::Result<Vec<u8>> {
+        if self.last_copy != self.frames {
+            let bytes = u64::from(self.width) * u64::from(self.height) * 4;
+            let (pixels, readback) = (self.gpu.pixels.vk_buffer(), self.gpu.readback.vk_buffer());
+            let value = self.one_shot(|d, cmd| {
+                let b = [vk::MemoryBarrier::default()
+                    .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                    .dst_access_mask(vk::AccessFlags::TRANSFER_READ)];
+                let region = [vk::BufferCopy {
+                    src_offset: 0,
+                    dst_offset: 0,
+                    size: bytes,
+                }];
+                // SAFETY: recording; our buffers; the resolve pass's writes are made visible.
+                unsafe {
+                    d.cmd_pipeline_barrier(
+                        cmd,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::PipelineStageFlags::TRANSFER,
+                        vk::DependencyFlags::empty(),
+                        &b,
+                        &[],
+                        &[],
+                    );
+                    d.cmd_copy_buffer(cmd, pixels, readback, &region);
+                }
+            })?;
+            self.shared.timelines.wait_vulkan(value, timeout)?;
+            self.last_copy = self.frames;
+        }
+        self.gpu.readback.read::<u8>()
+    }
+
+    fn wait_idle(&mut self, timeout: Duration) -> cuvk::Result<()> {
+        self.shared.wait_vulkan_idle(timeout)?;
+        self.in_flight.clear();
+        Ok(())
+    }
+}
+
+impl Drop for Renderer {
+    fn drop(&mut self) {
+        // Pipelines, sets and buffers must outlive the GPU's use of them. The wait is bounded
+        // by the context's drop timeout: a wedged GPU leaks them (logged) rather than hang
+        // the interpreter or free memory under the GPU.
+        let timeout = self.shared.bridge.vulkan().drop_timeout();
+        match self.shared.wait_vulkan_idle(timeout) {
+            // SAFETY: dropped once, here, and never used again; the GPU is done with it.
+            Ok(()) => unsafe { ManuallyDrop::drop(&mut self.gpu) },
+            Err(e) => {
+                log::error!(
+                    "cuvk.ParticleRenderer: the GPU is not done after {timeout:?} ({e}); \
+                     leaking its Vulkan objects and the buffers it reads"
+                );
+                std::mem::forget(std::mem::take(&mut self.in_flight));
+            }
+        }
+    }
+}
+
+/// Draws particle positions — an `(N, 4)` float32 array (x, y, z, unused) in a cuvk buffer,
+/// e.g. a PyTorch tensor made with `torch.from_dlpack(bridge.buffer((N, 4)))` — with the
+/// particle demo's renderer on the bridge's Vulkan device, headless: `read_rgba()` and
+/// `save_png()` return the last frame.
+#[pyclass(name = "ParticleRenderer", module = "cuvk", frozen)]
+pub struct PyRenderer {
+    inner: Mutex<Renderer>,
+    width: u32,
+    height: u32,
+}
+
+impl PyRenderer {
+    fn lock(&self) -> MutexGuard<'_, Renderer> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Checks `a` is what the splat reads: float32 × 4 per particle, from the buffer's start.
+fn check_positions(a: &Array) -> PyResult<()> {
+    let rows_of_4 = a.shape.len() == 2 && a.shape[1] == 4;
+    if a.dtype != DType::Float(4) || !rows_of_4 || a.len() == 0 {
+        return Err(refusal(
+            "InvalidInput",
+            "Positions.Layout",
+            format!(
+                "positions must be a non-empty (N, 4) float32 array (x, y, z, unused), not \
+                 {:?} {}",
+                a.shape,
+                a.dtype.name()
+            ),
+            &[("ndim", a.shape.len() as i128)],
+        ));
+    }
+    if a.ptr != a.core.ptr() {
+        return Err(refusal(
+            "InvalidInput",
+            "Positions.Offset",
+            "positions must start at the start of their cuvk buffer",
+            &[("offset", i128::from(a.ptr - a.core.ptr()))],
+        ));
+    }
+    if a.len() / 4 > u32::MAX as usize {
+        return Err(refusal(
+            "InvalidInput",
+            "Positions.Count",
+            "at most 2^32 - 1 particles",
+            &[("count", (a.len() / 4) as i128)],
+        ));
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl PyRenderer {
+    /// A renderer of `width` × `height` pixels on `bridge`'s Vulkan device.
+    #[new]
+    #[pyo3(signature = (bridge, width = 1280, height = 720))]
+    fn new(py: Python<'_>, bridge: &PyBridge, width: u32, height: u32) -> PyResult<Self> {
+        if !(1..=8192).contains(&width) || !(1..=8192).contains(&height) {
+            return Err(refusal(
+                "InvalidInput",
+                "Renderer.Size",
+                format!("width and height must be 1..=8192, not {width}x{height}"),
+                &[("width", i128::from(width)), ("height", i128::from(height))],
+            ));
+        }
+        let shared = bridge.shared.clone();
+        let r = py
+            .detach(move || Renderer::new(&shared, width, height))
+            .py()?;
+        Ok(Self {
+            inner: Mutex::new(r),
+            width,
+            height,
+        })
+    }
+
+    /// Image width in pixels.
+    #[getter]
+    fn width(&self) -> u32 {
+        self.width
+    }
+
+    /// Image height in pixels.
+    #[getter]
+    fn height(&self) -> u32 {
+        self.height
+    }
+
+    /// Frames drawn so far.
+    #[getter]
+    fn frames(&self) -> u64 {
+        self.lock().frames
+    }
+
+    /// Points the orbit camera: `yaw` and `pitch` in radians, `distance` from the origin.
+    #[pyo3(signature = (yaw = 0.4, pitch = 0.9, distance = 4.0))]
+    fn set_camera(&self, yaw: f32, pitch: f32, distance: f32) -> PyResult<()> {
+        if !(distance.is_finite() && distance > 0.0 && yaw.is_finite() && pitch.is_finite()) {
+            return Err(refusal(
+                "InvalidInput",
+                "Renderer.Camera",
+                format!("camera needs finite angles and a distance > 0 (got {yaw}, {pitch}, {distance})"),
+                &[],
+            ));
+        }
+        let camera = Camera {
+            yaw,
+            pitch,
+            distance,
+        };
+        let mut r = self.lock();
+        let aspect = r.width as f32 / r.height as f32;
+        if camera
+            .view_proj(aspect)
+            .iter()
+            .flatten()
+            .any(|v| !v.is_finite())
+        {
+            return Err(refusal(
+                "InvalidInput",
+                "Renderer.Camera",
+                format!("yaw {yaw} and pitch {pitch} look straight along the up axis (z)"),
+                &[],
+            ));
+        }
+        r.camera = camera;
+        Ok(())
+    }
+
+    /// Brightness per particle (None: chosen from the particle count and image size).
+    #[pyo3(signature = (exposure = None))]
+    fn set_exposure(&self, exposure: Option<f32>) -> PyResult<()> {
+        if exposure.is_some_and(|e| !(e.is_finite() && e > 0.0)) {
+            return Err(refusal(
+                "InvalidInput",
+                "Renderer.Exposure",
+                "exposure must be a finite number > 0, or None",
+                &[],
+            ));
+        }
+        self.lock().exposure = exposure;
+        Ok(())
+    }
+
+    /// Draws `positions`. With `stream`, the draw waits on the GPU for the work enqueued on
+    /// that stream so far (`cuda_release`), and later work on the stream waits for the draw
+    /// (`cuda_acquire`): the loop "step on the stream, draw" needs no other call. Returns the
+    /// frame number.
+    #[pyo3(signature = (positions, stream = None))]
+    fn draw(
+        &self,
+        py: Python<'_>,
+        positions: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let shared = self.lock().shared.clone();
+        let a = array::resolve(&shared, positions)?;
+        check_positions(&a)?;
+        let stream = match stream {
+            Some(s) => stream::parse(Some(s))?,
+            None => StreamArg::NoSync,
+        };
+        a.core.cuda_release(stream)?;
+        let frame = py.detach(|| self.lock().draw(&a)).py()?;
+        a.core.cuda_acquire(stream)?;
+        Ok(frame)
+    }
+
+    /// The last frame as RGBA8 bytes, `height` rows of `width` pixels (waits for it).
+    #[pyo3(signature = (timeout = 10.0))]
+    fn read_rgba<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyBytes>> {
+        let timeout = timeout_seconds(timeout)?;
+        let rgba = py.detach(|| self.lock().read_rgba(timeout)).py()?;
+        Ok(PyBytes::new(py, &rgba))
+    }
+
+    /// Writes the last frame as a PNG file.
+    #[pyo3(signature = (path, timeout = 10.0))]
+    fn save_png(&self, py: Python<'_>, path: std::path::PathBuf, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_seconds(timeout)?;
+        let (w, h) = (self.width, self.height);
+        py.detach(|| -> cuvk::Result<()> {
+            let rgba = self.lock().read_rgba(timeout)?;
+            write_png(&path, w, h, &rgba).map_err(|source| cuvk::Error::Io {
+                call: "writing a PNG",
+                source,
+            })
+        })
+        .py()
+    }
+
+    /// Waits until every frame drawn is done.
+    #[pyo3(signature = (timeout = 10.0))]
+    fn wait_idle(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let timeout = timeout_seconds(timeout)?;
+        py.detach(|| self.lock().wait_idle(timeout)).py()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "cuvk.ParticleRenderer({}x{}, frames={})",
+            self.width,
+            self.height,
+            self.frames()
+        )
+    }
+}
+
+fn write_png(path: &std::path::Path, w: u32, h: u32, rgba: &[u8]) -> std::io::Result<()> {
+    let file = std::fs::File::create(path)?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut writer = enc.write_header().map_err(std::io::Error::other)?;
+    writer
+        .write_image_data(rgba)
+        .map_err(std::io::Error::other)?;
+    writer.finish().map_err(std::io::Error::other)
+}
