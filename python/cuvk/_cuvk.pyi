@@ -65,11 +65,13 @@ class SharedBuffer:
     def read(self, timeout: float = 10.0) -> bytes:
         """A host copy, after Vulkan's last use and the last CUDA release."""
     def write(self, data: Any, timeout: float = 10.0) -> None:
-        """Copies exactly `nbytes` bytes (any buffer-protocol object) into the buffer."""
+        """Copies exactly `nbytes` bytes into the buffer through CUDA: a C-contiguous CPU
+        tensor or array (read through DLPack, no extra copy) or any buffer-protocol object."""
     def vulkan_read(self, timeout: float = 10.0) -> bytes:
         """A host copy made by Vulkan (vkCmdCopyBuffer), after the last CUDA release."""
     def vulkan_write(self, data: Any, timeout: float = 10.0) -> None:
-        """Writes exactly `nbytes` bytes through Vulkan (vkCmdCopyBuffer)."""
+        """Writes exactly `nbytes` bytes (as `write` takes them) through Vulkan: host-visible
+        staging, then vkCmdCopyBuffer."""
     def __dlpack__(
         self,
         *,

@@ -42,7 +42,7 @@ def run(bridge, n, frames, zero_copy):
             step(src, dst, vel)
             host = dst.cpu()  # waits for the step
             target = bufs[f % 2]
-            target.vulkan_write(host.numpy())  # host-visible staging + vkCmdCopyBuffer
+            target.vulkan_write(host)  # memcpy into host-visible staging, vkCmdCopyBuffer
             renderer.draw(target)
     renderer.wait_idle()
     starts.append(time.perf_counter())

@@ -12,7 +12,9 @@ use cuvk::SharedBuffer;
 use cuvk_dev::DevBuffer;
 use dlpark::ffi::{DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned};
 use dlpark::metadata::Dynamic;
-use dlpark::python::{export_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest};
+use dlpark::python::{
+    export_dlpack, from_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest, ImportedDlpack,
+};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -20,7 +22,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::bridge::{timeout_seconds, Shared};
 use crate::dtype::DType;
-use crate::errors::{refusal, IntoPyResult};
+use crate::errors::{from_cuvk, refusal, IntoPyResult};
 use crate::ordering::Marks;
 use crate::stream::{self, StreamArg};
 
@@ -291,7 +293,7 @@ impl PySharedBuffer {
         let core = self.core.clone();
         py.detach(move || -> cuvk::Result<()> {
             core.wait_host(timeout)?;
-            write_sync(&core, &bytes)
+            write_sync(&core, bytes.bytes()?)
         })
         .py()
     }
@@ -325,7 +327,7 @@ impl PySharedBuffer {
             core.wait_host(timeout)?;
             let mut staging = core.staging()?;
             let host = staging.insert_staging(&core)?;
-            host.write(&bytes)?;
+            host.write(bytes.bytes()?)?;
             vulkan_copy(&core, host, true)
         })
         .py()
@@ -384,26 +386,66 @@ impl PySharedBuffer {
     }
 }
 
-/// `data`'s bytes (buffer protocol), which must be exactly the buffer's size.
-fn exact_bytes(core: &BufferCore, data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    let bytes: Vec<u8> = data
-        .py()
-        .import("builtins")?
-        .getattr("bytes")?
-        .call1((data,))?
-        .extract()?;
-    if bytes.len() != core.nbytes() {
+/// Host data to copy into a buffer: a CPU tensor / array borrowed through DLPack (NumPy,
+/// PyTorch: no copy), or the bytes of any buffer-protocol object.
+pub enum HostData {
+    /// A CPU DLPack tensor, kept alive (the producer's memory) until dropped.
+    Dlpack(ImportedDlpack),
+    /// A copy of the object's bytes.
+    Bytes(Vec<u8>),
+}
+
+impl HostData {
+    /// The bytes.
+    fn bytes(&self) -> cuvk::Result<&[u8]> {
+        match self {
+            HostData::Bytes(b) => Ok(b),
+            HostData::Dlpack(t) => {
+                let view = t.validate().map_err(host_err)?;
+                // SAFETY: a validated CPU tensor that the held capsule keeps alive and that
+                // nothing writes while cuvk reads it (the producer handed it to a reader).
+                unsafe { view.cpu_bytes() }.map_err(host_err)
+            }
+        }
+    }
+}
+
+fn host_err(e: impl std::fmt::Display) -> cuvk::Error {
+    cuvk::Error::Io {
+        call: "reading a CPU DLPack tensor",
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// `data` as host data of exactly the buffer's size: a C-contiguous CPU tensor through
+/// DLPack where it has `__dlpack__` (no copy), else `bytes(data)`.
+fn exact_bytes(core: &BufferCore, data: &Bound<'_, PyAny>) -> PyResult<HostData> {
+    let on_cpu = data
+        .getattr("__dlpack_device__")
+        .and_then(|f| f.call0())
+        .and_then(|d| d.extract::<(i64, i64)>())
+        .is_ok_and(|(kind, _)| kind == 1);
+    let host = if on_cpu {
+        HostData::Dlpack(from_dlpack(data.as_borrowed(), None, None)?)
+    } else {
+        HostData::Bytes(
+            data.py()
+                .import("builtins")?
+                .getattr("bytes")?
+                .call1((data,))?
+                .extract()?,
+        )
+    };
+    let len = host.bytes().map_err(from_cuvk)?.len();
+    if len != core.nbytes() {
         return Err(refusal(
             "InvalidInput",
             "Array.Size",
-            format!("needs exactly {} bytes, got {}", core.nbytes(), bytes.len()),
-            &[
-                ("expected", core.nbytes() as i128),
-                ("given", bytes.len() as i128),
-            ],
+            format!("needs exactly {} bytes, got {len}", core.nbytes()),
+            &[("expected", core.nbytes() as i128), ("given", len as i128)],
         ));
     }
-    Ok(bytes)
+    Ok(host)
 }
 
 /// Copies the whole buffer to (`to_shared` false) or from `host` with one Vulkan submission,

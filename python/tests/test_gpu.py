@@ -47,6 +47,15 @@ def test_torch_writes_vulkan_reads_exactly_and_back(bridge):
     buf.vulkan_write(data)
     buf.cuda_acquire(s)
     assert t.cpu().numpy().tobytes() == data
+    # CPU tensors are read through DLPack (no copy on the way in), by both write paths.
+    host = torch.arange(N, dtype=torch.int32) * -5
+    buf.write(host)
+    assert torch.equal(t.cpu(), host)
+    buf.vulkan_write(host.numpy() + 1)
+    assert torch.equal(t.cpu(), host + 1)
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        buf.write(torch.zeros(N + 1, dtype=torch.int32))
+    assert e.value.numbers == {"expected": 4 * N, "given": 4 * (N + 1)}
 
 
 def test_cupy_same_pointer_and_exact_data(bridge):
