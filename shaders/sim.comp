@@ -1,6 +1,7 @@
 #version 450
-// Particle simulation step, Vulkan version of shaders/particles.cu (same formula, same order
-// of operations; `precise` forbids contraction into FMAs so both round alike).
+// Particle simulation step, Vulkan version of shaders/particles.cu: the same formula in the
+// same order of operations (see there); `precise` forbids contraction into FMAs so that both,
+// and the CPU reference in dev/src/sim/particles.rs, round alike.
 layout(local_size_x = 256) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer PosIn { vec4 pos_in[]; };
@@ -10,10 +11,8 @@ layout(std430, set = 0, binding = 3) writeonly buffer VelOut { vec4 vel_out[]; }
 layout(push_constant) uniform Params {
     uint count;
     float dt;
-    float g;
+    float mass[2];
     float softening;
-    float swirl;
-    float damping;
 } prm;
 
 void main() {
@@ -21,19 +20,28 @@ void main() {
     for (uint i = gl_GlobalInvocationID.x; i < prm.count; i += stride) {
         precise vec4 p = pos_in[i];
         precise vec4 v = vel_in[i];
-        precise float r2 = p.x * p.x + p.y * p.y + p.z * p.z;
-        precise float d = r2 + prm.softening;
-        precise float inv = 1.0 / (d * sqrt(d));
-        precise float k = -prm.g * inv;
-        precise float ax = k * p.x + (-prm.swirl) * p.y;
-        precise float ay = k * p.y + prm.swirl * p.x;
-        precise float az = k * p.z;
-        v.x = v.x * prm.damping + ax * prm.dt;
-        v.y = v.y * prm.damping + ay * prm.dt;
-        v.z = v.z * prm.damping + az * prm.dt;
+        precise float ax = 0.0, ay = 0.0, az = 0.0, depth = 0.0;
+        for (uint j = 0u; j < 2u; ++j) {
+            if (j >= prm.count || j == i) continue;
+            vec4 c = pos_in[j];
+            precise float dx = c.x - p.x;
+            precise float dy = c.y - p.y;
+            precise float dz = c.z - p.z;
+            precise float s = dx * dx + dy * dy + dz * dz + prm.softening;
+            precise float inv = 1.0 / (s * sqrt(s));
+            precise float k = prm.mass[j] * inv;
+            ax = ax + k * dx;
+            ay = ay + k * dy;
+            az = az + k * dz;
+            depth = depth + prm.mass[j] * (s * inv);
+        }
+        v.x = v.x + ax * prm.dt;
+        v.y = v.y + ay * prm.dt;
+        v.z = v.z + az * prm.dt;
         p.x = p.x + v.x * prm.dt;
         p.y = p.y + v.y * prm.dt;
         p.z = p.z + v.z * prm.dt;
+        p.w = depth;
         pos_out[i] = p;
         vel_out[i] = v;
     }

@@ -1,6 +1,12 @@
-//! The demo's engine: particle storage for each mode, the two simulations, the compute-splat
-//! renderer, and the frame loop ordered by the frame pacer (CUDA modes) or a local timeline
-//! (Vulkan mode).
+//! The demo's engine: particle storage for each mode, the two simulations, the frame loop
+//! ordered by the frame pacer (CUDA modes) or a local timeline (Vulkan mode), and the frame
+//! statistics of the HUD. The picture is drawn by [`canvas`].
+
+// Paths relative to this file: the wgpu demo includes it from elsewhere.
+#[path = "canvas.rs"]
+mod canvas;
+#[path = "hud.rs"]
+mod hud;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,10 +26,11 @@ use cuvk::{Bridge, BufferUsage, FramePacer, SharedBuffer, StagingBuffer};
 use cuvk_dev::{CommandSlots, ComputePipeline, DevAllocator, DevBuffer};
 
 use crate::demo::{
-    frame_periods, record_to_swapchain, timestamp_queries, write_png, Devices, FrameTimes,
-    LoopFrame, Sync, Target,
+    frame_periods, percentile, record_to_swapchain, timestamp_queries, write_png, Devices,
+    FrameTimes, LoopFrame, Sync, Target,
 };
-use crate::sim::{initial_state, Camera, Params};
+use crate::sim::{initial_state, OrbitCamera, Params};
+use canvas::Canvas;
 
 /// Which API simulates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,10 +73,12 @@ pub struct Options {
 }
 
 /// The shader files the demo reads at start-up.
+#[derive(Clone)]
 pub struct Shaders {
     pub sim: Vec<u8>,
     pub splat: Vec<u8>,
     pub resolve: Vec<u8>,
+    pub hud: Vec<u8>,
     pub particles_cu: String,
 }
 
@@ -81,60 +90,11 @@ impl Shaders {
         };
         Ok(Self {
             sim: read("sim.spv")?,
-            splat: read("splat.spv")?,
-            resolve: read("resolve.spv")?,
+            splat: read("particles_splat.spv")?,
+            resolve: read("particles_resolve.spv")?,
+            hud: read("particles_hud.spv")?,
             particles_cu: String::from_utf8(read("particles.cu")?)
                 .context("particles.cu is not UTF-8")?,
-        })
-    }
-}
-
-/// What depends on the image size: per-pixel counts, RGBA pixels, the readback buffer, and the
-/// splat and resolve pipelines whose descriptor sets point at them.
-struct Canvas {
-    width: u32,
-    height: u32,
-    splat: ComputePipeline,
-    splat_sets: Vec<vk::DescriptorSet>,
-    resolve: ComputePipeline,
-    resolve_set: vk::DescriptorSet,
-    _counts: DevBuffer, // bound in the splat and resolve descriptor sets
-    pixels: DevBuffer,
-    readback: DevBuffer,
-}
-
-impl Canvas {
-    fn new(
-        alloc: &Arc<DevAllocator>,
-        splat_spv: &[u8],
-        resolve_spv: &[u8],
-        store: &Store,
-        k: usize,
-        width: u32,
-        height: u32,
-    ) -> anyhow::Result<Self> {
-        let vk = alloc.context();
-        let pixels_n = u64::from(width * height);
-        let mut counts = device_local(alloc, "canvas counts", pixels_n * 4, STORAGE)?;
-        vk.fill_buffer(&mut counts, 0, pixels_n * 4, 0)?;
-        let pixels = device_local(alloc, "canvas pixels", pixels_n * 4, STORAGE)?;
-        let readback = DevBuffer::readback(alloc, "canvas readback", pixels_n * 4)?;
-        let splat = ComputePipeline::new(vk, splat_spv, 2, 76, k as u32)?;
-        let splat_sets = (0..k)
-            .map(|s| splat.descriptor_set(&[store.draw_buffer(s), &counts]))
-            .collect::<cuvk::Result<Vec<_>>>()?;
-        let resolve = ComputePipeline::new(vk, resolve_spv, 2, 12, 1)?;
-        let resolve_set = resolve.descriptor_set(&[&counts, &pixels])?;
-        Ok(Self {
-            width,
-            height,
-            splat,
-            splat_sets,
-            resolve,
-            resolve_set,
-            _counts: counts,
-            pixels,
-            readback,
         })
     }
 }
@@ -159,11 +119,15 @@ enum Store {
 }
 
 impl Store {
-    fn draw_buffer(&self, slot: usize) -> &dyn AsVkBuffer {
+    /// Per slot, the buffer the frame's positions are drawn from.
+    fn draw_buffers(&self) -> Vec<&dyn AsVkBuffer> {
+        fn all<B: AsVkBuffer>(v: &[B]) -> Vec<&dyn AsVkBuffer> {
+            v.iter().map(|b| b as &dyn AsVkBuffer).collect()
+        }
         match self {
-            Store::ZeroCopy { pos, .. } => &pos[slot],
-            Store::Vulkan { pos, .. } => &pos[slot],
-            Store::Staging { draw, .. } => &draw[slot],
+            Store::ZeroCopy { pos, .. } => all(pos),
+            Store::Vulkan { pos, .. } => all(pos),
+            Store::Staging { draw, .. } => all(draw),
         }
     }
 }
@@ -213,15 +177,19 @@ pub struct Engine {
     /// The CUDA simulation kernel loaded into the Vulkan device (inline launches).
     inline: Option<CuFunction>,
     canvas: Canvas,
-    splat_spv: Vec<u8>,
-    resolve_spv: Vec<u8>,
+    /// For a new canvas on resize.
+    shaders: Shaders,
     sim: Option<(ComputePipeline, Vec<vk::DescriptorSet>)>,
     cmds: CommandSlots,
     queries: vk::QueryPool,
     timestamp_ns: f64,
     pending: Vec<Option<FrameTimes>>, // per command slot: the CPU-side times of its last frame
     pub times: Vec<FrameTimes>,
-    pub camera: Camera,
+    pub camera: OrbitCamera,
+    /// The camera turns a step each frame (a drag in the window stops it).
+    pub orbit: bool,
+    /// The HUD (count, simulation path, fps, frame-time percentiles) is drawn.
+    pub hud: bool,
     pub bgra: bool,
     pub paused: bool,
 }
@@ -239,10 +207,11 @@ fn device_local(
     Ok(DevBuffer::gpu_only(alloc, name, bytes, usage)?)
 }
 
-fn upload(
+/// Copies `data` to the start of `dst` through a host-visible staging buffer (waits).
+fn upload<T: bytemuck::Pod>(
     alloc: &Arc<DevAllocator>,
     dst: &mut dyn AsVkBuffer,
-    data: &[[f32; 4]],
+    data: &[T],
 ) -> anyhow::Result<()> {
     let bytes = std::mem::size_of_val(data) as u64;
     let mut host = DevBuffer::upload(alloc, "upload staging", bytes)?;
@@ -403,7 +372,8 @@ fn vulkan_sim_pipeline(
     let Store::Vulkan { pos, vel } = store else {
         return Ok(None);
     };
-    let p = ComputePipeline::new(vk, sim_spv, 4, 24, k as u32)?;
+    let push = std::mem::size_of::<Params>() as u32;
+    let p = ComputePipeline::new(vk, sim_spv, 4, push, k as u32)?;
     let sets = (0..k)
         .map(|s| {
             let prev = (s + k - 1) % k;
@@ -442,10 +412,8 @@ impl Engine {
         };
         let canvas = Canvas::new(
             &alloc,
-            &shaders.splat,
-            &shaders.resolve,
-            &store,
-            k,
+            shaders,
+            &store.draw_buffers(),
             opts.width,
             opts.height,
         )?;
@@ -462,15 +430,16 @@ impl Engine {
             cuda,
             inline,
             canvas,
-            splat_spv: shaders.splat.clone(),
-            resolve_spv: shaders.resolve.clone(),
+            shaders: shaders.clone(),
             sim,
             cmds,
             queries,
             timestamp_ns,
             pending: vec![None; 2 * k],
             times: Vec::new(),
-            camera: Camera::default(),
+            camera: OrbitCamera::default(),
+            orbit: true,
+            hud: true,
             bgra: false,
             paused: false,
         })
@@ -487,6 +456,16 @@ impl Engine {
         }
     }
 
+    /// Where the simulation runs, in a few words for the HUD.
+    fn sim_label(&self) -> &'static str {
+        match (&self.cuda, &self.inline, self.opts.transfer) {
+            (Some(_), _, Transfer::Staging) => "CUDA stream + pinned staging copy",
+            (Some(_), _, Transfer::ZeroCopy) => "CUDA stream, zero-copy + semaphores",
+            (None, Some(_), _) => "CUDA kernel inside the Vulkan queue (NVX)",
+            (None, None, _) => "Vulkan compute shader",
+        }
+    }
+
     pub fn options(&self) -> &Options {
         &self.opts
     }
@@ -494,13 +473,10 @@ impl Engine {
     /// Renders at a new size from now on (waits for the GPU; the simulation goes on).
     pub fn resize(&mut self, width: u32, height: u32) -> anyhow::Result<()> {
         self.wait_idle()?;
-        let k = self.opts.frames_in_flight as usize;
         self.canvas = Canvas::new(
             &self.alloc,
-            &self.splat_spv,
-            &self.resolve_spv,
-            &self.store,
-            k,
+            &self.shaders,
+            &self.store.draw_buffers(),
             width,
             height,
         )?;
@@ -557,6 +533,9 @@ impl Engine {
         let c = frame.command_slot();
         self.collect(c)?;
         let simulate = !self.paused;
+        if self.orbit {
+            self.camera.orbit();
+        }
         self.run_cuda(&frame, simulate)?;
         let cmd = self.record(&frame, &target, simulate)?;
         let stage = vk::PipelineStageFlags::ALL_COMMANDS;
@@ -650,6 +629,25 @@ impl Engine {
     /// Timings of the collected frames in frame order, with `frame` = GPU frame period.
     pub fn frame_times(&self) -> Vec<FrameTimes> {
         frame_periods(&self.times)
+    }
+
+    /// The HUD's text: particle count, simulation path, and the recent frame statistics.
+    fn hud_lines(&self) -> [String; hud::LINES] {
+        hud::lines(self.opts.particles, self.sim_label(), self.recent_stats())
+    }
+
+    /// Frame rate and p50/p99 of the GPU frame period over the last 120 frames measured, once
+    /// there are any.
+    fn recent_stats(&self) -> Option<hud::Stats> {
+        const WINDOW: usize = 120;
+        let tail = &self.times[self.times.len().saturating_sub(WINDOW + 1)..];
+        let mut periods: Vec<f64> = frame_periods(tail).iter().map(|f| f.frame).collect();
+        let mean = periods.iter().sum::<f64>() / periods.len().max(1) as f64;
+        (mean > 0.0).then(|| hud::Stats {
+            fps: 1e3 / mean,
+            p50_ms: percentile(&mut periods, 0.5),
+            p99_ms: percentile(&mut periods, 0.99),
+        })
     }
 
     fn run_cuda(&mut self, frame: &LoopFrame, simulate: bool) -> anyhow::Result<()> {
@@ -804,7 +802,7 @@ impl Engine {
                 sim.record_dispatch(
                     cmd,
                     sets[slot],
-                    bytemuck::bytes_of(&p)[..24].as_ref(),
+                    bytemuck::bytes_of(&p),
                     self.params.count.div_ceil(256).clamp(1, 65535),
                 );
                 barrier(cmd, vk::AccessFlags::SHADER_WRITE);
@@ -815,27 +813,15 @@ impl Engine {
                 self.queries,
                 q0 + 1,
             );
-            let vp = self.camera.view_proj(w as f32 / h as f32);
-            let mut push: Vec<u8> = bytemuck::cast_slice(&vp).to_vec();
-            push.extend_from_slice(bytemuck::cast_slice(&[self.params.count, w, h]));
-            cv.splat.record_dispatch(
-                cmd,
-                cv.splat_sets[slot],
-                &push,
-                self.params.count.div_ceil(256).clamp(1, 65535),
-            );
-            barrier(cmd, vk::AccessFlags::SHADER_WRITE);
-            // About 1 at the density of one particle per 10 pixels, so dense regions keep detail.
-            let exposure = (0.1 * (w * h) as f32 / self.params.count as f32).clamp(0.01, 1.0);
-            let mut rpush: Vec<u8> = bytemuck::bytes_of(&(w * h)).to_vec();
-            rpush.extend_from_slice(bytemuck::bytes_of(&exposure));
-            rpush.extend_from_slice(bytemuck::bytes_of(&u32::from(self.bgra)));
-            cv.resolve.record_dispatch(
-                cmd,
-                cv.resolve_set,
-                &rpush,
-                (w * h).div_ceil(256).clamp(1, 65535),
-            );
+            let hud = self.hud.then(|| self.hud_lines());
+            let draw = canvas::Frame {
+                slot,
+                particles: self.params.count,
+                camera: &self.camera,
+                bgra: self.bgra,
+                hud: hud.as_ref(),
+            };
+            cv.record(d, cmd, &draw, &barrier);
             d.cmd_write_timestamp(
                 cmd,
                 vk::PipelineStageFlags::ALL_COMMANDS,

@@ -1,17 +1,21 @@
-//! Particle demo: N particles simulated by CUDA (or a Vulkan compute shader where there is no
-//! CUDA) in shared memory and drawn by Vulkan from that same memory, frames ordered on the GPU.
+//! Particle demo: two disc galaxies colliding, N particles simulated by CUDA (or a Vulkan
+//! compute shader where there is no CUDA) in shared memory and drawn by Vulkan from that same
+//! memory (HDR splat, glow, tone map, HUD), frames ordered on the GPU.
 //!
 //!     cargo run --release --example particles                   # window, or headless without a display
-//!     cargo run --release --example particles -- --headless --frames 120 --out out
+//!     cargo run --release --example particles -- --headless --frames 450 --out out
 //!     cargo run --release --example particles -- --bench
 //!
-//! Options: --particles N (1000000), --frames N (120), --out DIR (out), --save-every K (0: last
+//! Options: --particles N (1000000), --frames N (450), --out DIR (out), --save-every K (0: last
 //! frame only), --headless, --sim cuda|vulkan, --launch auto|inline|cuda (where the CUDA
 //! kernel runs: inside the Vulkan queue via VK_NVX_binary_import, or on a CUDA stream; auto
 //! picks the Vulkan queue where the driver has it), --transfer zero-copy|staging, --seed N,
-//! --size WxH (1280x720), --frames-in-flight K (2..4, 3), --shaders DIR, --bench,
-//! --dump-positions FILE, --exit-after N (window: close after N frames), --resize-at F:WxH
-//! (window: request a new size after F frames).
+//! --size WxH (1280x720), --frames-in-flight K (2..4, 3), --hud on|off (on: particle count,
+//! simulation path, fps and frame-time percentiles drawn in the picture), --shaders DIR,
+//! --bench, --dump-positions FILE, --exit-after N (window: close after N frames),
+//! --resize-at F:WxH (window: request a new size after F frames).
+//! The window: drag turns the camera (stopping its orbit; O resumes it), wheel zooms, H toggles
+//! the HUD, Space pauses, R restarts the collision, Esc quits.
 
 #[path = "../common/window.rs"]
 mod driver;
@@ -42,6 +46,8 @@ pub struct Args {
     pub headless: bool,
     pub bench: bool,
     pub dump: Option<PathBuf>,
+    /// Draw the HUD (particle count, simulation path, fps, frame-time percentiles).
+    pub hud: bool,
     pub exit_after: Option<u64>,
     /// Window: after this many frames, ask the window for another size (exercises resizing).
     pub resize_at: Option<(u64, u32, u32)>,
@@ -66,12 +72,13 @@ fn parse() -> anyhow::Result<Args> {
             shader_dir: default_shaders,
         },
         sim_forced: false,
-        frames: 120,
+        frames: 450,
         out: PathBuf::from("out"),
         save_every: 0,
         headless: false,
         bench: false,
         dump: None,
+        hud: true,
         exit_after: None,
         resize_at: None,
     };
@@ -97,6 +104,13 @@ fn parse() -> anyhow::Result<Args> {
             "--shaders" => a.opts.shader_dir = PathBuf::from(value(&arg, &mut it)?),
             "--dump-positions" => a.dump = Some(PathBuf::from(value(&arg, &mut it)?)),
             "--exit-after" => a.exit_after = Some(num(value(&arg, &mut it)?, &arg)?),
+            "--hud" => {
+                a.hud = match value(&arg, &mut it)?.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    v => bail!(usage(format!("--hud must be on or off, not '{v}'"))),
+                }
+            }
             "--resize-at" => {
                 // FRAME:WxH, e.g. 40:800x500
                 let v = value(&arg, &mut it)?;
@@ -166,8 +180,8 @@ fn parse() -> anyhow::Result<Args> {
             "-h" | "--help" => bail!(usage(
                 include_str!("main.rs")
                     .lines()
-                    .skip(2)
-                    .take(9)
+                    .skip(3)
+                    .take_while(|l| l.starts_with("//!"))
                     .map(|l| l.trim_start_matches("//!"))
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -298,6 +312,7 @@ fn headless(args: &mut Args) -> anyhow::Result<()> {
         args.opts.frames_in_flight
     );
     let mut engine = Engine::new(&dev, &shaders, args.opts.clone())?;
+    engine.hud = args.hud;
     println!("simulation: {}", engine.sim_path());
     let t = Instant::now();
     let mut written = Vec::new();

@@ -1,5 +1,6 @@
-//! The windowed demo: winit window, Vulkan swapchain, mouse orbit (drag) and zoom (wheel),
-//! Space pauses, R resets, Esc or closing the window exits. Particle count and fps in the title.
+//! The windowed demo: winit window, Vulkan swapchain, the camera orbiting by itself until a
+//! drag turns it (O resumes the orbit), wheel zooms, H shows or hides the HUD, Space pauses,
+//! R resets, Esc or closing the window exits. Particle count and fps in the title too.
 //! The window and swapchain are the shared driver's (`examples/common/window.rs`).
 
 use std::ffi::CStr;
@@ -55,7 +56,9 @@ impl Demo for Particles {
         (opts.width, opts.height) = (width, height);
         crate::check_memory(devices, &opts)?;
         let shaders = self.shaders.as_ref().expect("open loads the shaders");
-        Engine::new(devices, shaders, opts)
+        let mut engine = Engine::new(devices, shaders, opts)?;
+        engine.hud = self.args.hud;
+        Ok(engine)
     }
 }
 
@@ -111,6 +114,7 @@ impl Scene for Engine {
 
     fn drag(&mut self, from: Option<PhysicalPosition<f64>>, to: PhysicalPosition<f64>) {
         if let Some(last) = from {
+            self.orbit = false;
             let cam = &mut self.camera;
             cam.yaw += ((to.x - last.x) * 0.005) as f32;
             cam.pitch = (cam.pitch + ((to.y - last.y) * 0.005) as f32).clamp(-1.5, 1.5);
@@ -130,6 +134,8 @@ impl Scene for Engine {
         match key {
             Key::Named(NamedKey::Space) => self.paused = !self.paused,
             Key::Character(c) if c.eq_ignore_ascii_case("r") => self.reset()?,
+            Key::Character(c) if c.eq_ignore_ascii_case("h") => self.hud = !self.hud,
+            Key::Character(c) if c.eq_ignore_ascii_case("o") => self.orbit = !self.orbit,
             _ => {}
         }
         Ok(())

@@ -101,7 +101,9 @@ fn fs(@builtin(position) p: vec4<f32>) -> @location(0) vec4<f32> {
 "#;
 
 const SIM: &str = r#"
-struct Params { count: u32, dt: f32, g: f32, softening: f32, swirl: f32, damping: f32, pad0: f32, pad1: f32 };
+// The step of shaders/particles.cu and sim.comp (see dev/src/sim/particles.rs): particles 0 and
+// 1 are the galaxies' cores, every particle is pulled by them; pos.w = depth in their potential.
+struct Params { count: u32, dt: f32, mass0: f32, mass1: f32, softening: f32, pad0: f32, pad1: f32, pad2: f32 };
 @group(0) @binding(0) var<storage, read> pos_in: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> vel_in: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> pos_out: array<vec4<f32>>;
@@ -111,15 +113,22 @@ struct Params { count: u32, dt: f32, g: f32, softening: f32, swirl: f32, damping
 fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let i = id.x + id.y * 65535u * 256u;
     if (i >= prm.count) { return; }
-    var p = pos_in[i];
-    var v = vel_in[i];
-    let d = p.x * p.x + p.y * p.y + p.z * p.z + prm.softening;
-    let k = -prm.g * (1.0 / (d * sqrt(d)));
-    let a = vec3<f32>(k * p.x - prm.swirl * p.y, k * p.y + prm.swirl * p.x, k * p.z);
-    v = vec4<f32>(v.xyz * prm.damping + a * prm.dt, v.w);
-    p = vec4<f32>(p.xyz + v.xyz * prm.dt, p.w);
-    pos_out[i] = p;
-    vel_out[i] = v;
+    let p = pos_in[i];
+    let v = vel_in[i];
+    var a = vec3<f32>(0.0);
+    var depth = 0.0;
+    for (var j = 0u; j < min(prm.count, 2u); j++) {
+        if (j == i) { continue; }
+        let d = pos_in[j].xyz - p.xyz;
+        let s = d.x * d.x + d.y * d.y + d.z * d.z + prm.softening;
+        let inv = 1.0 / (s * sqrt(s));
+        let mass = select(prm.mass1, prm.mass0, j == 0u);
+        a += (mass * inv) * d;
+        depth += mass * (s * inv);
+    }
+    let vel = v.xyz + a * prm.dt;
+    pos_out[i] = vec4<f32>(p.xyz + vel * prm.dt, depth);
+    vel_out[i] = vec4<f32>(vel, v.w);
 }
 "#;
 

@@ -1,6 +1,7 @@
 //! The particle demo as a user runs it, on any Vulkan device (lavapipe in CI), under the
 //! validation layer: headless PNGs checked against the CPU simulation, the same image for the
-//! same seed, clear errors for bad input, and (under Xvfb) a window that presents and closes.
+//! same seed, the HUD drawn in its corner only, clear errors for bad input, and (under Xvfb) a
+//! window that presents and closes.
 
 use crate::particles;
 use cuvk_dev::testing::xvfb;
@@ -56,13 +57,16 @@ fn headless_vulkan_frames_show_the_particles_where_the_simulation_puts_them() {
             "--sim",
             "vulkan",
             "--frames",
-            "6",
+            "60",
             "--particles",
             "20000",
             "--size",
             "320x240",
             "--seed",
             seed,
+            // The HUD's numbers change from run to run; the picture must not.
+            "--hud",
+            "off",
             "--out",
             out.to_str().unwrap(),
         ]
@@ -75,16 +79,73 @@ fn headless_vulkan_frames_show_the_particles_where_the_simulation_puts_them() {
         let out = run_demo(&argv.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(out.status.success(), "demo failed");
     }
-    let share = check_frame(&a.join("frame_00006.png"), 320, 240, 20_000, 7, 6);
+    let share = check_frame(&a.join("frame_00060.png"), 320, 240, 20_000, 7, 60);
     assert!(
         share > 0.99,
         "only {:.2}% of the particles' pixels are lit",
         100.0 * share
     );
-    let read = |d: &std::path::Path| particles::read_png(&d.join("frame_00006.png")).2;
+    let read = |d: &std::path::Path| particles::read_png(&d.join("frame_00060.png")).2;
     assert!(read(&a) == read(&b), "same seed, different image");
     assert!(read(&a) != read(&c), "different seed, same image");
     for d in [a, b, c] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn the_hud_writes_its_text_in_the_top_left_corner_and_nowhere_else() {
+    if !vulkan_present() {
+        eprintln!("SKIP: no Vulkan device");
+        return;
+    }
+    let (w, h) = (640u32, 360u32);
+    let (on, off) = (temp_dir("hud-on"), temp_dir("hud-off"));
+    for (dir, hud) in [(&on, "on"), (&off, "off")] {
+        let size = format!("{w}x{h}");
+        let out = run_demo(&[
+            "--headless",
+            "--sim",
+            "vulkan",
+            "--frames",
+            "3",
+            "--particles",
+            "20000",
+            "--size",
+            &size,
+            "--hud",
+            hud,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "demo failed");
+    }
+    let read = |d: &std::path::Path| particles::read_png(&d.join("frame_00003.png")).2;
+    let (a, b) = (read(&on), read(&off));
+    fn pixel(img: &[u8], i: usize) -> &[u8] {
+        &img[4 * i..4 * i + 3]
+    }
+    let changed: Vec<(u32, u32)> = (0..(w * h) as usize)
+        .filter(|&i| pixel(&a, i) != pixel(&b, i))
+        .map(|i| (i as u32 % w, i as u32 / w))
+        .collect();
+    let right = changed.iter().map(|p| p.0).max().unwrap_or(0);
+    let bottom = changed.iter().map(|p| p.1).max().unwrap_or(0);
+    // Text: the HUD's pale letters (the picture under the panel is dimmed, never brightened).
+    let ink = changed
+        .iter()
+        .filter(|&&(x, y)| pixel(&a, (y * w + x) as usize).iter().all(|&c| c > 180))
+        .count();
+    eprintln!(
+        "HUD: {} pixels changed, within x < {right}, y < {bottom}; {ink} of them letters",
+        changed.len()
+    );
+    assert!(
+        right < w * 2 / 3 && bottom < h / 6,
+        "the HUD reaches ({right}, {bottom})"
+    );
+    assert!(ink > 300, "the HUD shows no text ({ink} letter pixels)");
+    for d in [on, off] {
         let _ = std::fs::remove_dir_all(d);
     }
 }
@@ -122,6 +183,10 @@ fn bad_input_gives_a_clear_message_and_a_failing_exit() {
         (
             vec!["--headless", "--sim", "fortran", "--out", out],
             "--sim must be cuda or vulkan",
+        ),
+        (
+            vec!["--headless", "--hud", "maybe", "--out", out],
+            "--hud must be on or off",
         ),
     ];
     for (argv, expect) in cases {
