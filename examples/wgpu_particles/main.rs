@@ -10,7 +10,9 @@
 //! Options: --particles N (1000000), --frames N (300), --headless, --out DIR (out-wgpu),
 //! --save-every K (0: last frame only), --size WxH (1280x720), --sim cuda|wgsl, --transfer
 //! zero-copy|write-buffer (CUDA → host → Queue::write_buffer, what wgpu users do today),
-//! --draw splat|points (compute splat resolved by a render pass, or rasterised points),
+//! --launch auto|inline|cuda (zero-copy: the CUDA kernel inside wgpu's command buffers where the
+//! driver has VK_NVX_binary_import, or on a CUDA stream paced by WgpuFramePacer; auto: inline
+//! where it can), --draw splat|points (compute splat resolved by a render pass, or points),
 //! --frames-in-flight K (2..4, 3), --seed N, --exit-after N (window), --bench [--json FILE].
 
 #[allow(dead_code)] // the native demo's engine: the benchmark's comparison rows
@@ -42,6 +44,17 @@ fn usage(msg: impl Into<String>) -> anyhow::Error {
     Usage(msg.into()).into()
 }
 
+/// Where the zero-copy path's CUDA kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    /// Inside wgpu's queue where the driver can, else on a CUDA stream.
+    Auto,
+    /// Inside wgpu's command buffers (`VK_NVX_binary_import`); an error where it cannot.
+    Inline,
+    /// On a CUDA stream, ordered with wgpu by `WgpuFramePacer`.
+    Cuda,
+}
+
 #[derive(Clone)]
 pub struct Args {
     pub particles: usize,
@@ -52,6 +65,7 @@ pub struct Args {
     pub size: (u32, u32),
     pub sim: Option<&'static str>,
     pub mode: Mode,
+    pub launch: Launch,
     pub draw: Draw,
     pub k: u32,
     pub seed: u64,
@@ -70,6 +84,7 @@ fn parse() -> anyhow::Result<Args> {
         size: (1280, 720),
         sim: None,
         mode: Mode::ZeroCopy,
+        launch: Launch::Auto,
         draw: Draw::Splat,
         k: 3,
         seed: 1,
@@ -110,6 +125,16 @@ fn parse() -> anyhow::Result<Args> {
                     "wgsl" => "wgsl",
                     v => bail!(usage(format!("--sim must be cuda or wgsl, not '{v}'"))),
                 })
+            }
+            "--launch" => {
+                a.launch = match value()?.as_str() {
+                    "auto" => Launch::Auto,
+                    "inline" => Launch::Inline,
+                    "cuda" => Launch::Cuda,
+                    v => bail!(usage(format!(
+                        "--launch must be auto, inline or cuda, not '{v}'"
+                    ))),
+                }
             }
             "--draw" => {
                 a.draw = match value()?.as_str() {
@@ -184,10 +209,11 @@ pub fn open(args: &mut Args) -> anyhow::Result<Devices> {
             ..Default::default()
         }) {
             Ok(b) => {
+                args.mode = zero_copy_mode(args.mode, args.launch, &b)?;
                 return Ok(Devices {
                     wgpu: b.wgpu().clone(),
                     bridge: Some(b),
-                })
+                });
             }
             Err(e) if e.is_unavailable() && args.sim.is_none() => {
                 println!("no CUDA GPU ({e}): simulating with the WGSL compute shader instead");
@@ -204,6 +230,21 @@ pub fn open(args: &mut Args) -> anyhow::Result<Devices> {
     Ok(Devices { bridge: None, wgpu })
 }
 
+/// The zero-copy path `launch` picks on `bridge`: the kernel inside wgpu's queue where the
+/// driver has `VK_NVX_binary_import` (and `auto` or `inline` asks for it), else on a stream.
+fn zero_copy_mode(mode: Mode, launch: Launch, bridge: &WgpuBridge) -> anyhow::Result<Mode> {
+    if mode != Mode::ZeroCopy || launch == Launch::Cuda {
+        return Ok(mode);
+    }
+    match cuvk::vulkan::cuda_kernels_supported(bridge.wgpu().vulkan()) {
+        Ok(()) => Ok(Mode::Inline),
+        Err(e) if launch == Launch::Inline => {
+            Err(e).context("--launch inline needs VK_NVX_binary_import (NVIDIA drivers)")
+        }
+        Err(_) => Ok(Mode::ZeroCopy),
+    }
+}
+
 fn check_memory(dev: &Devices, args: &Args) -> anyhow::Result<()> {
     let bytes = args.particles as u64 * 16;
     let max = dev.wgpu.device().limits().max_buffer_size;
@@ -216,7 +257,7 @@ fn check_memory(dev: &Devices, args: &Args) -> anyhow::Result<()> {
         )));
     }
     let slots = match args.mode {
-        Mode::ZeroCopy => 2 * u64::from(args.k),
+        Mode::ZeroCopy | Mode::Inline => 2 * u64::from(args.k),
         _ => 4,
     };
     let heap = dev.wgpu.vulkan().memory_properties();
@@ -455,7 +496,9 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
     let shaders = engine::Shaders::load(&shader_dir)?;
     let device = dev.wgpu.device();
     for n in [1_000_000usize, 10_000_000] {
+        let inline = cuvk::vulkan::cuda_kernels_supported(dev.wgpu.vulkan()).is_ok();
         for (name, mode, draw) in [
+            ("wgpu, inline kernel (cuvk)", Mode::Inline, Draw::Splat),
             ("wgpu, zero-copy (cuvk)", Mode::ZeroCopy, Draw::Splat),
             (
                 "wgpu, CUDA->host->write_buffer",
@@ -477,6 +520,10 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
                 println!("| {n:>9} | {name:<31} | does not fit |");
                 continue;
             }
+            if mode == Mode::Inline && !inline {
+                println!("| {n:>9} | {name:<31} | no VK_NVX_binary_import |");
+                continue;
+            }
             let target = Offscreen::new(device, args.size);
             let renderer =
                 Renderer::new(device, args.size, wgpu::TextureFormat::Rgba8Unorm, n, draw);
@@ -490,17 +537,34 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
             starts.push(Instant::now());
             row(n, name, stats(&starts, warmup));
         }
-        for (name, transfer) in [
-            ("native Vulkan, zero-copy", engine::Transfer::ZeroCopy),
-            ("native Vulkan, pinned staging", engine::Transfer::Staging),
+        for (name, transfer, launch) in [
+            (
+                "native Vulkan, inline kernel",
+                engine::Transfer::ZeroCopy,
+                engine::Launch::Vulkan,
+            ),
+            (
+                "native Vulkan, zero-copy",
+                engine::Transfer::ZeroCopy,
+                engine::Launch::Cuda,
+            ),
+            (
+                "native Vulkan, pinned staging",
+                engine::Transfer::Staging,
+                engine::Launch::Cuda,
+            ),
         ] {
+            if launch == engine::Launch::Vulkan && !inline {
+                println!("| {n:>9} | {name:<31} | no VK_NVX_binary_import |");
+                continue;
+            }
             let opts = engine::Options {
                 particles: n,
                 seed: args.seed,
                 width: args.size.0,
                 height: args.size.1,
                 sim: engine::SimKind::Cuda,
-                launch: engine::Launch::Cuda,
+                launch,
                 transfer,
                 frames_in_flight: args.k,
                 shader_dir: shader_dir.clone(),
@@ -531,6 +595,12 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
                 "{n} particles: zero-copy is {:.1}x faster than write_buffer in wgpu; the wgpu zero-copy frame costs {:.2}x the native Vulkan one",
                 w / z,
                 z / v
+            );
+        }
+        if let (Some(wi), Some(vi)) = (mean(n, "wgpu, inline"), mean(n, "native Vulkan, inline")) {
+            println!(
+                "{n} particles: the wgpu inline-kernel frame costs {:.2}x the native Vulkan inline one",
+                wi / vi
             );
         }
     }

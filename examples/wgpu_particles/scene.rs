@@ -11,7 +11,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use cuvk::ash::vk;
 use cuvk::cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use cuvk::wgpu::{wgpu, PacedBuffer, WgpuBridge, WgpuFramePacer, WgpuSharedBuffer};
+use cuvk::vulkan::{CuFunction, CuModule, KernelArg, LaunchDims};
+use cuvk::wgpu::{
+    wgpu, KernelLaunch, PacedBuffer, WgpuBridge, WgpuDevice, WgpuFramePacer, WgpuSharedBuffer,
+};
 
 use crate::sim::{initial_state, Camera, Params};
 
@@ -135,7 +138,12 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 /// Which path moves the particles to wgpu.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// CUDA simulates in shared buffers that wgpu draws from, paced by `WgpuFramePacer`.
+    /// The CUDA kernel runs inside wgpu's own command buffers (`VK_NVX_binary_import`,
+    /// `WgpuDevice::kernel_commands`) on shared buffers: one queue, no semaphore, no context
+    /// switch.
+    Inline,
+    /// CUDA simulates on a stream in shared buffers that wgpu draws from, paced by
+    /// `WgpuFramePacer`.
     ZeroCopy,
     /// CUDA simulates in its own memory; positions go to the host, then `Queue::write_buffer`.
     WriteBuffer,
@@ -481,6 +489,12 @@ fn canvas(
 
 /// Particle storage and the step for one [`Mode`].
 enum Store {
+    Inline {
+        wgpu: WgpuDevice,
+        step: CuFunction,
+        pos: Vec<WgpuSharedBuffer<[f32; 4]>>,
+        vel: Vec<WgpuSharedBuffer<[f32; 4]>>,
+    },
     ZeroCopy {
         pacer: WgpuFramePacer,
         pos: Vec<WgpuSharedBuffer<[f32; 4]>>,
@@ -529,7 +543,7 @@ impl Scene {
         let params = Params::new(particles as u32);
         let k = frames_in_flight as usize;
         let cuda = match bridge {
-            Some(b) if mode != Mode::Wgsl => {
+            Some(b) if mode != Mode::Wgsl && mode != Mode::Inline => {
                 let module =
                     cuvk::cuda::compile_module(b.bridge().cuda(), "particles.cu", PARTICLES_CU)?;
                 Some((
@@ -539,14 +553,32 @@ impl Scene {
             }
             _ => None,
         };
+        // K slots of shared position and velocity buffers, slot 0 holding the initial state.
+        let slots = |b: &WgpuBridge| -> anyhow::Result<(Vec<_>, Vec<_>)> {
+            let usage = wgpu::BufferUsages::VERTEX | wgpu::BufferUsages::STORAGE;
+            let make = || b.create_buffer::<[f32; 4]>(particles, usage);
+            let mut pos = (0..k).map(|_| make()).collect::<cuvk::Result<Vec<_>>>()?;
+            let mut vel = (0..k).map(|_| make()).collect::<cuvk::Result<Vec<_>>>()?;
+            pos[0].shared.cuda_write(&pos0)?;
+            vel[0].shared.cuda_write(&vel0)?;
+            Ok((pos, vel))
+        };
         let store = match (mode, bridge) {
+            (Mode::Inline, Some(b)) => {
+                let vk = b.wgpu().vulkan();
+                cuvk::vulkan::cuda_kernels_supported(vk)?;
+                let ptx = cuvk::cuda::compile_ptx(b.bridge().cuda(), "particles.cu", PARTICLES_CU)?;
+                let step = CuModule::from_ptx(vk, &ptx)?.function("step")?;
+                let (pos, vel) = slots(b)?;
+                Store::Inline {
+                    wgpu: b.wgpu().clone(),
+                    step,
+                    pos,
+                    vel,
+                }
+            }
             (Mode::ZeroCopy, Some(b)) => {
-                let usage = wgpu::BufferUsages::VERTEX | wgpu::BufferUsages::STORAGE;
-                let make = || b.create_buffer::<[f32; 4]>(particles, usage);
-                let mut pos = (0..k).map(|_| make()).collect::<cuvk::Result<Vec<_>>>()?;
-                let mut vel = (0..k).map(|_| make()).collect::<cuvk::Result<Vec<_>>>()?;
-                pos[0].shared.cuda_write(&pos0)?;
-                vel[0].shared.cuda_write(&vel0)?;
+                let (pos, vel) = slots(b)?;
                 let pacer = WgpuFramePacer::new(b, frames_in_flight)?;
                 Store::ZeroCopy { pacer, pos, vel }
             }
@@ -607,6 +639,52 @@ impl Scene {
             out
         };
         let number = match &mut self.store {
+            Store::Inline {
+                wgpu,
+                step,
+                pos,
+                vel,
+            } => {
+                let (cur, prev) = (
+                    self.next as usize % self.k,
+                    (self.next as usize - 1) % self.k,
+                );
+                let address = |b: &WgpuSharedBuffer<[f32; 4]>| {
+                    b.shared
+                        .device_address()
+                        .map(KernelArg::address)
+                        .context("shared buffers need device addresses for inline launches")
+                };
+                let args = [
+                    address(&pos[prev])?,
+                    address(&vel[prev])?,
+                    address(&pos[cur])?,
+                    address(&vel[cur])?,
+                    KernelArg::value(&params),
+                ];
+                let launch = KernelLaunch {
+                    function: step,
+                    dims: LaunchDims::linear(count.div_ceil(256).max(1), 256),
+                    args: &args,
+                };
+                // SAFETY: the four buffers behind the addresses live as long as the scene,
+                // which waits for its submissions before it drops them (wait_idle, Drop);
+                // the kernel touches `count` float4 of each; `cur` was last drawn K frames
+                // ago, before the kernel in queue order (kernel_commands' barriers).
+                let kernel = unsafe { wgpu.kernel_commands(&[launch]) }?;
+                let draw = self.renderer.encode(
+                    device,
+                    queue,
+                    &pos[cur].wgpu,
+                    count,
+                    &self.camera,
+                    output,
+                );
+                let mut cbs = vec![kernel];
+                cbs.extend(finish(draw, extra));
+                self.in_flight.push_back(queue.submit(cbs));
+                self.next
+            }
             Store::ZeroCopy { pacer, pos, vel } => {
                 let (stream, step) = self.cuda.as_ref().context("no CUDA")?;
                 let frame = pacer.begin_frame()?;
@@ -728,6 +806,23 @@ impl Scene {
         device.poll(wgpu::PollType::wait_indefinitely())?;
         self.in_flight.clear();
         Ok(())
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        // Inline kernels write the shared buffers through device addresses, which wgpu does
+        // not track: the memory must outlive them. Bounded: a wedged GPU is reported, not
+        // waited for forever.
+        if let Store::Inline { wgpu, .. } = &self.store {
+            let wait = wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(std::time::Duration::from_secs(5)),
+            };
+            if let Err(e) = wgpu.device().poll(wait) {
+                eprintln!("wgpu_particles: the GPU is not done after 5 s ({e})");
+            }
+        }
     }
 }
 

@@ -354,3 +354,106 @@ fn cuda_writes_wgpu_reads_a_shared_image_and_the_reverse() {
     errors.assert_none();
     support::assert_clean(w);
 }
+
+/// On a CUDA GPU with `VK_NVX_image_view_handle`: a CUDA kernel inside wgpu's own command
+/// buffers (`WgpuDevice::kernel_commands`) writes a wgpu texture through an inline surface
+/// handle of its `SharedImage`, and a wgpu copy in the same submission reads every byte the
+/// kernel wrote — no CUDA context, no semaphore. Skips elsewhere (REQUIRE_GPU=1 fails on an
+/// NVIDIA device without image handles).
+#[test]
+fn cuda_kernels_in_wgpu_queues_write_wgpu_textures_through_image_handles() {
+    use cuvk::vulkan::{image_handles_supported, CuModule, KernelArg, LaunchDims, ViewLayers};
+    use cuvk::wgpu::KernelLaunch;
+    use cuvk_dev::image_kernels::{self, Geometry};
+
+    let _shared = common::shared();
+    let test = "cuda_kernels_in_wgpu_queues_write_wgpu_textures";
+    let Some((bridge, errors)) = support::bridge(test) else {
+        return;
+    };
+    let w = bridge.wgpu();
+    if let Err(e) = image_handles_supported(w.vulkan()) {
+        let nvidia = w.vulkan().info().vendor_id == 0x10de;
+        assert!(
+            !(nvidia && std::env::var("REQUIRE_GPU").as_deref() == Ok("1")),
+            "{test}: REQUIRE_GPU=1 on an NVIDIA device without image handles: {e}"
+        );
+        eprintln!("SKIP {test}: {e}");
+        return;
+    }
+    let ptx = cuvk::cuda::compile_ptx(bridge.bridge().cuda(), "images.cu", image_kernels::SOURCE)
+        .unwrap();
+    let module = CuModule::from_ptx(w.vulkan(), &ptx).unwrap();
+    let write = module.function("surface_write_pattern").unwrap();
+    let desc = ImageDesc {
+        usage: usage() | vk::ImageUsageFlags::STORAGE,
+        ..rgba8(ImageKind::D2)
+    };
+    let image = bridge.create_image(&desc).unwrap();
+    let surface = image.shared.inline_surface(0, ViewLayers::All).unwrap();
+    for seed in [3u32, 4] {
+        let args = [
+            surface.kernel_arg(),
+            KernelArg::value(&(Geometry::D2 as i32)),
+            KernelArg::value(&W),
+            KernelArg::value(&H),
+            KernelArg::value(&1u32),
+            KernelArg::value(&4u32),
+            KernelArg::value(&seed),
+        ];
+        let launch = KernelLaunch {
+            function: &write,
+            dims: LaunchDims::linear((W * H).div_ceil(256), 256),
+            args: &args,
+        };
+        let pairs = [image.texture_image()];
+        let device = w.device();
+        let down = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("download"),
+            size: u64::from(W * H * 4),
+            usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+            mapped_at_creation: false,
+        });
+        let mut enc = device.create_command_encoder(&Default::default());
+        enc.copy_texture_to_buffer(
+            image.wgpu.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &down,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(W * 4),
+                    rows_per_image: Some(H),
+                },
+            },
+            image.wgpu.size(),
+        );
+        // SAFETY: the image (texture, SharedImage, surface handle) and the module outlive the
+        // submission (waited for below); the kernel writes only the W×H texels of level 0,
+        // in GENERAL, owned by wgpu's queue family between the acquire and the release.
+        let (acquire, kernel, [to_general, release]) = unsafe {
+            (
+                w.acquire_images(&pairs, vk::PipelineStageFlags::ALL_COMMANDS)
+                    .unwrap(),
+                w.kernel_commands(&[launch]).unwrap(),
+                w.release_images(&pairs).unwrap(),
+            )
+        };
+        w.queue()
+            .submit([acquire, kernel, enc.finish(), to_general, release]);
+        down.slice(..)
+            .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+        support::wait(device);
+        let got = down.slice(..).get_mapped_range().unwrap().to_vec();
+        down.unmap();
+        let want = image_kernels::pattern_bytes(u64::from(W * H), 4, seed);
+        assert_eq!(
+            first_difference(&got, &want),
+            None,
+            "seed {seed}: wgpu's copy of the kernel's surface writes"
+        );
+    }
+    drop((surface, image));
+    support::wait(w.device());
+    errors.assert_none();
+    support::assert_clean(w);
+}
