@@ -249,7 +249,8 @@ impl WgpuDevice {
 
     /// Opens `adapter` (Vulkan backend) as a wgpu device with what cuvk needs besides what
     /// `desc` asks for: the platform's external memory extension (required), its external
-    /// semaphore extension and `VK_NVX_binary_import` (where offered), `bufferDeviceAddress`
+    /// semaphore extension, `VK_NVX_binary_import` and `VK_NVX_image_view_handle` (where
+    /// offered), `bufferDeviceAddress`
     /// (where offered; shared buffers then have device addresses), and timeline semaphores
     /// (required; wgpu-hal enables them wherever the device has them).
     ///
@@ -533,6 +534,10 @@ fn offer(hal: &hal::vulkan::Adapter, features: ::wgpu::Features) -> Result<Offer
     }
     if buffer_device_address && caps.supports_extension(ash::nvx::binary_import::NAME) {
         extensions.push(ash::nvx::binary_import::NAME);
+        // Image handles for those kernels (`InlineImageHandle`), as cuvk's own devices have.
+        if caps.supports_extension(ash::nvx::image_view_handle::NAME) {
+            extensions.push(ash::nvx::image_view_handle::NAME);
+        }
     }
     Ok(Offer {
         extensions,
