@@ -1,0 +1,230 @@
+//! [`CuvkBuffer`]: one piece of device memory that is both a Bevy render buffer (storage,
+//! vertex, ... in Bevy's own pipelines) and a CUDA buffer.
+
+use std::mem::ManuallyDrop;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bevy::log::error;
+use bevy::render::render_resource::Buffer;
+use cuvk::ash::vk;
+use cuvk::{SharedBuffer, MEMORY_HANDLE_TYPE};
+use wgpu::hal;
+
+use crate::{CuvkDevice, CuvkError};
+
+/// Shared memory seen two ways: a Bevy [`Buffer`] (`wgpu::Buffer`, for bind groups and vertex
+/// buffers) and a [`SharedBuffer`] (its CUDA pointer for kernels). Clones share it.
+///
+/// wgpu 29 cannot take a `VkBuffer` it does not destroy, so the Bevy side is an alias: a
+/// second `VkBuffer` over the same bytes of cuvk's (non-dedicated) allocation, which wgpu owns
+/// and destroys. The memory is cuvk's and stays alive, by construction, as long as Bevy can
+/// use it: when the last clone goes, the wgpu buffer is destroyed (a later submission that
+/// still names it in a bind group fails wgpu's validation instead of reading freed memory),
+/// the device is polled until its submitted work completed (within the context's drop
+/// timeout), and only then is the memory released — or, past the timeout, deliberately leaked
+/// with an error logged.
+pub struct CuvkBuffer<T: bytemuck::Pod> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T: bytemuck::Pod> Clone for CuvkBuffer<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<T: bytemuck::Pod> {
+    buffer: Buffer,
+    shared: ManuallyDrop<SharedBuffer<T>>,
+    device: wgpu::Device,
+    timeout: Duration,
+}
+
+impl<T: bytemuck::Pod> Drop for Inner<T> {
+    fn drop(&mut self) {
+        // No submission made from now on can use the buffer (wgpu refuses it).
+        self.buffer.destroy();
+        let poll = self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(self.timeout),
+        });
+        match poll {
+            // SAFETY: dropped once, here; the GPU completed every submission made while the
+            // buffer could still be named, and none can name it any more.
+            Ok(_) => unsafe { ManuallyDrop::drop(&mut self.shared) },
+            Err(e) => error!(
+                "CuvkBuffer dropped while Bevy's GPU work did not complete within {:?} ({e}); \
+                 leaking its memory rather than freeing what the GPU may still read",
+                self.timeout
+            ),
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> std::fmt::Debug for CuvkBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CuvkBuffer")
+            .field("len", &self.inner.shared.len())
+            .field("bytes", &self.inner.shared.byte_size())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: bytemuck::Pod> CuvkBuffer<T> {
+    /// The Bevy (wgpu) buffer: bind it like any render buffer.
+    pub fn buffer(&self) -> &Buffer {
+        &self.inner.buffer
+    }
+    /// The CUDA side (`kernel_arg()` for a launch, `cuda_ptr()`, `device_address()`).
+    pub fn shared(&self) -> &SharedBuffer<T> {
+        &self.inner.shared
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.inner.shared.len()
+    }
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.inner.shared.is_empty()
+    }
+}
+
+/// The Vulkan usage a wgpu buffer usage needs (what wgpu-hal would create it with).
+fn vk_usage(usage: wgpu::BufferUsages) -> vk::BufferUsageFlags {
+    use wgpu::BufferUsages as U;
+    let mut flags = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    for (w, v) in [
+        (U::STORAGE, vk::BufferUsageFlags::STORAGE_BUFFER),
+        (U::UNIFORM, vk::BufferUsageFlags::UNIFORM_BUFFER),
+        (U::VERTEX, vk::BufferUsageFlags::VERTEX_BUFFER),
+        (U::INDEX, vk::BufferUsageFlags::INDEX_BUFFER),
+        (U::INDIRECT, vk::BufferUsageFlags::INDIRECT_BUFFER),
+    ] {
+        if usage.contains(w) {
+            flags |= v;
+        }
+    }
+    flags
+}
+
+impl CuvkDevice {
+    /// A buffer of `len` elements of `T` that Bevy uses with `usage` and CUDA through its
+    /// pointer, filled with `data` (CUDA copies it in; `data.len()` must be `len`, or empty for
+    /// uninitialised contents).
+    ///
+    /// Mapping usages, `len == 0` and a `data` of another length are refused
+    /// ([`CuvkError::BufferUsage`]): the memory is device-local.
+    pub fn create_buffer<T: bytemuck::Pod>(
+        &self,
+        len: usize,
+        usage: wgpu::BufferUsages,
+        data: &[T],
+    ) -> Result<CuvkBuffer<T>, CuvkError> {
+        let mappable = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::MAP_WRITE;
+        if usage.intersects(mappable) || len == 0 || (!data.is_empty() && data.len() != len) {
+            return Err(CuvkError::BufferUsage {
+                usage: format!("{usage:?}"),
+                len,
+                data: data.len(),
+            });
+        }
+        let bytes = (len * std::mem::size_of::<T>()) as u64;
+        let cuvk_err = |source| CuvkError::Shared { source };
+        // A non-dedicated allocation: an alias VkBuffer may be bound to it.
+        let allocation = self
+            .bridge()
+            .create_allocation(bytes, vk_usage(usage))
+            .map_err(cuvk_err)?;
+        let mut shared = allocation.buffer::<T>(0, len).map_err(cuvk_err)?;
+        if !data.is_empty() {
+            shared.cuda_write(data).map_err(cuvk_err)?;
+        }
+        let alias = alias_buffer(self, &shared)?;
+        // SAFETY: `alias` is a live VkBuffer of Bevy's device bound to memory cuvk keeps alive
+        // (see `Inner::drop`); wgpu owns the handle from here (it destroys it), never the
+        // memory (no allocation is attached); the memory is device-local, never mapped by wgpu.
+        let hal_buffer = unsafe { hal::vulkan::Buffer::from_raw(alias) };
+        let desc = wgpu::BufferDescriptor {
+            label: Some("cuvk shared buffer"),
+            size: shared.byte_size(),
+            usage,
+            mapped_at_creation: false,
+        };
+        // SAFETY: the hal buffer is of this device (Bevy's), created with at least the Vulkan
+        // usage `usage` needs and exactly `desc.size` bytes, and not mapped.
+        let wgpu_buffer = unsafe {
+            self.wgpu_device()
+                .create_buffer_from_hal::<hal::api::Vulkan>(hal_buffer, &desc)
+        };
+        Ok(CuvkBuffer {
+            inner: Arc::new(Inner {
+                buffer: Buffer::from(wgpu_buffer),
+                shared: ManuallyDrop::new(shared),
+                device: self.wgpu_device().clone(),
+                timeout: self.vulkan().drop_timeout(),
+            }),
+        })
+    }
+}
+
+/// A second `VkBuffer` over `shared`'s bytes, for wgpu to own.
+fn alias_buffer<T: bytemuck::Pod>(
+    device: &CuvkDevice,
+    shared: &SharedBuffer<T>,
+) -> Result<vk::Buffer, CuvkError> {
+    let bound = shared.vulkan_buffer();
+    let memory = bound.memory();
+    if memory.is_dedicated() {
+        return Err(CuvkError::Alias {
+            reason: "the memory is a dedicated allocation (only its own buffer may be bound)"
+                .into(),
+        });
+    }
+    let vk_device = device.vulkan().device();
+    let mut external =
+        vk::ExternalMemoryBufferCreateInfo::default().handle_types(MEMORY_HANDLE_TYPE);
+    let info = vk::BufferCreateInfo::default()
+        .size(shared.byte_size())
+        .usage(bound.buffer().usage())
+        .sharing_mode(vk::SharingMode::EXCLUSIVE)
+        .push_next(&mut external);
+    // SAFETY: a valid create info on Bevy's live device; the buffer is destroyed below on
+    // failure, or by wgpu once handed over.
+    let alias =
+        unsafe { vk_device.create_buffer(&info, None) }.map_err(|result| CuvkError::Alias {
+            reason: format!("vkCreateBuffer: {result}"),
+        })?;
+    // SAFETY: `alias` was just created on this device.
+    let req = unsafe { vk_device.get_buffer_memory_requirements(alias) };
+    let offset = bound.offset();
+    let fits = req.memory_type_bits & (1 << memory.memory_type_index()) != 0
+        && offset.is_multiple_of(req.alignment.max(1))
+        && offset + req.size <= memory.size();
+    let bind = if fits {
+        // SAFETY: the memory is live (held by `shared`), of a type the alias accepts, and the
+        // range [offset, offset + size) lies inside it at the required alignment (checked).
+        unsafe { vk_device.bind_buffer_memory(alias, memory.handle(), offset) }
+            .map_err(|result| format!("vkBindBufferMemory: {result}"))
+    } else {
+        Err(format!(
+            "the alias does not fit cuvk's memory (type bits {:#x} vs type {}, alignment {} at \
+             offset {offset}, size {} in {} bytes)",
+            req.memory_type_bits,
+            memory.memory_type_index(),
+            req.alignment,
+            req.size,
+            memory.size()
+        ))
+    };
+    match bind {
+        Ok(()) => Ok(alias),
+        Err(reason) => {
+            // SAFETY: never bound or used; destroyed once.
+            unsafe { vk_device.destroy_buffer(alias, None) };
+            Err(CuvkError::Alias { reason })
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! `bevy_cuvk`: CUDA inside Bevy's renderer through [`cuvk`], with no copies.
+//!
+//! [`CuvkPlugin`] enables what sharing needs on Bevy's own Vulkan device (external memory and
+//! semaphore extensions, buffer device addresses, the NVX extensions for CUDA kernels inside
+//! Vulkan queues where the driver has them), adopts that device into cuvk when the renderer
+//! starts and pairs it with the CUDA device of the same UUID. [`CuvkStatus`] (a resource in
+//! both worlds) says whether CUDA is ready or why not; [`CuvkDevice`] (present when ready) is
+//! the pairing. Bevy keeps running without CUDA.
+//!
+//! - [`CuvkDevice::create_buffer`]: a [`CuvkBuffer`], one memory that is a Bevy render buffer
+//!   and a CUDA buffer, kept alive until Bevy's GPU work on it completed;
+//! - CUDA work each frame, inside Bevy's queue ([`CuvkDevice::record_vulkan`] with cuvk's
+//!   `CuFunction::record_launch`: the inline path, NVX) or on a CUDA stream ordered with Bevy's
+//!   frames ([`StreamSync`]: the stream path);
+//! - the rest of cuvk (pools, images, semaphores) through [`CuvkDevice::bridge`].
+//!
+//! ```no_run
+//! use bevy::prelude::*;
+//! use bevy_cuvk::{CuvkPlugin, CuvkPluginGroupExt, CuvkStatus};
+//!
+//! fn main() {
+//!     App::new()
+//!         // CuvkPlugin must come before RenderPlugin (it configures device creation).
+//!         .add_plugins(DefaultPlugins.with_cuvk(CuvkPlugin::default()))
+//!         .add_systems(Update, report.run_if(resource_changed::<CuvkStatus>))
+//!         .run();
+//! }
+//!
+//! fn report(status: Res<CuvkStatus>) {
+//!     match &*status {
+//!         CuvkStatus::Ready { inline_kernels, device } => info!("CUDA on {device} ({inline_kernels})"),
+//!         CuvkStatus::Unavailable { reason } => info!("WGSL fallback: {reason}"),
+//!         CuvkStatus::Pending => {}
+//!     }
+//! }
+//! ```
+//!
+//! Versions: Bevy 0.19.1 (Rust 1.95) on wgpu 29, whose Vulkan queue can signal a semaphore
+//! after Bevy's submission but not wait for one: CUDA → Bevy ordering is a host wait before
+//! Bevy's submission, or the kernels recorded inside Bevy's own command buffers (NVX).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![warn(missing_docs)]
+
+mod buffer;
+mod device;
+mod extensions;
+mod plugin;
+mod status;
+mod stream;
+
+pub use buffer::CuvkBuffer;
+pub use device::CuvkDevice;
+pub use plugin::{CuvkPlugin, CuvkPluginGroupExt};
+pub use status::{CuvkError, CuvkStatus};
+pub use stream::StreamSync;
+
+/// Re-exported so users name the cuvk this crate was built with.
+pub use cuvk;
+/// Re-exported: the wgpu Bevy 0.19.1 renders with (29), as this crate names it.
+pub use wgpu;

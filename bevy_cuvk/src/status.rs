@@ -1,0 +1,164 @@
+//! Whether CUDA can work with Bevy's renderer, and why not.
+
+use bevy::prelude::Resource;
+
+/// Whether CUDA shares memory with Bevy's renderer: a resource in the main world and in the
+/// render world.
+///
+/// It is [`CuvkStatus::Pending`] until the renderer has started (the render world's
+/// `RenderStartup`), then [`CuvkStatus::Ready`] or [`CuvkStatus::Unavailable`] with the
+/// reason; the main world sees the outcome from its second update on (watch it with
+/// `resource_changed::<CuvkStatus>`). Bevy keeps running either way: use a fallback (WGSL
+/// compute) where it is unavailable.
+#[derive(Resource, Debug, Clone, PartialEq, Eq, Default)]
+pub enum CuvkStatus {
+    /// The renderer has not started yet.
+    #[default]
+    Pending,
+    /// Bevy's Vulkan device was adopted and paired with the CUDA device of the same UUID:
+    /// [`crate::CuvkDevice`] is a resource in both worlds.
+    Ready {
+        /// CUDA kernels can be recorded into Bevy's command buffers (`VK_NVX_binary_import`
+        /// and buffer device addresses are enabled): no cross-API synchronisation needed.
+        inline_kernels: bool,
+        /// The GPU, as "name (UUID)".
+        device: String,
+    },
+    /// CUDA cannot work with this renderer; the reason says why (no CUDA driver, not the
+    /// Vulkan backend, an extension missing, the plugin added after `RenderPlugin`, ...).
+    Unavailable {
+        /// Why, in words (the [`CuvkError`]'s message).
+        reason: String,
+    },
+}
+
+impl CuvkStatus {
+    /// Whether CUDA is ready.
+    pub fn is_ready(&self) -> bool {
+        matches!(self, CuvkStatus::Ready { .. })
+    }
+    /// Why CUDA is unavailable (`None` while pending or when ready).
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            CuvkStatus::Unavailable { reason } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for CuvkStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CuvkStatus::Pending => f.write_str("CUDA interop: pending (renderer not started)"),
+            CuvkStatus::Ready {
+                inline_kernels,
+                device,
+            } => write!(
+                f,
+                "CUDA interop ready on {device} (kernels {})",
+                if *inline_kernels {
+                    "inside Bevy's queue (NVX) or on CUDA streams"
+                } else {
+                    "on CUDA streams"
+                }
+            ),
+            CuvkStatus::Unavailable { reason } => write!(f, "CUDA interop unavailable: {reason}"),
+        }
+    }
+}
+
+/// Why [`crate::CuvkPlugin`] could not pair Bevy's renderer with CUDA.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CuvkError {
+    /// The plugin was built after `RenderPlugin`: the device was created without it.
+    #[error(
+        "CuvkPlugin was added after RenderPlugin, so Bevy's device was created without what \
+         sharing needs; add it before: DefaultPlugins.build().add_before::<RenderPlugin>(\
+         CuvkPlugin::default()) or DefaultPlugins.with_cuvk(CuvkPlugin::default())"
+    )]
+    AddedAfterRenderPlugin,
+    /// The render device was not created by Bevy's raw Vulkan initialisation (e.g.
+    /// `RenderCreation::Manual`), so cuvk's device callback did not run.
+    #[error(
+        "Bevy's render device was not created through raw_vulkan_init (RenderCreation::Manual?), \
+         so it lacks what sharing needs"
+    )]
+    CallbackNotRun,
+    /// The app has no renderer (`RenderPlugin` missing, or no GPU backend).
+    #[error("the app has no renderer (RenderPlugin missing or no GPU backend)")]
+    NoRenderer,
+    /// CUDA was turned off in the plugin's settings.
+    #[error("CUDA turned off in CuvkPlugin's settings (use_cuda: false)")]
+    Disabled,
+    /// Bevy renders with another backend than Vulkan.
+    #[error("Bevy renders with the {backend} backend; CUDA interop needs Vulkan")]
+    NotVulkan {
+        /// The backend Bevy uses.
+        backend: String,
+    },
+    /// Bevy's Vulkan device cannot be adopted for sharing (an extension or feature missing,
+    /// a Vulkan version too old, ...).
+    #[error("Bevy's Vulkan device {device} cannot share memory with CUDA: {source}")]
+    Vulkan {
+        /// The adapter, by name.
+        device: String,
+        /// cuvk's refusal.
+        #[source]
+        source: cuvk::Error,
+    },
+    /// No CUDA driver on this machine.
+    #[error("{source}")]
+    NoCudaDriver {
+        /// cuvk's error.
+        #[source]
+        source: cuvk::Error,
+    },
+    /// A shared buffer was asked for with a usage or initial data it cannot have.
+    #[error(
+        "a shared buffer of {len} elements (at least 1) cannot have usage {usage} (mapping is \
+         refused) or {data} initial elements (0 or {len})"
+    )]
+    BufferUsage {
+        /// The wgpu usage asked for.
+        usage: String,
+        /// Elements asked for.
+        len: usize,
+        /// Initial elements given.
+        data: usize,
+    },
+    /// cuvk refused to make shared memory or a semaphore, or a CUDA call on it failed.
+    #[error("cuvk: {source}")]
+    Shared {
+        /// cuvk's error.
+        #[source]
+        source: cuvk::Error,
+    },
+    /// A CUDA driver call failed.
+    #[error("{call} failed: {source}")]
+    CudaCall {
+        /// The call.
+        call: &'static str,
+        /// The driver's error.
+        #[source]
+        source: cuvk::cudarc::driver::DriverError,
+    },
+    /// Bevy's queue is not a Vulkan queue (wgpu's `as_hal` said no).
+    #[error("Bevy's queue is not a Vulkan queue")]
+    QueueNotVulkan,
+    /// The `VkBuffer` wgpu gets over cuvk's memory could not be made.
+    #[error("cannot alias cuvk's memory as a wgpu buffer: {reason}")]
+    Alias {
+        /// Why.
+        reason: String,
+    },
+    /// The CUDA driver is there, but no CUDA device is Bevy's GPU (or it failed to open).
+    #[error("no CUDA device for Bevy's GPU {device}: {source}")]
+    Cuda {
+        /// Bevy's GPU, as "name (UUID)".
+        device: String,
+        /// cuvk's error.
+        #[source]
+        source: cuvk::Error,
+    },
+}
