@@ -7,6 +7,7 @@
 //! ([`testing`]). Not part of `cuvk`'s public API (and not published).
 
 mod alloc;
+pub mod canvas;
 pub mod checker;
 mod command_slots;
 mod compute;

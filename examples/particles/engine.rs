@@ -3,10 +3,6 @@
 //! statistics of the HUD. The picture is drawn by [`canvas`].
 
 // Paths relative to this file: the wgpu demo includes it from elsewhere.
-#[path = "canvas.rs"]
-mod canvas;
-#[path = "hud.rs"]
-mod hud;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +26,7 @@ use crate::demo::{
     FrameTimes, LoopFrame, Sync, Target,
 };
 use crate::sim::{initial_state, OrbitCamera, Params};
-use canvas::Canvas;
+use cuvk_dev::canvas::{self, hud, Canvas, CanvasShaders};
 
 /// Which API simulates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +79,15 @@ pub struct Shaders {
 }
 
 impl Shaders {
+    /// The canvas's three shaders.
+    pub fn canvas(&self) -> CanvasShaders<'_> {
+        CanvasShaders {
+            splat: &self.splat,
+            resolve: &self.resolve,
+            hud: &self.hud,
+        }
+    }
+
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
         let read = |name: &str| {
             std::fs::read(dir.join(name))
@@ -412,7 +417,7 @@ impl Engine {
         };
         let canvas = Canvas::new(
             &alloc,
-            shaders,
+            &shaders.canvas(),
             &store.draw_buffers(),
             opts.width,
             opts.height,
@@ -475,7 +480,7 @@ impl Engine {
         self.wait_idle()?;
         self.canvas = Canvas::new(
             &self.alloc,
-            &self.shaders,
+            &self.shaders.canvas(),
             &self.store.draw_buffers(),
             width,
             height,
@@ -820,6 +825,7 @@ impl Engine {
                 camera: &self.camera,
                 bgra: self.bgra,
                 hud: hud.as_ref(),
+                exposure: None,
             };
             cv.record(d, cmd, &draw, &barrier);
             d.cmd_write_timestamp(

@@ -86,8 +86,9 @@ class SharedBuffer:
     def __len__(self) -> int: ...
 
 class ParticleRenderer:
-    """The particle demo's renderer, headless, drawing (N, 4) float32 positions straight from
-    cuvk memory."""
+    """The particle demo's renderer (HDR splat, glow, tone map, star field), headless, drawing
+    (N, 4) float32 particles straight from cuvk memory: x, y, z and a colour key w >= 0 (0:
+    the warm outer colour, about 1: gold, large: blue-white)."""
 
     def __init__(self, bridge: Bridge, width: int = 1280, height: int = 720) -> None: ...
     @property
@@ -96,8 +97,10 @@ class ParticleRenderer:
     def height(self) -> int: ...
     @property
     def frames(self) -> int: ...
-    def set_camera(self, yaw: float = 0.4, pitch: float = 0.9, distance: float = 4.0) -> None: ...
-    def set_exposure(self, exposure: Optional[float] = None) -> None: ...
+    def set_camera(self, yaw: float = 0.3, pitch: float = 0.55, distance: float = 10.0) -> None:
+        """Orbit camera: yaw about the vertical (z) axis, pitch above the x-y plane (radians)."""
+    def set_exposure(self, exposure: Optional[float] = None) -> None:
+        """Brightness per particle; None: chosen from the particle count and image size."""
     def draw(self, positions: ArrayLike, stream: Stream = None) -> int:
         """Draws a frame; with `stream`, ordered after that stream's work and before its next."""
     def read_rgba(self, timeout: float = 10.0) -> bytes: ...

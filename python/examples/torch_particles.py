@@ -32,7 +32,8 @@ def initial_state(n, seed):
 
 def step(src, dst, vel, dt=0.004, g=1.0, soft=0.02, swirl=0.15, damping=0.9995):
     """One integration step on the current stream: dst = src moved by vel, vel updated;
-    w = speed (the renderer's colour key)."""
+    w = kinetic energy (the renderer's colour key: small is the warm outer colour, about 1
+    gold, large the blue-white core)."""
     p = src[:, :3]
     d = (p * p).sum(1, keepdim=True) + soft
     acc = -g * p * d.pow(-1.5)
@@ -40,7 +41,7 @@ def step(src, dst, vel, dt=0.004, g=1.0, soft=0.02, swirl=0.15, damping=0.9995):
     acc[:, 1] += swirl * p[:, 0]
     vel[:, :3].mul_(damping).add_(acc, alpha=dt)
     dst[:, :3] = p + dt * vel[:, :3]
-    dst[:, 3] = vel[:, :3].norm(dim=1)
+    dst[:, 3] = 0.3 * vel[:, :3].square().sum(dim=1)
 
 
 def percentile(sorted_ms, q):
@@ -61,7 +62,7 @@ def main():
     bridge = cuvk.Bridge()
     print(bridge)
     renderer = cuvk.ParticleRenderer(bridge, width, height)
-    renderer.set_camera(yaw=0.5, pitch=0.95, distance=4.2)
+    renderer.set_camera(yaw=0.5, pitch=0.6, distance=4.5)
     # Two position buffers (this frame's and the last), Vulkan memory seen as tensors.
     bufs = [torch.from_dlpack(bridge.buffer((args.particles, 4), "float32")) for _ in range(2)]
     pos0, vel = initial_state(args.particles, args.seed)

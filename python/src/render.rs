@@ -1,5 +1,5 @@
-//! `cuvk.ParticleRenderer`: the particle demo's draw (a compute splat of every particle into
-//! per-pixel counts, resolved to RGBA8 by a second compute pass) on the bridge's Vulkan
+//! `cuvk.ParticleRenderer`: the particle demo's draw (`cuvk_dev::canvas`: an HDR compute
+//! splat of every particle, glow, ACES tone map and star field) on the bridge's Vulkan
 //! device, reading positions straight from the memory a PyTorch / CuPy / JAX tensor writes,
 //! ordered after that work on the GPU. Headless: frames come back as RGBA bytes or PNGs.
 
@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use cuvk::ash::vk;
 use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer};
-use cuvk_dev::sim::particles::Camera;
-use cuvk_dev::{CommandSlots, ComputePipeline, DevAllocator, DevBuffer};
+use cuvk_dev::canvas::{Canvas, CanvasShaders, Frame};
+use cuvk_dev::sim::particles::OrbitCamera;
+use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -22,8 +23,12 @@ use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
 use crate::stream::{self, StreamArg};
 
-const SPLAT_SPV: &[u8] = include_bytes!("../../shaders/splat.spv");
-const RESOLVE_SPV: &[u8] = include_bytes!("../../shaders/resolve.spv");
+/// The particle demo's draw (HDR splat, glow, tone map, star field), built into the module.
+const SHADERS: CanvasShaders<'static> = CanvasShaders {
+    splat: include_bytes!("../../shaders/particles_splat.spv"),
+    resolve: include_bytes!("../../shaders/particles_resolve.spv"),
+    hud: include_bytes!("../../shaders/particles_hud.spv"),
+};
 /// Frames recorded ahead of the GPU (command slots).
 const SLOTS: usize = 3;
 /// How long a submission waits for its command slot's previous submission.
@@ -31,14 +36,10 @@ const SLOT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The Vulkan objects of a renderer: destroyed only once the GPU is done with them.
 struct Gpu {
-    splat: ComputePipeline,
-    resolve: ComputePipeline,
-    splat_sets: Vec<vk::DescriptorSet>,
-    resolve_set: vk::DescriptorSet,
-    counts: DevBuffer,
-    pixels: DevBuffer,
-    readback: DevBuffer,
+    canvas: Canvas,
     slots: CommandSlots,
+    // What the canvas's slots point at until a frame draws real positions.
+    _placeholder: DevBuffer,
 }
 
 /// A renderer: its Vulkan objects, and the frames in flight.
@@ -54,7 +55,7 @@ struct Renderer {
     last_copy: u64,
     width: u32,
     height: u32,
-    camera: Camera,
+    camera: OrbitCamera,
     exposure: Option<f32>,
 }
 
@@ -62,29 +63,20 @@ impl Renderer {
     fn new(shared: &Arc<Shared>, width: u32, height: u32) -> cuvk::Result<Self> {
         let vk = shared.bridge.vulkan();
         let alloc = DevAllocator::new(vk)?;
-        let pixels_bytes = u64::from(width) * u64::from(height) * 4;
-        let usage = vk::BufferUsageFlags::STORAGE_BUFFER;
-        let counts = DevBuffer::gpu_only(&alloc, "counts", pixels_bytes, usage)?;
-        let pixels = DevBuffer::gpu_only(&alloc, "pixels", pixels_bytes, usage)?;
-        let readback = DevBuffer::readback(&alloc, "readback", pixels_bytes)?;
-        let splat = ComputePipeline::new(vk, SPLAT_SPV, 2, 76, SLOTS as u32)?;
-        let resolve = ComputePipeline::new(vk, RESOLVE_SPV, 2, 12, 1)?;
-        let splat_sets = (0..SLOTS)
-            .map(|_| splat.descriptor_set(&[&counts, &counts]))
-            .collect::<cuvk::Result<Vec<_>>>()?;
-        let resolve_set = resolve.descriptor_set(&[&counts, &pixels])?;
-        let slots = CommandSlots::new(vk, SLOTS)?;
+        let placeholder = DevBuffer::gpu_only(
+            &alloc,
+            "no particles yet",
+            16,
+            vk::BufferUsageFlags::STORAGE_BUFFER,
+        )?;
+        let slots_of: [&dyn AsVkBuffer; SLOTS] = [&placeholder; SLOTS];
+        let canvas = Canvas::new(&alloc, &SHADERS, &slots_of, width, height)?;
         let gpu = Gpu {
-            splat,
-            resolve,
-            splat_sets,
-            resolve_set,
-            counts,
-            pixels,
-            readback,
-            slots,
+            canvas,
+            slots: CommandSlots::new(vk, SLOTS)?,
+            _placeholder: placeholder,
         };
-        let mut me = Self {
+        Ok(Self {
             shared: shared.clone(),
             gpu: ManuallyDrop::new(gpu),
             next_slot: 0,
@@ -94,16 +86,9 @@ impl Renderer {
             last_copy: 0,
             width,
             height,
-            camera: Camera::default(),
+            camera: OrbitCamera::default(),
             exposure: None,
-        };
-        // Counts start at zero (the resolve pass clears them after each frame).
-        let counts = me.gpu.counts.vk_buffer();
-        me.one_shot(|d, cmd| {
-            // SAFETY: recording; our buffer.
-            unsafe { d.cmd_fill_buffer(cmd, counts, 0, vk::WHOLE_SIZE, 0) };
-        })?;
-        Ok(me)
+        })
     }
 
     /// Submits commands recorded by `record` in the next command slot (not a frame).
@@ -146,31 +131,19 @@ impl Renderer {
         Ok((slot, cmd))
     }
 
-    fn exposure(&self, count: usize) -> f32 {
-        self.exposure.unwrap_or_else(|| {
-            // About 1 at one particle per 10 pixels, so dense regions keep detail (the demo's).
-            (0.1 * (self.width * self.height) as f32 / count.max(1) as f32).clamp(0.01, 1.0)
-        })
-    }
-
     /// Records and submits one frame drawing `positions`; returns the frame number.
     fn draw(&mut self, positions: &Array) -> cuvk::Result<u64> {
-        let count = positions.len() / 4;
+        let count = (positions.len() / 4) as u32;
         let core = positions.core.clone();
         let (slot, cmd) = self.begin_slot()?;
         self.frames += 1;
         // The slot's set now points at this frame's positions (its last use is done).
         // SAFETY: begin_slot waited for the slot's previous submission.
-        unsafe {
-            self.gpu
-                .splat
-                .update_descriptor_set(self.gpu.splat_sets[slot], &[&core.buffer, &self.gpu.counts])
-        }?;
+        unsafe { self.gpu.canvas.set_particles(slot, &core.buffer) }?;
         let d = self.shared.bridge.vulkan().device();
         let family = self.shared.bridge.vulkan().queue_family_index();
-        let (w, h) = (self.width, self.height);
         let all = vk::PipelineStageFlags::ALL_COMMANDS;
-        let barrier = |src: vk::AccessFlags| {
+        let barrier = |cmd: vk::CommandBuffer, src: vk::AccessFlags| {
             let b = [vk::MemoryBarrier::default()
                 .src_access_mask(src)
                 .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE)];
@@ -179,18 +152,20 @@ impl Renderer {
                 d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[])
             };
         };
-        let vp = self.camera.view_proj(w as f32 / h as f32);
-        let mut push: Vec<u8> = bytemuck::cast_slice(&vp).to_vec();
-        push.extend_from_slice(bytemuck::cast_slice(&[count as u32, w, h]));
-        let mut rpush: Vec<u8> = bytemuck::bytes_of(&(w * h)).to_vec();
-        rpush.extend_from_slice(bytemuck::bytes_of(&self.exposure(count)));
-        rpush.extend_from_slice(bytemuck::bytes_of(&0u32));
+        let frame = Frame {
+            slot,
+            particles: count,
+            camera: &self.camera,
+            bgra: false,
+            hud: None,
+            exposure: self.exposure,
+        };
         let shared_buffer: [&dyn AsVkBuffer; 1] = [&core.buffer];
         // SAFETY: recording on the bridge's device; every buffer outlives the submission
         // (the positions' buffer is held in `in_flight` until its value is reached).
         unsafe {
-            // Earlier frames' writes (counts cleared, pixels) are visible to this one.
-            barrier(vk::AccessFlags::MEMORY_WRITE);
+            // Earlier frames' writes (the canvas, the pixels) are visible to this one.
+            barrier(cmd, vk::AccessFlags::MEMORY_WRITE);
             cmd_acquire_buffers(
                 d,
                 cmd,
@@ -199,12 +174,7 @@ impl Renderer {
                 vk::PipelineStageFlags::COMPUTE_SHADER,
                 vk::AccessFlags::SHADER_READ,
             );
-            self.gpu.splat.record_dispatch(
-                cmd,
-                self.gpu.splat_sets[slot],
-                &push,
-                (count as u32).div_ceil(256).clamp(1, 65535),
-            );
+            self.gpu.canvas.record(d, cmd, &frame, &barrier);
             cmd_release_buffers(
                 d,
                 cmd,
@@ -212,13 +182,6 @@ impl Renderer {
                 &shared_buffer,
                 vk::PipelineStageFlags::COMPUTE_SHADER,
                 vk::AccessFlags::SHADER_READ,
-            );
-            barrier(vk::AccessFlags::SHADER_WRITE);
-            self.gpu.resolve.record_dispatch(
-                cmd,
-                self.gpu.resolve_set,
-                &rpush,
-                (w * h).div_ceil(256).clamp(1, 65535),
             );
             d.end_command_buffer(cmd)
                 .map_err(|result| cuvk::Error::Vulkan {
@@ -260,7 +223,8 @@ impl Renderer {
     fn read_rgba(&mut self, timeout: Duration) -> cuvk::Result<Vec<u8>> {
         if self.last_copy != self.frames {
             let bytes = u64::from(self.width) * u64::from(self.height) * 4;
-            let (pixels, readback) = (self.gpu.pixels.vk_buffer(), self.gpu.readback.vk_buffer());
+            let canvas = &self.gpu.canvas;
+            let (pixels, readback) = (canvas.pixels.vk_buffer(), canvas.readback.vk_buffer());
             let value = self.one_shot(|d, cmd| {
                 let b = [vk::MemoryBarrier::default()
                     .src_access_mask(vk::AccessFlags::SHADER_WRITE)
@@ -287,7 +251,7 @@ impl Renderer {
             self.shared.timelines.wait_vulkan(value, timeout)?;
             self.last_copy = self.frames;
         }
-        self.gpu.readback.read::<u8>()
+        self.gpu.canvas.readback.read::<u8>()
     }
 
     fn wait_idle(&mut self, timeout: Duration) -> cuvk::Result<()> {
@@ -317,7 +281,8 @@ impl Drop for Renderer {
     }
 }
 
-/// Draws particle positions — an `(N, 4)` float32 array (x, y, z, unused) in a cuvk buffer,
+/// Draws particles — an `(N, 4)` float32 array (x, y, z, and w >= 0 the colour key) in a cuvk
+/// buffer,
 /// e.g. a PyTorch tensor made with `torch.from_dlpack(bridge.buffer((N, 4)))` — with the
 /// particle demo's renderer on the bridge's Vulkan device, headless: `read_rgba()` and
 /// `save_png()` return the last frame.
@@ -342,7 +307,7 @@ fn check_positions(a: &Array) -> PyResult<()> {
             "InvalidInput",
             "Positions.Layout",
             format!(
-                "positions must be a non-empty (N, 4) float32 array (x, y, z, unused), not \
+                "positions must be a non-empty (N, 4) float32 array (x, y, z, colour key), not \
                  {:?} {}",
                 a.shape,
                 a.dtype.name()
@@ -412,38 +377,35 @@ impl PyRenderer {
         self.lock().frames
     }
 
-    /// Points the orbit camera: `yaw` and `pitch` in radians, `distance` from the origin.
-    #[pyo3(signature = (yaw = 0.4, pitch = 0.9, distance = 4.0))]
+    /// Points the orbit camera: `yaw` about the vertical (z) axis and `pitch` above the x-y
+    /// plane, in radians, at `distance` from the origin (the particle demo's camera).
+    #[pyo3(signature = (yaw = 0.3, pitch = 0.55, distance = 10.0))]
     fn set_camera(&self, yaw: f32, pitch: f32, distance: f32) -> PyResult<()> {
         if !(distance.is_finite() && distance > 0.0 && yaw.is_finite() && pitch.is_finite()) {
             return Err(refusal(
                 "InvalidInput",
                 "Renderer.Camera",
-                format!("camera needs finite angles and a distance > 0 (got {yaw}, {pitch}, {distance})"),
+                format!(
+                    "camera needs finite angles and a distance > 0 (got {yaw}, {pitch}, \
+                     {distance})"
+                ),
                 &[],
             ));
         }
-        let camera = Camera {
+        // Straight down (or up) the vertical axis the view has no "right": refused.
+        if pitch.cos().abs() < 1e-3 {
+            return Err(refusal(
+                "InvalidInput",
+                "Renderer.Camera",
+                format!("pitch {pitch} looks straight along the vertical axis (z)"),
+                &[],
+            ));
+        }
+        self.lock().camera = OrbitCamera {
             yaw,
             pitch,
             distance,
         };
-        let mut r = self.lock();
-        let aspect = r.width as f32 / r.height as f32;
-        if camera
-            .view_proj(aspect)
-            .iter()
-            .flatten()
-            .any(|v| !v.is_finite())
-        {
-            return Err(refusal(
-                "InvalidInput",
-                "Renderer.Camera",
-                format!("yaw {yaw} and pitch {pitch} look straight along the up axis (z)"),
-                &[],
-            ));
-        }
-        r.camera = camera;
         Ok(())
     }
 

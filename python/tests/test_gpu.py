@@ -91,12 +91,12 @@ def test_jax_same_pointer_and_exact_data(bridge):
 
 class Frames:
     """A 64x32 renderer and 4096 particles in a tensor over cuvk memory, all at world
-    y = +1 or -1, which land on different halves of the picture."""
+    x = +1 or -1, which land on different halves of the picture."""
 
     def __init__(self, bridge, torch):
         self.torch = torch
         self.r = cuvk.ParticleRenderer(bridge, 64, 32)
-        self.r.set_camera(yaw=1.5708, pitch=0.0, distance=4.0)  # along -x: world y is screen x
+        self.r.set_camera(yaw=0.0, pitch=0.0, distance=4.0)  # along +y: world x is screen x
         self.r.set_exposure(4.0)
         self.pos = torch.from_dlpack(bridge.buffer((4096, 4), "float32"))
         self.stream = torch.cuda.Stream()
@@ -108,9 +108,9 @@ class Frames:
             self.sides[y] = self.bright_side()
         assert self.sides[1.0] != self.sides[-1.0], "the two positions must land on different halves"
 
-    def place(self, y):
+    def place(self, x):
         self.pos[:] = 0.0
-        self.pos[:, 1] = y
+        self.pos[:, 0] = x
 
     def bright_side(self):
         rgba = self.r.read_rgba()
@@ -211,7 +211,7 @@ def test_foreign_tensors_are_refused_with_their_rule(bridge):
         bridge.buffer(4).write(b"123")
     assert e.value.numbers == {"expected": 16, "given": 3}
     with pytest.raises(cuvk.InvalidInputError) as e:
-        r.set_camera(yaw=0.0, pitch=0.0)  # straight down the up axis
+        r.set_camera(yaw=0.0, pitch=1.5707964)  # straight down the vertical axis
     assert e.value.rule == "Renderer.Camera"
     # Nothing was left half-done: the next valid call works.
     assert r.draw(t, stream=torch.cuda.current_stream()) == 1

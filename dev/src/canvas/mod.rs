@@ -1,4 +1,5 @@
-//! The demo's picture, drawn by compute shaders from the particle positions (H100/H200-class
+//! The particle demo's picture (also the Python module's renderer), drawn by compute shaders
+//! from the particle positions (H100/H200-class
 //! GPUs have few raster units: a compute splat is far faster there than rasterised points).
 //! shaders/particles_splat.comp adds each particle to its pixel's HDR counts;
 //! shaders/particles_resolve.comp blurs a small copy of them into a glow, then tone-maps
@@ -10,10 +11,44 @@ use std::sync::Arc;
 
 use cuvk::ash::vk;
 use cuvk::vulkan::AsVkBuffer;
-use cuvk_dev::{ComputePipeline, DevAllocator, DevBuffer};
 
-use super::{device_local, hud, upload, Shaders, STORAGE};
-use crate::sim::OrbitCamera;
+use crate::sim::particles::OrbitCamera;
+use crate::{ComputePipeline, DevAllocator, DevBuffer};
+
+pub mod hud;
+
+const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
+
+/// The canvas's SPIR-V: shaders/particles_splat.spv, particles_resolve.spv, particles_hud.spv.
+#[derive(Clone, Copy)]
+pub struct CanvasShaders<'a> {
+    pub splat: &'a [u8],
+    pub resolve: &'a [u8],
+    pub hud: &'a [u8],
+}
+
+/// A device-local buffer the canvas keeps to itself.
+fn device_local(
+    alloc: &Arc<DevAllocator>,
+    name: &str,
+    bytes: u64,
+    usage: vk::BufferUsageFlags,
+) -> cuvk::Result<DevBuffer> {
+    DevBuffer::gpu_only(alloc, name, bytes, usage)
+}
+
+/// Copies `data` to the start of `dst` through a host-visible staging buffer (waits).
+fn upload<T: bytemuck::Pod>(
+    alloc: &Arc<DevAllocator>,
+    dst: &mut dyn AsVkBuffer,
+    data: &[T],
+) -> cuvk::Result<()> {
+    let bytes = std::mem::size_of_val(data) as u64;
+    let mut host = DevBuffer::upload(alloc, "upload staging", bytes)?;
+    host.write(data)?;
+    alloc.context().copy_buffer(&host, 0, dst, 0, bytes)?;
+    Ok(())
+}
 
 /// Exposure: particle counts are scaled by it times pixels per particle (so that any count
 /// shows the same picture), then compressed (particles_resolve.comp).
@@ -35,6 +70,8 @@ pub struct Frame<'a> {
     /// The target is B8G8R8A8 (else R8G8B8A8).
     pub bgra: bool,
     pub hud: Option<&'a [String; hud::LINES]>,
+    /// Brightness per particle; `None`: chosen from the particle count and picture size.
+    pub exposure: Option<f32>,
 }
 
 #[repr(C)]
@@ -104,7 +141,7 @@ pub struct Canvas {
     hud: ComputePipeline,
     hud_set: vk::DescriptorSet,
     // Bound in the descriptor sets above.
-    _hdr: DevBuffer,
+    hdr: DevBuffer,
     _glow: [DevBuffer; 2],
     _font: DevBuffer,
     text: DevBuffer,
@@ -116,11 +153,11 @@ impl Canvas {
     /// A `width`×`height` canvas drawing from `particles[slot]`.
     pub fn new(
         alloc: &Arc<DevAllocator>,
-        shaders: &Shaders,
+        shaders: &CanvasShaders<'_>,
         particles: &[&dyn AsVkBuffer],
         width: u32,
         height: u32,
-    ) -> anyhow::Result<Self> {
+    ) -> cuvk::Result<Self> {
         let vk = alloc.context();
         let pixels_n = u64::from(width) * u64::from(height);
         let glow_scale = (height / GLOW_ROWS).max(1);
@@ -142,15 +179,15 @@ impl Canvas {
         let push = |bytes: usize| bytes as u32;
         let slots = particles.len() as u32;
         let splat =
-            ComputePipeline::new(vk, &shaders.splat, 2, push(size_of::<SplatPush>()), slots)?;
+            ComputePipeline::new(vk, shaders.splat, 2, push(size_of::<SplatPush>()), slots)?;
         let splat_sets = particles
             .iter()
             .map(|&p| splat.descriptor_set(&[p, &hdr]))
             .collect::<cuvk::Result<Vec<_>>>()?;
         let resolve =
-            ComputePipeline::new(vk, &shaders.resolve, 4, push(size_of::<ResolvePush>()), 1)?;
+            ComputePipeline::new(vk, shaders.resolve, 4, push(size_of::<ResolvePush>()), 1)?;
         let resolve_set = resolve.descriptor_set(&[&hdr, &glow[0], &glow[1], &pixels])?;
-        let hud = ComputePipeline::new(vk, &shaders.hud, 3, push(size_of::<HudPush>()), 1)?;
+        let hud = ComputePipeline::new(vk, shaders.hud, 3, push(size_of::<HudPush>()), 1)?;
         let hud_set = hud.descriptor_set(&[&font, &text, &pixels])?;
         Ok(Self {
             width,
@@ -163,13 +200,40 @@ impl Canvas {
             resolve_set,
             hud,
             hud_set,
-            _hdr: hdr,
+            hdr,
             _glow: glow,
             _font: font,
             text,
             pixels,
             readback,
         })
+    }
+
+    /// Points slot `slot`'s particle buffer at `particles` instead (a loop that draws a
+    /// different buffer each frame).
+    ///
+    /// # Safety
+    /// No pending command buffer may use the slot's descriptor set.
+    pub unsafe fn set_particles(
+        &self,
+        slot: usize,
+        particles: &dyn AsVkBuffer,
+    ) -> cuvk::Result<()> {
+        let Some(&set) = self.splat_sets.get(slot) else {
+            return Err(cuvk::LayoutError::OutOfBounds {
+                offset: slot as u64,
+                size: 1,
+                end: slot as u64 + 1,
+                container: "canvas slots",
+                container_size: self.splat_sets.len() as u64,
+            }
+            .into());
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.splat
+                .update_descriptor_set(set, &[particles, &self.hdr])
+        }
     }
 
     /// Records drawing `frame` into [`Self::pixels`]. `barrier(cmd, src)` must record a full
@@ -252,7 +316,9 @@ impl Canvas {
             glow_height: self.glow_size.1,
             // Capped: where particles are few, each would be so bright that its colour washes
             // out to white.
-            exposure: (EXPOSURE * (w * h) as f32 / frame.particles as f32).min(0.1),
+            exposure: frame
+                .exposure
+                .unwrap_or((EXPOSURE * (w * h) as f32 / frame.particles as f32).min(0.1)),
             glow: GLOW,
             bgra: u32::from(frame.bgra),
             pad: [0; 3],
