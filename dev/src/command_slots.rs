@@ -15,6 +15,8 @@ pub struct CommandSlots {
     ctx: Arc<VulkanContext>,
     pools: Vec<vk::CommandPool>,
     cmds: Vec<vk::CommandBuffer>,
+    // Set by `assume_idle`: drop need not wait for the queue.
+    idle: bool,
 }
 
 impl CommandSlots {
@@ -24,6 +26,7 @@ impl CommandSlots {
             ctx: ctx.clone(),
             pools: Vec::with_capacity(n),
             cmds: Vec::with_capacity(n),
+            idle: false,
         };
         let device = ctx.device();
         for _ in 0..n {
@@ -77,13 +80,28 @@ impl CommandSlots {
     }
 }
 
+impl CommandSlots {
+    /// Tells drop that every submission of these command buffers has completed (the owner
+    /// waited for them, within its own bound), so it need not wait for the whole queue, which
+    /// may hold other, unrelated work that never finishes.
+    ///
+    /// # Safety
+    /// No submission of these command buffers may still be pending when they drop.
+    pub unsafe fn assume_idle(&mut self) {
+        self.idle = true;
+    }
+}
+
 impl Drop for CommandSlots {
     fn drop(&mut self) {
         let device = self.ctx.device();
-        // SAFETY: once the context's own queue is idle no submission uses the buffers (the
-        // examples submit them there only); the pools are ours.
+        // SAFETY: once the context's own queue is idle (or the owner said its submissions
+        // completed) no submission uses the buffers (the examples submit them there only);
+        // the pools are ours.
         unsafe {
-            let _ = device.queue_wait_idle(*self.ctx.lock_queue());
+            if !self.idle {
+                let _ = device.queue_wait_idle(*self.ctx.lock_queue());
+            }
             for &p in &self.pools {
                 device.destroy_command_pool(p, None);
             }

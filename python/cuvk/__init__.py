@@ -24,7 +24,7 @@ from ._errors import (
     NotEnabledError,
     NotFoundError,
     OutOfMemoryError,
-    TimeoutError,
+    CuvkTimeoutError,
     UnsupportedError,
     WrongDeviceError,
 )
@@ -41,7 +41,7 @@ __all__ = [
     "OutOfMemoryError",
     "WrongDeviceError",
     "DriverError",
-    "TimeoutError",
+    "CuvkTimeoutError",
     "IoError",
     "__version__",
 ]

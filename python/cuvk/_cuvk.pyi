@@ -7,7 +7,10 @@ __version__: str
 
 #: A CUDA stream: None (the legacy default stream), an int handle (DLPack's convention: -1 no
 #: ordering, 1 legacy default, 2 per-thread default, else a `cudaStream_t`), or a stream
-#: object (`torch.cuda.Stream`, `cupy.cuda.Stream`, anything with `__cuda_stream__`).
+#: object (`torch.cuda.Stream`, `cupy.cuda.Stream`, anything with `__cuda_stream__`). A
+#: handle must name a live stream of the bridge's device: cuvk checks its context, but a
+#: destroyed stream's handle is undefined behaviour, as everywhere in CUDA. A stream that is
+#: capturing a CUDA graph is refused (`Stream.Capturing`).
 Stream = Union[None, int, Any]
 #: A `SharedBuffer`, or a tensor / array over one's memory (anything with
 #: `__cuda_array_interface__`: PyTorch, CuPy, JAX, Numba).
@@ -28,10 +31,11 @@ class Bridge:
     def inline_kernels(self) -> bool:
         """Whether CUDA kernels can run inside Vulkan command buffers (VK_NVX_binary_import)."""
     def validation_messages(self) -> List[str]: ...
-    def buffer(self, shape: Union[int, Sequence[int]], dtype: str = "float32") -> SharedBuffer:
+    def buffer(self, shape: Union[int, Sequence[int]], dtype: Any = None) -> SharedBuffer:
         """A zero-filled buffer of Vulkan memory shared with CUDA.
 
-        dtype: bool, int8/16/32/64, uint8/16/32/64, float16/32/64 (also "torch.float32", "<f4").
+        dtype (default float32): bool, int8/16/32/64, uint8/16/32/64, float16/32/64, as a name
+        ("float32", "<f4", "torch.float32") or a dtype object (torch.float32, numpy.float32).
         """
     def buffer_of(self, array: ArrayLike) -> SharedBuffer:
         """The cuvk buffer under `array` (InvalidInputError if it is not cuvk memory)."""
@@ -102,7 +106,8 @@ class ParticleRenderer:
     def set_exposure(self, exposure: Optional[float] = None) -> None:
         """Brightness per particle; None: chosen from the particle count and image size."""
     def draw(self, positions: ArrayLike, stream: Stream = None) -> int:
-        """Draws a frame; with `stream`, ordered after that stream's work and before its next."""
+        """Draws a frame ordered with `stream` (None: the legacy default stream): after the
+        work enqueued there so far, before the work enqueued there next. -1: no ordering."""
     def read_rgba(self, timeout: float = 10.0) -> bytes: ...
     def save_png(self, path: Union[str, "PathLike[str]"], timeout: float = 10.0) -> None: ...
     def wait_idle(self, timeout: float = 10.0) -> None: ...

@@ -63,7 +63,7 @@ class DriverError(CuvkError, RuntimeError):
     """A Vulkan or CUDA call failed for another reason."""
 
 
-class TimeoutError(CuvkError, TimeoutError):  # noqa: A001 - also the built-in TimeoutError
+class CuvkTimeoutError(CuvkError, TimeoutError):
     """A host wait timed out."""
 
 
@@ -79,7 +79,7 @@ BY_KIND = {
     "OutOfMemory": OutOfMemoryError,
     "WrongDevice": WrongDeviceError,
     "Driver": DriverError,
-    "Timeout": TimeoutError,
+    "Timeout": CuvkTimeoutError,
     "Io": IoError,
 }
 

@@ -37,13 +37,13 @@ def run(bridge, n, frames, zero_copy):
             bridge.cuda_acquire(dst, stream)
             step(src, dst, vel)
             bridge.cuda_release(dst, stream)
-            renderer.draw(dst)
+            renderer.draw(dst, stream=-1)
         else:
             step(src, dst, vel)
             host = dst.cpu()  # waits for the step
             target = bufs[f % 2]
             target.vulkan_write(host)  # memcpy into host-visible staging, vkCmdCopyBuffer
-            renderer.draw(target)
+            renderer.draw(target, stream=-1)  # the upload above waited for everything
     renderer.wait_idle()
     starts.append(time.perf_counter())
     warm = min(20, frames // 4)

@@ -25,9 +25,11 @@ pub struct Array {
 }
 
 impl Array {
-    /// Element count.
+    /// Element count (the shape was checked not to overflow when the array was resolved).
     pub fn len(&self) -> usize {
-        self.shape.iter().product()
+        self.shape
+            .iter()
+            .fold(1usize, |acc, &d| acc.saturating_mul(d))
     }
 }
 
@@ -51,7 +53,12 @@ pub fn resolve(shared: &Arc<Shared>, obj: &Bound<'_, PyAny>) -> PyResult<Array> 
         });
     }
     check_device(shared, obj)?;
-    let cai = obj.getattr("__cuda_array_interface__").map_err(|_| {
+    let cai = obj.getattr("__cuda_array_interface__").map_err(|e| {
+        if !e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) {
+            // The object has the interface but cannot give it (e.g. a tensor that requires
+            // grad): its own error says why.
+            return e;
+        }
         refusal(
             "InvalidInput",
             "Array.Type",
@@ -104,7 +111,17 @@ pub fn resolve(shared: &Arc<Shared>, obj: &Bound<'_, PyAny>) -> PyResult<Array> 
             }
         }
     }
-    let bytes = (shape.iter().product::<usize>() * dtype.itemsize()) as u64;
+    let bytes = shape
+        .iter()
+        .try_fold(dtype.itemsize(), |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| {
+            refusal(
+                "InvalidInput",
+                "Array.Overflow",
+                format!("shape {shape:?} overflows the address space"),
+                &[],
+            )
+        })? as u64;
     let core = shared.find(ptr, bytes).ok_or_else(|| {
         refusal(
             "InvalidInput",

@@ -162,15 +162,27 @@ impl PyBridge {
     /// A new buffer of `shape` elements of `dtype` in Vulkan memory shared with CUDA
     /// (zero-filled). `torch.from_dlpack(buf)`, `cupy.from_dlpack(buf)` and
     /// `jax.dlpack.from_dlpack(buf)` see its memory with no copy.
-    #[pyo3(signature = (shape, dtype = "float32"))]
+    #[pyo3(signature = (shape, dtype = None))]
     fn buffer(
         &self,
         py: Python<'_>,
         shape: &Bound<'_, PyAny>,
-        dtype: &str,
+        dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PySharedBuffer> {
         let shape = parse_shape(shape)?;
-        let dtype = DType::parse(dtype).ok_or_else(|| {
+        // A name, or a dtype object (torch.float32, numpy.float32, numpy.dtype) by its str().
+        let dtype = match dtype {
+            None => "float32".to_owned(),
+            Some(d) => match d.extract::<String>() {
+                Ok(name) => name,
+                Err(_) => d.str()?.to_string(),
+            },
+        };
+        let dtype = dtype
+            .trim_start_matches("<class '")
+            .trim_end_matches("'>")
+            .to_owned();
+        let dtype = DType::parse(&dtype).ok_or_else(|| {
             refusal(
                 "InvalidInput",
                 "Array.Dtype",

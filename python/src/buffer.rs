@@ -13,7 +13,7 @@ use cuvk_dev::DevBuffer;
 use dlpark::ffi::{DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned};
 use dlpark::metadata::Dynamic;
 use dlpark::python::{
-    export_dlpack, from_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest, ImportedDlpack,
+    export_dlpack, from_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest,
 };
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::PyRuntimeError;
@@ -60,9 +60,9 @@ impl BufferCore {
                 )
             })?;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::VERTEX_BUFFER;
-        let mut buffer = shared.bridge.create_buffer::<u8>(bytes, usage).py()?;
+        let buffer = shared.bridge.create_buffer::<u8>(bytes, usage).py()?;
         // Vulkan memory starts undefined; a tensor over it should not.
-        buffer.cuda_write(&vec![0u8; bytes]).py()?;
+        zero_sync(shared, buffer.cuda_ptr(), bytes).py()?;
         Ok(Arc::new(Self {
             shared: shared.clone(),
             buffer,
@@ -88,6 +88,18 @@ impl BufferCore {
         let Some(handle) = stream.handle() else {
             return Ok(());
         };
+        self.shared
+            .bridge
+            .cuda()
+            .bind_to_thread()
+            .map_err(|source| {
+                from_cuvk(cuvk::Error::Cuda {
+                    call: "cuCtxSetCurrent",
+                    source,
+                })
+            })?;
+        // SAFETY: as below.
+        unsafe { stream::refuse_capturing(handle) }?;
         // SAFETY: Python code names the stream; DLPack's protocol (and ours) takes it as a
         // live stream of this device, which `enqueue_raw` checks with cuStreamGetCtx.
         unsafe { self.shared.timelines.cuda_acquire(&self.marks, handle) }.py()
@@ -98,6 +110,18 @@ impl BufferCore {
         let Some(handle) = stream.handle() else {
             return Ok(());
         };
+        self.shared
+            .bridge
+            .cuda()
+            .bind_to_thread()
+            .map_err(|source| {
+                from_cuvk(cuvk::Error::Cuda {
+                    call: "cuCtxSetCurrent",
+                    source,
+                })
+            })?;
+        // SAFETY: as below.
+        unsafe { stream::refuse_capturing(handle) }?;
         // SAFETY: as in `cuda_acquire`.
         unsafe { self.shared.timelines.cuda_release(&[&self.marks], handle) }.py()
     }
@@ -293,7 +317,7 @@ impl PySharedBuffer {
         let core = self.core.clone();
         py.detach(move || -> cuvk::Result<()> {
             core.wait_host(timeout)?;
-            write_sync(&core, bytes.bytes()?)
+            write_sync(&core, &bytes)
         })
         .py()
     }
@@ -327,7 +351,7 @@ impl PySharedBuffer {
             core.wait_host(timeout)?;
             let mut staging = core.staging()?;
             let host = staging.insert_staging(&core)?;
-            host.write(bytes.bytes()?)?;
+            host.write(&bytes)?;
             vulkan_copy(&core, host, true)
         })
         .py()
@@ -386,66 +410,69 @@ impl PySharedBuffer {
     }
 }
 
-/// Host data to copy into a buffer: a CPU tensor / array borrowed through DLPack (NumPy,
-/// PyTorch: no copy), or the bytes of any buffer-protocol object.
-pub enum HostData {
-    /// A CPU DLPack tensor, kept alive (the producer's memory) until dropped.
-    Dlpack(ImportedDlpack),
-    /// A copy of the object's bytes.
-    Bytes(Vec<u8>),
-}
-
-impl HostData {
-    /// The bytes.
-    fn bytes(&self) -> cuvk::Result<&[u8]> {
-        match self {
-            HostData::Bytes(b) => Ok(b),
-            HostData::Dlpack(t) => {
-                let view = t.validate().map_err(host_err)?;
-                // SAFETY: a validated CPU tensor that the held capsule keeps alive and that
-                // nothing writes while cuvk reads it (the producer handed it to a reader).
-                unsafe { view.cpu_bytes() }.map_err(host_err)
-            }
-        }
-    }
-}
-
-fn host_err(e: impl std::fmt::Display) -> cuvk::Error {
-    cuvk::Error::Io {
-        call: "reading a CPU DLPack tensor",
-        source: std::io::Error::other(e.to_string()),
-    }
-}
-
-/// `data` as host data of exactly the buffer's size: a C-contiguous CPU tensor through
-/// DLPack where it has `__dlpack__` (no copy), else `bytes(data)`.
-fn exact_bytes(core: &BufferCore, data: &Bound<'_, PyAny>) -> PyResult<HostData> {
-    let on_cpu = data
+/// `data`'s bytes, exactly the buffer's size: a C-contiguous CPU tensor / array through
+/// DLPack (NumPy, PyTorch), else any object with the buffer protocol. Copied while the GIL is
+/// held, so no Python thread writes the source during the copy (a tensor the GPU is still
+/// writing, e.g. by a non-blocking copy, must be synchronised first).
+fn exact_bytes(core: &BufferCore, data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let device = data
         .getattr("__dlpack_device__")
         .and_then(|f| f.call0())
         .and_then(|d| d.extract::<(i64, i64)>())
-        .is_ok_and(|(kind, _)| kind == 1);
-    let host = if on_cpu {
-        HostData::Dlpack(from_dlpack(data.as_borrowed(), None, None)?)
-    } else {
-        HostData::Bytes(
-            data.py()
-                .import("builtins")?
-                .getattr("bytes")?
-                .call1((data,))?
-                .extract()?,
-        )
+        .ok();
+    let bytes = match device {
+        Some((1, _)) => {
+            let imported = from_dlpack(data.as_borrowed(), None, None)?;
+            let view = imported.validate().map_err(layout_refusal)?;
+            // SAFETY: a validated CPU tensor, kept alive by `imported` for the copy; read once,
+            // into our own memory, with the GIL held.
+            unsafe { view.cpu_bytes() }
+                .map_err(layout_refusal)?
+                .to_vec()
+        }
+        Some((kind, id)) => {
+            return Err(refusal(
+                "WrongDevice",
+                "Array.Device",
+                format!(
+                    "write takes host data; this array is on DLPack device ({kind}, {id}): \
+                     copy it on the GPU (torch.from_dlpack(buf).copy_(x)) instead"
+                ),
+                &[
+                    ("device_type", i128::from(kind)),
+                    ("device_id", i128::from(id)),
+                ],
+            ))
+        }
+        None => data
+            .py()
+            .import("builtins")?
+            .getattr("memoryview")?
+            .call1((data,))?
+            .call_method0("tobytes")?
+            .extract()?,
     };
-    let len = host.bytes().map_err(from_cuvk)?.len();
-    if len != core.nbytes() {
+    if bytes.len() != core.nbytes() {
         return Err(refusal(
             "InvalidInput",
             "Array.Size",
-            format!("needs exactly {} bytes, got {len}", core.nbytes()),
-            &[("expected", core.nbytes() as i128), ("given", len as i128)],
+            format!("needs exactly {} bytes, got {}", core.nbytes(), bytes.len()),
+            &[
+                ("expected", core.nbytes() as i128),
+                ("given", bytes.len() as i128),
+            ],
         ));
     }
-    Ok(host)
+    Ok(bytes)
+}
+
+fn layout_refusal(e: impl std::fmt::Display) -> PyErr {
+    refusal(
+        "InvalidInput",
+        "Array.Layout",
+        format!("the CPU array cannot be read as one block of bytes: {e}"),
+        &[],
+    )
 }
 
 /// Copies the whole buffer to (`to_shared` false) or from `host` with one Vulkan submission,
@@ -479,6 +506,20 @@ fn vulkan_copy(core: &BufferCore, host: &DevBuffer, to_shared: bool) -> cuvk::Re
             cmd_release_buffers(d, cmd, family, &shared, stage, access);
         })
     }
+}
+
+/// Zeroes `bytes` at `ptr` (a buffer just made) through CUDA, synchronously.
+fn zero_sync(shared: &Shared, ptr: sys::CUdeviceptr, bytes: usize) -> cuvk::Result<()> {
+    shared
+        .bridge
+        .cuda()
+        .bind_to_thread()
+        .map_err(cuda_err("cuCtxSetCurrent"))?;
+    let stream: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: `ptr` is the mapping of a buffer of `bytes` that nothing else uses yet.
+    unsafe { cuda::memset_d8_async(ptr, 0, bytes, stream) }.map_err(cuda_err("cuMemsetD8Async"))?;
+    // SAFETY: the legacy default stream of the bound context.
+    unsafe { cuda::stream::synchronize(stream) }.map_err(cuda_err("cuStreamSynchronize"))
 }
 
 /// Host → buffer through CUDA on the legacy default stream, synchronously.

@@ -22,6 +22,7 @@ pub const NAMES: &str =
 
 impl DType {
     /// From a NumPy/PyTorch-style name: "float32", "torch.float32", "f4", "<f4", "int64", ...
+    /// ("float" and "int" are refused: NumPy and PyTorch read them as different widths.)
     pub fn parse(name: &str) -> Option<Self> {
         let n = name
             .trim()
@@ -32,14 +33,14 @@ impl DType {
             "bool" | "b1" | "?" => DType::Bool,
             "int8" | "i1" => DType::Int(1),
             "int16" | "i2" | "short" => DType::Int(2),
-            "int32" | "i4" | "int" => DType::Int(4),
+            "int32" | "i4" => DType::Int(4),
             "int64" | "i8" | "long" => DType::Int(8),
             "uint8" | "u1" => DType::UInt(1),
             "uint16" | "u2" => DType::UInt(2),
             "uint32" | "u4" => DType::UInt(4),
             "uint64" | "u8" => DType::UInt(8),
             "float16" | "f2" | "half" => DType::Float(2),
-            "float32" | "f4" | "float" => DType::Float(4),
+            "float32" | "f4" => DType::Float(4),
             "float64" | "f8" | "double" => DType::Float(8),
             _ => return None,
         })

@@ -5,20 +5,24 @@
 //! of the buffer waits there. No host waits on either path.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cuvk::ash::vk;
 use cuvk::cudarc::driver::sys;
-use cuvk::vulkan::{SemaphoreKind, SemaphoreOp};
+use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
 use cuvk::{Bridge, Result, SharedSemaphore};
 
 /// The two timelines and the values handed out on them.
 pub struct Timelines {
     cuda_done: SharedSemaphore,
     vulkan_done: SharedSemaphore,
+    // Signalled with the same values as `vulkan_done`, for host waits: a semaphore no other
+    // API signals, whose payload the validation layer can follow (its tracking of an exported
+    // timeline gave false "command buffer still pending" errors after host waits on it).
+    vulkan_done_host: Arc<Semaphore>,
     // Held while a value is chosen and its signal enqueued, so values strictly increase.
-    cuda_next: Mutex<u64>,
+    cuda_next: Mutex<()>,
     vulkan_next: Mutex<u64>,
 }
 
@@ -38,7 +42,8 @@ impl Timelines {
         Ok(Self {
             cuda_done: bridge.create_semaphore(kind)?,
             vulkan_done: bridge.create_semaphore(kind)?,
-            cuda_next: Mutex::new(0),
+            vulkan_done_host: Semaphore::new(bridge.vulkan(), SemaphoreDesc::LOCAL_TIMELINE)?,
+            cuda_next: Mutex::new(()),
             vulkan_next: Mutex::new(0),
         })
     }
@@ -59,14 +64,28 @@ impl Timelines {
     /// Enqueues on `stream` a signal that Vulkan's next use of each buffer of `marks` waits
     /// for: the work enqueued there so far is done.
     ///
+    /// Every stream signals the one `cuda_done` timeline, so the signals must also *run* in
+    /// value order: a fast stream's 6 must not land before a slow stream's 5 (the value would
+    /// go back, and a draw waiting for 5 would start while the slow stream still writes).
+    /// So the stream first waits on the GPU for the previous value, then signals the next.
+    /// The previous signal is already enqueued on its stream, ahead of anything that could
+    /// wait on this one: no cycle.
+    ///
     /// # Safety
     /// `stream` must be null or a live CUDA stream.
     pub unsafe fn cuda_release(&self, marks: &[&Marks], stream: sys::CUstream) -> Result<()> {
-        let mut next = lock(&self.cuda_next);
-        let value = *next + 1;
-        // SAFETY: forwarded; the value exceeds every earlier signal (we hand them all out).
+        let _values = lock(&self.cuda_next);
+        // From the ledger, not a counter of ours: a signal enqueued whose bookkeeping then
+        // failed still counts, so the next value always lies above it.
+        let previous = self.cuda_done.vulkan.highest_signal();
+        let value = previous + 1;
+        if previous > 0 {
+            // SAFETY: forwarded; `previous` is scheduled (the ledger has it).
+            unsafe { self.cuda_done.cuda.enqueue_raw(stream, previous, false) }?;
+        }
+        // SAFETY: forwarded; the value exceeds every value scheduled on the timeline, and
+        // runs after them (the wait above).
         unsafe { self.cuda_done.cuda.enqueue_raw(stream, value, true) }?;
-        *next = value;
         for m in marks {
             m.cuda_release.fetch_max(value, Ordering::AcqRel);
         }
@@ -102,7 +121,10 @@ impl Timelines {
         };
         let mut next = lock(&self.vulkan_next);
         let value = *next + 1;
-        let signals = [SemaphoreOp::signal(&self.vulkan_done.vulkan, value)];
+        let signals = [
+            SemaphoreOp::signal(&self.vulkan_done.vulkan, value),
+            SemaphoreOp::signal(&self.vulkan_done_host, value),
+        ];
         // SAFETY: forwarded from the caller.
         unsafe {
             bridge
@@ -127,7 +149,7 @@ impl Timelines {
         if value == 0 {
             return Ok(());
         }
-        self.vulkan_done.vulkan.wait_host(value, timeout)
+        self.vulkan_done_host.wait_host(value, timeout)
     }
 
     /// Waits on the host until the CUDA release `value` is done.
@@ -139,7 +161,7 @@ impl Timelines {
     }
 }
 
-fn lock(m: &Mutex<u64>) -> MutexGuard<'_, u64> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned counter only means a panic elsewhere; the value is still right.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -21,7 +21,7 @@ use crate::bridge::{timeout_seconds, PyBridge, Shared};
 use crate::buffer::BufferCore;
 use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
-use crate::stream::{self, StreamArg};
+use crate::stream;
 
 /// The particle demo's draw (HDR splat, glow, tone map, star field), built into the module.
 const SHADERS: CanvasShaders<'static> = CanvasShaders {
@@ -136,7 +136,6 @@ impl Renderer {
         let count = (positions.len() / 4) as u32;
         let core = positions.core.clone();
         let (slot, cmd) = self.begin_slot()?;
-        self.frames += 1;
         // The slot's set now points at this frame's positions (its last use is done).
         // SAFETY: begin_slot waited for the slot's previous submission.
         unsafe { self.gpu.canvas.set_particles(slot, &core.buffer) }?;
@@ -199,6 +198,7 @@ impl Renderer {
             )
         }?;
         self.slot_values[slot] = value;
+        self.frames += 1;
         self.in_flight.push_back((value, core));
         self.retire();
         Ok(self.frames)
@@ -268,8 +268,12 @@ impl Drop for Renderer {
         // the interpreter or free memory under the GPU.
         let timeout = self.shared.bridge.vulkan().drop_timeout();
         match self.shared.wait_vulkan_idle(timeout) {
-            // SAFETY: dropped once, here, and never used again; the GPU is done with it.
-            Ok(()) => unsafe { ManuallyDrop::drop(&mut self.gpu) },
+            // SAFETY: every submission through the bridge is done (the wait above), so the
+            // command buffers are idle; the objects are dropped once, here, never used again.
+            Ok(()) => unsafe {
+                self.gpu.slots.assume_idle();
+                ManuallyDrop::drop(&mut self.gpu)
+            },
             Err(e) => {
                 log::error!(
                     "cuvk.ParticleRenderer: the GPU is not done after {timeout:?} ({e}); \
@@ -296,6 +300,19 @@ pub struct PyRenderer {
 impl PyRenderer {
     fn lock(&self) -> MutexGuard<'_, Renderer> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Nothing to read before the first frame.
+    fn require_frame(&self) -> PyResult<()> {
+        if self.lock().frames == 0 {
+            return Err(refusal(
+                "InvalidInput",
+                "Renderer.NoFrame",
+                "no frame drawn yet: call draw() first",
+                &[],
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -424,10 +441,11 @@ impl PyRenderer {
         Ok(())
     }
 
-    /// Draws `positions`. With `stream`, the draw waits on the GPU for the work enqueued on
-    /// that stream so far (`cuda_release`), and later work on the stream waits for the draw
-    /// (`cuda_acquire`): the loop "step on the stream, draw" needs no other call. Returns the
-    /// frame number.
+    /// Draws `positions`, ordered with `stream` (None: the legacy default stream, PyTorch's
+    /// default): the draw waits on the GPU for the work enqueued there so far
+    /// (`cuda_release`), and later work there waits for the draw (`cuda_acquire`), so the loop
+    /// "step on the stream, draw" needs no other call. `stream=-1`: no ordering (the caller
+    /// orders with `cuda_release` / `cuda_acquire`). Returns the frame number.
     #[pyo3(signature = (positions, stream = None))]
     fn draw(
         &self,
@@ -438,10 +456,7 @@ impl PyRenderer {
         let shared = self.lock().shared.clone();
         let a = array::resolve(&shared, positions)?;
         check_positions(&a)?;
-        let stream = match stream {
-            Some(s) => stream::parse(Some(s))?,
-            None => StreamArg::NoSync,
-        };
+        let stream = stream::parse(stream)?;
         a.core.cuda_release(stream)?;
         let frame = py.detach(|| self.lock().draw(&a)).py()?;
         a.core.cuda_acquire(stream)?;
@@ -452,6 +467,7 @@ impl PyRenderer {
     #[pyo3(signature = (timeout = 10.0))]
     fn read_rgba<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyBytes>> {
         let timeout = timeout_seconds(timeout)?;
+        self.require_frame()?;
         let rgba = py.detach(|| self.lock().read_rgba(timeout)).py()?;
         Ok(PyBytes::new(py, &rgba))
     }
@@ -460,6 +476,7 @@ impl PyRenderer {
     #[pyo3(signature = (path, timeout = 10.0))]
     fn save_png(&self, py: Python<'_>, path: std::path::PathBuf, timeout: f64) -> PyResult<()> {
         let timeout = timeout_seconds(timeout)?;
+        self.require_frame()?;
         let (w, h) = (self.width, self.height);
         py.detach(|| -> cuvk::Result<()> {
             let rgba = self.lock().read_rgba(timeout)?;

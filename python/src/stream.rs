@@ -88,3 +88,32 @@ fn handle_of(s: &Bound<'_, PyAny>) -> PyResult<i64> {
         &[],
     ))
 }
+
+/// Refuses a stream that is capturing a CUDA graph (e.g. under `torch.compile(mode=
+/// "reduce-overhead")` or `torch.cuda.graph`): a semaphore wait or signal would be recorded
+/// into the graph instead of running, and Vulkan would wait for a value that never comes.
+///
+/// # Safety
+/// `stream` must be null or a live CUDA stream.
+pub unsafe fn refuse_capturing(stream: sys::CUstream) -> PyResult<()> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: the caller vouches for the stream; `status` is a valid out-pointer.
+    let result = unsafe { sys::cuStreamIsCapturing(stream, &mut status) };
+    if result == sys::CUresult::CUDA_SUCCESS
+        && status == sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+    {
+        return Ok(());
+    }
+    if result != sys::CUresult::CUDA_SUCCESS {
+        // Not a stream cuvk can ask (the caller's context is not current, ...): the ordering
+        // call itself reports what is wrong with it.
+        return Ok(());
+    }
+    Err(refusal(
+        "InvalidInput",
+        "Stream.Capturing",
+        "the stream is capturing a CUDA graph: cuvk's GPU waits and signals would be \
+         recorded into the graph instead of running; order outside the capture",
+        &[],
+    ))
+}

@@ -26,7 +26,9 @@ def bridge():
         pytest.skip(why)
     yield b
     b.synchronize()
-    assert b.validation_messages() == []
+    msgs = b.validation_messages()
+    distinct = sorted({m[:400] for m in msgs})
+    assert not msgs, f"{len(msgs)} validation messages, {len(distinct)} distinct:\n" + "\n".join(distinct[:8])
 
 
 def need(module):

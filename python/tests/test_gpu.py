@@ -129,7 +129,7 @@ class Frames:
             with torch.cuda.stream(s):
                 torch.cuda._sleep(spin_cycles)
                 self.place(y)
-            self.r.draw(self.pos, stream=s) if ordered else self.r.draw(self.pos)
+            self.r.draw(self.pos, stream=s if ordered else -1)
             wrong += self.bright_side() != self.sides[y]
             if not ordered:
                 s.synchronize()  # the next frame starts clean
@@ -157,6 +157,45 @@ def test_negative_control_without_the_ordering_vulkan_draws_stale_frames(bridge)
         counts[ms] = f.run(20, False, cycles)
         print(f"negative control, write delayed ~{ms} ms: {counts[ms]} of 20 frames stale")
     assert any(counts.values()), f"no delay made a frame stale: {counts}"
+
+
+def test_releases_from_two_streams_run_in_value_order(bridge):
+    """Stream A (slow: a ~20 ms spin, then a write) releases buffer X; then stream B (fast)
+    releases Y. Both signal the one `cuda_done` timeline: B's later value must not run before
+    A's, or the draw of X would start while A still writes it."""
+    torch = need("torch")
+    f = Frames(bridge, torch)
+    other = torch.from_dlpack(bridge.buffer((4096, 4), "float32"))
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    wrong = 0
+    for i in range(10):
+        x = 1.0 if i % 2 else -1.0
+        with torch.cuda.stream(a):
+            torch.cuda._sleep(40_000_000)
+            f.place(x)
+        bridge.cuda_release(f.pos, a)
+        with torch.cuda.stream(b):
+            other.fill_(0.5)
+        bridge.cuda_release(other, b)
+        f.r.draw(f.pos, stream=-1)  # ordered by the releases alone
+        wrong += f.bright_side() != f.sides[x]
+        torch.cuda.synchronize()
+    assert wrong == 0, f"{wrong} of 10 draws started before the slow stream's write"
+
+
+def test_a_capturing_stream_is_refused(bridge):
+    torch = need("torch")
+    t = torch.from_dlpack(bridge.buffer(1024, "float32"))
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        with torch.cuda.graph(g, stream=s):
+            t.add_(1.0)
+            bridge.cuda_release(t, torch.cuda.current_stream())
+    assert e.value.rule == "Stream.Capturing"
+    torch.cuda.synchronize()
+    bridge.cuda_release(t, s)  # outside the capture it works
 
 
 def test_a_tensor_outlives_every_cuvk_object_and_memory_comes_back(bridge):
@@ -210,6 +249,18 @@ def test_foreign_tensors_are_refused_with_their_rule(bridge):
     with pytest.raises(cuvk.InvalidInputError) as e:
         bridge.buffer(4).write(b"123")
     assert e.value.numbers == {"expected": 16, "given": 3}
+    with pytest.raises(TypeError):
+        bridge.buffer(4).write(16)  # not bytes(16): an int has no buffer to copy
+    with pytest.raises(cuvk.WrongDeviceError) as e:
+        bridge.buffer(4).write(torch.zeros(4, device="cuda"))
+    assert e.value.rule == "Array.Device"
+    assert bridge.buffer(4, torch.float64).dtype == "float64"
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        bridge.buffer(4, "float")  # NumPy's float64 or PyTorch's float32? refused
+    assert e.value.rule == "Array.Dtype"
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        cuvk.ParticleRenderer(bridge, 8, 8).read_rgba()
+    assert e.value.rule == "Renderer.NoFrame"
     with pytest.raises(cuvk.InvalidInputError) as e:
         r.set_camera(yaw=0.0, pitch=1.5707964)  # straight down the vertical axis
     assert e.value.rule == "Renderer.Camera"

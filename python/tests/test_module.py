@@ -22,7 +22,7 @@ def test_exceptions_derive_from_what_python_code_catches():
     assert issubclass(cuvk.InvalidInputError, ValueError)
     assert issubclass(cuvk.WrongDeviceError, ValueError)
     assert issubclass(cuvk.OutOfMemoryError, MemoryError)
-    assert issubclass(cuvk.TimeoutError, TimeoutError)
+    assert issubclass(cuvk.CuvkTimeoutError, TimeoutError)
     assert issubclass(cuvk.IoError, OSError)
     assert issubclass(cuvk.NotEnabledError, cuvk.UnsupportedError)
     for name in cuvk.__all__:
