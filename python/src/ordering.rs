@@ -21,8 +21,9 @@ pub struct Timelines {
     // API signals, whose payload the validation layer can follow (its tracking of an exported
     // timeline gave false "command buffer still pending" errors after host waits on it).
     vulkan_done_host: Arc<Semaphore>,
-    // Held while a value is chosen and its signal enqueued, so values strictly increase.
-    cuda_next: Mutex<()>,
+    // Held while a `cuda_done` value is chosen and its wait and signal enqueued.
+    cuda_release_lock: Mutex<()>,
+    // The last `vulkan_done` value handed out, held while the next one is submitted.
     vulkan_next: Mutex<u64>,
 }
 
@@ -43,7 +44,7 @@ impl Timelines {
             cuda_done: bridge.create_semaphore(kind)?,
             vulkan_done: bridge.create_semaphore(kind)?,
             vulkan_done_host: Semaphore::new(bridge.vulkan(), SemaphoreDesc::LOCAL_TIMELINE)?,
-            cuda_next: Mutex::new(()),
+            cuda_release_lock: Mutex::new(()),
             vulkan_next: Mutex::new(0),
         })
     }
@@ -74,7 +75,7 @@ impl Timelines {
     /// # Safety
     /// `stream` must be null or a live CUDA stream.
     pub unsafe fn cuda_release(&self, marks: &[&Marks], stream: sys::CUstream) -> Result<()> {
-        let _values = lock(&self.cuda_next);
+        let _values = lock(&self.cuda_release_lock);
         // From the ledger, not a counter of ours: a signal enqueued whose bookkeeping then
         // failed still counts, so the next value always lies above it.
         let previous = self.cuda_done.vulkan.highest_signal();
