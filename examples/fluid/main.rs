@@ -175,7 +175,7 @@ fn parse() -> anyhow::Result<Args> {
                 include_str!("main.rs")
                     .lines()
                     .skip(5)
-                    .take(12)
+                    .take_while(|l| l.starts_with("//!"))
                     .map(|l| l.trim_start_matches("//!"))
                     .collect::<Vec<_>>()
                     .join("\n")

@@ -166,7 +166,7 @@ fn parse() -> anyhow::Result<Args> {
             "-h" | "--help" => bail!(usage(
                 include_str!("main.rs")
                     .lines()
-                    .take(14)
+                    .take_while(|l| l.starts_with("//!"))
                     .map(|l| l.trim_start_matches("//!"))
                     .collect::<Vec<_>>()
                     .join("\n")
