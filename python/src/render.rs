@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -55,6 +56,11 @@ struct Renderer {
     last_copy: u64,
     width: u32,
     height: u32,
+}
+
+/// How the next frame looks: set from Python at any time, read by `draw` when it starts.
+#[derive(Clone, Copy)]
+struct View {
     camera: OrbitCamera,
     exposure: Option<f32>,
 }
@@ -86,8 +92,6 @@ impl Renderer {
             last_copy: 0,
             width,
             height,
-            camera: OrbitCamera::default(),
-            exposure: None,
         })
     }
 
@@ -132,7 +136,7 @@ impl Renderer {
     }
 
     /// Records and submits one frame drawing `positions`; returns the frame number.
-    fn draw(&mut self, positions: &Array) -> cuvk::Result<u64> {
+    fn draw(&mut self, positions: &Array, view: View) -> cuvk::Result<u64> {
         let count = (positions.len() / 4) as u32;
         let core = positions.core.clone();
         let (slot, cmd) = self.begin_slot()?;
@@ -154,10 +158,10 @@ impl Renderer {
         let frame = Frame {
             slot,
             particles: count,
-            camera: &self.camera,
+            camera: &view.camera,
             bgra: false,
             hud: None,
-            exposure: self.exposure,
+            exposure: view.exposure,
         };
         let shared_buffer: [&dyn AsVkBuffer; 1] = [&core.buffer];
         // SAFETY: recording on the bridge's device; every buffer outlives the submission
@@ -292,7 +296,12 @@ impl Drop for Renderer {
 /// `save_png()` return the last frame.
 #[pyclass(name = "ParticleRenderer", module = "cuvk", frozen)]
 pub struct PyRenderer {
+    // Held by draws and reads for as long as they wait for the GPU (with the GIL released):
+    // nothing that runs with the GIL held takes it, except through `detach`.
     inner: Mutex<Renderer>,
+    shared: Arc<Shared>,
+    view: Mutex<View>,
+    frames: AtomicU64,
     width: u32,
     height: u32,
 }
@@ -302,9 +311,13 @@ impl PyRenderer {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn view(&self) -> MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Nothing to read before the first frame.
     fn require_frame(&self) -> PyResult<()> {
-        if self.lock().frames == 0 {
+        if self.frames.load(Ordering::Acquire) == 0 {
             return Err(refusal(
                 "InvalidInput",
                 "Renderer.NoFrame",
@@ -366,11 +379,15 @@ impl PyRenderer {
             ));
         }
         let shared = bridge.shared.clone();
-        let r = py
-            .detach(move || Renderer::new(&shared, width, height))
-            .py()?;
+        let r = py.detach(|| Renderer::new(&shared, width, height)).py()?;
         Ok(Self {
             inner: Mutex::new(r),
+            shared,
+            view: Mutex::new(View {
+                camera: OrbitCamera::default(),
+                exposure: None,
+            }),
+            frames: AtomicU64::new(0),
             width,
             height,
         })
@@ -391,7 +408,7 @@ impl PyRenderer {
     /// Frames drawn so far.
     #[getter]
     fn frames(&self) -> u64 {
-        self.lock().frames
+        self.frames.load(Ordering::Acquire)
     }
 
     /// Points the orbit camera: `yaw` about the vertical (z) axis and `pitch` above the x-y
@@ -418,7 +435,7 @@ impl PyRenderer {
                 &[],
             ));
         }
-        self.lock().camera = OrbitCamera {
+        self.view().camera = OrbitCamera {
             yaw,
             pitch,
             distance,
@@ -437,7 +454,7 @@ impl PyRenderer {
                 &[],
             ));
         }
-        self.lock().exposure = exposure;
+        self.view().exposure = exposure;
         Ok(())
     }
 
@@ -453,12 +470,13 @@ impl PyRenderer {
         positions: &Bound<'_, PyAny>,
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        let shared = self.lock().shared.clone();
-        let a = array::resolve(&shared, positions)?;
+        let a = array::resolve(&self.shared, positions)?;
         check_positions(&a)?;
         let stream = stream::parse(stream)?;
         a.core.cuda_release(stream)?;
-        let frame = py.detach(|| self.lock().draw(&a)).py()?;
+        let view = *self.view();
+        let frame = py.detach(|| self.lock().draw(&a, view)).py()?;
+        self.frames.fetch_max(frame, Ordering::AcqRel);
         a.core.cuda_acquire(stream)?;
         Ok(frame)
     }
