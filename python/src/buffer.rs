@@ -22,7 +22,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::bridge::{timeout_seconds, Shared};
 use crate::dtype::DType;
-use crate::errors::{from_cuvk, refusal, IntoPyResult};
+use crate::errors::{refusal, IntoPyResult};
 use crate::ordering::Marks;
 use crate::stream::{self, StreamArg};
 
@@ -85,21 +85,9 @@ impl BufferCore {
 
     /// See `Bridge.cuda_acquire`.
     pub fn cuda_acquire(&self, stream: StreamArg) -> PyResult<()> {
-        let Some(handle) = stream.handle() else {
+        let Some(handle) = self.ordering_stream(stream)? else {
             return Ok(());
         };
-        self.shared
-            .bridge
-            .cuda()
-            .bind_to_thread()
-            .map_err(|source| {
-                from_cuvk(cuvk::Error::Cuda {
-                    call: "cuCtxSetCurrent",
-                    source,
-                })
-            })?;
-        // SAFETY: as below.
-        unsafe { stream::refuse_capturing(handle) }?;
         // SAFETY: Python code names the stream; DLPack's protocol (and ours) takes it as a
         // live stream of this device, which `enqueue_raw` checks with cuStreamGetCtx.
         unsafe { self.shared.timelines.cuda_acquire(&self.marks, handle) }.py()
@@ -107,23 +95,28 @@ impl BufferCore {
 
     /// See `Bridge.cuda_release`.
     pub fn cuda_release(&self, stream: StreamArg) -> PyResult<()> {
-        let Some(handle) = stream.handle() else {
+        let Some(handle) = self.ordering_stream(stream)? else {
             return Ok(());
+        };
+        // SAFETY: as in `cuda_acquire`.
+        unsafe { self.shared.timelines.cuda_release(&[&self.marks], handle) }.py()
+    }
+
+    /// The handle to order on (none for "no ordering"), with the bridge's context current,
+    /// refused if the stream is capturing a CUDA graph.
+    fn ordering_stream(&self, stream: StreamArg) -> PyResult<Option<sys::CUstream>> {
+        let Some(handle) = stream.handle() else {
+            return Ok(None);
         };
         self.shared
             .bridge
             .cuda()
             .bind_to_thread()
-            .map_err(|source| {
-                from_cuvk(cuvk::Error::Cuda {
-                    call: "cuCtxSetCurrent",
-                    source,
-                })
-            })?;
-        // SAFETY: as below.
+            .map_err(cuda_err("cuCtxSetCurrent"))
+            .py()?;
+        // SAFETY: as in `cuda_acquire`: a stream Python code names as live.
         unsafe { stream::refuse_capturing(handle) }?;
-        // SAFETY: as in `cuda_acquire`.
-        unsafe { self.shared.timelines.cuda_release(&[&self.marks], handle) }.py()
+        Ok(Some(handle))
     }
 
     /// Waits on the host for Vulkan's last use and the last CUDA release of the buffer.
@@ -510,27 +503,35 @@ fn vulkan_copy(core: &BufferCore, host: &DevBuffer, to_shared: bool) -> cuvk::Re
 
 /// Zeroes `bytes` at `ptr` (a buffer just made) through CUDA, synchronously.
 fn zero_sync(shared: &Shared, ptr: sys::CUdeviceptr, bytes: usize) -> cuvk::Result<()> {
+    on_default_stream(shared, "cuMemsetD8Async", |stream| {
+        // SAFETY: `ptr` is the mapping of a buffer of `bytes` that nothing else uses yet.
+        unsafe { cuda::memset_d8_async(ptr, 0, bytes, stream) }
+    })
+}
+
+/// Host → buffer through CUDA, synchronously.
+fn write_sync(core: &BufferCore, bytes: &[u8]) -> cuvk::Result<()> {
+    on_default_stream(&core.shared, "cuMemcpyHtoDAsync", |stream| {
+        // SAFETY: `bytes` is exactly the buffer's size (checked by the caller) and the
+        // destination is our live mapping of that size.
+        unsafe { cuda::memcpy_htod_async(core.ptr(), bytes, stream) }
+    })
+}
+
+/// Runs `op` (the driver call `call`) on the legacy default stream of the bridge's context,
+/// made current, and waits for it.
+fn on_default_stream(
+    shared: &Shared,
+    call: &'static str,
+    op: impl FnOnce(sys::CUstream) -> Result<(), cuvk::cudarc::driver::DriverError>,
+) -> cuvk::Result<()> {
     shared
         .bridge
         .cuda()
         .bind_to_thread()
         .map_err(cuda_err("cuCtxSetCurrent"))?;
     let stream: sys::CUstream = std::ptr::null_mut();
-    // SAFETY: `ptr` is the mapping of a buffer of `bytes` that nothing else uses yet.
-    unsafe { cuda::memset_d8_async(ptr, 0, bytes, stream) }.map_err(cuda_err("cuMemsetD8Async"))?;
-    // SAFETY: the legacy default stream of the bound context.
-    unsafe { cuda::stream::synchronize(stream) }.map_err(cuda_err("cuStreamSynchronize"))
-}
-
-/// Host → buffer through CUDA on the legacy default stream, synchronously.
-fn write_sync(core: &BufferCore, bytes: &[u8]) -> cuvk::Result<()> {
-    let ctx = core.shared.bridge.cuda();
-    ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-    let stream: sys::CUstream = std::ptr::null_mut();
-    // SAFETY: `bytes` is exactly the buffer's size (checked by the caller) and the
-    // destination is our live mapping of that size.
-    unsafe { cuda::memcpy_htod_async(core.ptr(), bytes, stream) }
-        .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
+    op(stream).map_err(cuda_err(call))?;
     // SAFETY: the legacy default stream of the bound context.
     unsafe { cuda::stream::synchronize(stream) }.map_err(cuda_err("cuStreamSynchronize"))
 }
