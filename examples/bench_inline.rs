@@ -17,7 +17,7 @@ use cuvk::vulkan::{
     record_kernel_barrier, CuFunction, CuModule, HostBuffer, KernelArg, LaunchDims,
 };
 use cuvk::{Bridge, BridgeConfig, BufferUsage, SharedBuffer};
-use cuvk_dev::{kernels, logger, stats};
+use cuvk_dev::{demo, kernels, logger, stats};
 
 const COPY_BYTES: u64 = 1 << 30;
 const COPIES: usize = 20;
@@ -63,55 +63,25 @@ fn inline_copy_gbps_timestamps(
     blocks: u32,
 ) -> anyhow::Result<Vec<f64>> {
     let ctx = bridge.vulkan();
-    let dev = ctx.device();
     let args = [addr(src)?, addr(dst)?, KernelArg::value(&(COPY_BYTES / 16))];
     let dims = LaunchDims::linear(blocks, 256);
     copy.validate_launch(&dims, &args)?;
-    let count = 2 * COPIES as u32;
-    let info = vk::QueryPoolCreateInfo::default()
-        .query_type(vk::QueryType::TIMESTAMP)
-        .query_count(count);
-    // SAFETY: valid device; destroyed below.
-    let pool = unsafe { dev.create_query_pool(&info, None) }?;
-    // SAFETY: the buffers and the pool outlive the synchronous submission.
-    let recorded = unsafe {
-        ctx.submit_and_wait(|dev, cmd| {
-            dev.cmd_reset_query_pool(cmd, pool, 0, count);
-            for i in 0..COPIES as u32 {
-                dev.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 2 * i);
+    // SAFETY: the buffers outlive the synchronous submission; the launch was validated.
+    let seconds = unsafe {
+        demo::gpu_span_seconds(
+            ctx,
+            COPIES as u32,
+            |_, _| {},
+            |_, cmd, _| {
                 let _ = copy.record_launch(cmd, &dims, &args);
                 record_kernel_barrier(ctx, cmd);
-                dev.cmd_write_timestamp(
-                    cmd,
-                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-                    pool,
-                    2 * i + 1,
-                );
-            }
-        })
-    };
-    let mut ticks = vec![0u64; count as usize];
-    let read = recorded.and_then(|_| {
-        // SAFETY: every query was written by the completed submission.
-        unsafe { dev.get_query_pool_results(pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64) }
-            .map_err(|r| cuvk::Error::Vulkan {
-                call: "vkGetQueryPoolResults",
-                result: r,
-            })
-    });
-    // SAFETY: no submission uses the pool any more.
-    unsafe { dev.destroy_query_pool(pool, None) };
-    read?;
-    // SAFETY: valid physical device.
-    let period = unsafe {
-        ctx.instance()
-            .get_physical_device_properties(ctx.physical_device())
-    }
-    .limits
-    .timestamp_period as f64;
-    Ok(ticks
-        .chunks(2)
-        .map(|t| 2.0 * COPY_BYTES as f64 / ((t[1] - t[0]) as f64 * period * 1e-9) / 1e9)
+            },
+            |_, _| {},
+        )
+    }?;
+    Ok(seconds
+        .iter()
+        .map(|s| 2.0 * COPY_BYTES as f64 / s / 1e9)
         .collect())
 }
 

@@ -21,7 +21,7 @@ use cuvk::vulkan::{
 };
 use cuvk::{Bridge, BridgeConfig, ImageDesc};
 use cuvk_dev::image_kernels;
-use cuvk_dev::{logger, stats};
+use cuvk_dev::{demo, logger, stats};
 use pipeline::{Pass, Resource, SetLayout};
 
 const FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
@@ -65,75 +65,27 @@ fn timed_writes(
     record_one: &dyn Fn(vk::CommandBuffer, u32),
 ) -> anyhow::Result<Vec<f64>> {
     let ctx = bridge.vulkan();
-    let dev = ctx.device();
-    let count = 2 * writes;
-    let info = vk::QueryPoolCreateInfo::default()
-        .query_type(vk::QueryType::TIMESTAMP)
-        .query_count(count);
-    // SAFETY: valid device; destroyed below, after the synchronous submission.
-    let pool = unsafe { dev.create_query_pool(&info, None) }?;
     let family = ctx.queue_family_index();
     let shared = [(image, SHARED_LAYOUT)];
     let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
-    // SAFETY: the image, the pool and everything `record_one` uses outlive the synchronous
-    // submission; the image is acquired before the writes and released after them.
-    let recorded = unsafe {
-        ctx.submit_and_wait(|dev, cmd| {
-            dev.cmd_reset_query_pool(cmd, pool, 0, count);
-            cmd_acquire_images(
-                dev,
-                cmd,
-                family,
-                &shared,
-                stage,
-                vk::AccessFlags::SHADER_WRITE,
-            );
-            for i in 0..writes {
-                dev.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 2 * i);
+    let write = vk::AccessFlags::SHADER_WRITE;
+    // SAFETY: the image and everything `record_one` uses outlive the synchronous submission;
+    // the image is acquired before the writes and released after them.
+    let seconds = unsafe {
+        demo::gpu_span_seconds(
+            ctx,
+            writes,
+            |dev, cmd| cmd_acquire_images(dev, cmd, family, &shared, stage, write),
+            |_, cmd, i| {
                 record_one(cmd, i);
                 // Each write finishes before the next starts (as the kernels' barrier orders
                 // them), so each timestamp pair brackets one write.
                 record_kernel_barrier(ctx, cmd);
-                dev.cmd_write_timestamp(
-                    cmd,
-                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-                    pool,
-                    2 * i + 1,
-                );
-            }
-            cmd_release_images(
-                dev,
-                cmd,
-                family,
-                &shared,
-                stage,
-                vk::AccessFlags::SHADER_WRITE,
-            );
-        })
-    };
-    let mut ticks = vec![0u64; count as usize];
-    let read = recorded.and_then(|_| {
-        // SAFETY: every query was written by the completed submission.
-        unsafe { dev.get_query_pool_results(pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64) }
-            .map_err(|result| cuvk::Error::Vulkan {
-                call: "vkGetQueryPoolResults",
-                result,
-            })
-    });
-    // SAFETY: no submission uses the pool any more.
-    unsafe { dev.destroy_query_pool(pool, None) };
-    read?;
-    // SAFETY: valid physical device.
-    let period = unsafe {
-        ctx.instance()
-            .get_physical_device_properties(ctx.physical_device())
-    }
-    .limits
-    .timestamp_period as f64;
-    Ok(ticks
-        .chunks(2)
-        .map(|t| bytes as f64 / ((t[1] - t[0]) as f64 * period * 1e-9) / 1e9)
-        .collect())
+            },
+            |dev, cmd| cmd_release_images(dev, cmd, family, &shared, stage, write),
+        )
+    }?;
+    Ok(seconds.iter().map(|s| bytes as f64 / s / 1e9).collect())
 }
 
 /// The image's bytes, read back by Vulkan, compared with the pattern for `seed`.

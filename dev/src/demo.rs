@@ -410,6 +410,71 @@ pub fn timestamp_queries(
     Ok((queries, timestamp_ns))
 }
 
+/// Seconds each of `spans` pieces of GPU work took, measured with timestamps in one
+/// synchronous submission: `before` is recorded first, then for each `i` a timestamp,
+/// `span(i)` and another timestamp, then `after`. `span` should end with a barrier if the
+/// next span must not overlap it.
+///
+/// # Safety
+/// Everything the closures record must be valid on `vk`'s device and use only what outlives
+/// the call (it waits for the submission).
+pub unsafe fn gpu_span_seconds(
+    vk: &VulkanContext,
+    spans: u32,
+    before: impl FnOnce(&cuvk::ash::Device, vk::CommandBuffer),
+    mut span: impl FnMut(&cuvk::ash::Device, vk::CommandBuffer, u32),
+    after: impl FnOnce(&cuvk::ash::Device, vk::CommandBuffer),
+) -> anyhow::Result<Vec<f64>> {
+    let dev = vk.device();
+    let count = 2 * spans;
+    let info = vk::QueryPoolCreateInfo::default()
+        .query_type(vk::QueryType::TIMESTAMP)
+        .query_count(count);
+    // SAFETY: valid device; destroyed below, after the synchronous submission.
+    let pool = unsafe { dev.create_query_pool(&info, None) }?;
+    // SAFETY: the caller vouches for what the closures record; the pool outlives the wait.
+    let recorded = unsafe {
+        vk.submit_and_wait(|dev, cmd| {
+            dev.cmd_reset_query_pool(cmd, pool, 0, count);
+            before(dev, cmd);
+            for i in 0..spans {
+                dev.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 2 * i);
+                span(dev, cmd, i);
+                dev.cmd_write_timestamp(
+                    cmd,
+                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                    pool,
+                    2 * i + 1,
+                );
+            }
+            after(dev, cmd);
+        })
+    };
+    let mut ticks = vec![0u64; count as usize];
+    let read = recorded.and_then(|_| {
+        // SAFETY: every query was written by the completed submission.
+        unsafe { dev.get_query_pool_results(pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64) }
+            .map_err(|result| cuvk::Error::Vulkan {
+                call: "vkGetQueryPoolResults",
+                result,
+            })
+    });
+    // SAFETY: no submission uses the pool any more.
+    unsafe { dev.destroy_query_pool(pool, None) };
+    read?;
+    // SAFETY: valid instance and physical device.
+    let tick_ns = unsafe {
+        vk.instance()
+            .get_physical_device_properties(vk.physical_device())
+    }
+    .limits
+    .timestamp_period as f64;
+    Ok(ticks
+        .chunks(2)
+        .map(|t| (t[1] - t[0]) as f64 * tick_ns * 1e-9)
+        .collect())
+}
+
 /// `times` in frame order with `frame` = the GPU frame period (the time since the previous
 /// frame's last timestamp); the first frame, with no previous one, is left out.
 pub fn frame_periods(times: &[FrameTimes]) -> Vec<FrameTimes> {
