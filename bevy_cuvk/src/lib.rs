@@ -9,10 +9,13 @@
 //!
 //! - [`CuvkDevice::create_buffer`]: a [`CuvkBuffer`], one memory that is a Bevy render buffer
 //!   and a CUDA buffer, kept alive until Bevy's GPU work on it completed;
-//! - CUDA work each frame, inside Bevy's queue ([`CuvkDevice::record_vulkan`] with cuvk's
-//!   `CuFunction::record_launch`: the inline path, NVX) or on a CUDA stream ordered with Bevy's
+//! - CUDA work each frame, inside Bevy's queue ([`CuvkDevice::load_inline_kernel`] and
+//!   [`InlineKernel::record`]: the inline path, NVX) or on a CUDA stream ordered with Bevy's
 //!   frames ([`StreamSync`]: the stream path);
-//! - the rest of cuvk (pools, images, semaphores) through [`CuvkDevice::bridge`].
+//! - [`CuvkDevice::create_image`]: a [`CuvkImage`], one image that is a Bevy `Image` (put it
+//!   behind a `Handle<Image>` with [`CuvkImages`]: sprites, materials and UI sample it) and a
+//!   CUDA array; the plugin hands it between CUDA and Bevy's queue every frame;
+//! - the rest of cuvk (pools, semaphores) through [`CuvkDevice::bridge`].
 //!
 //! ```no_run
 //! use bevy::prelude::*;
@@ -44,13 +47,17 @@
 mod buffer;
 mod device;
 mod extensions;
+mod image;
+mod kernel;
 mod plugin;
 mod status;
 mod stream;
 
 pub use buffer::CuvkBuffer;
 pub use device::CuvkDevice;
-pub use plugin::{CuvkPlugin, CuvkPluginGroupExt};
+pub use image::{vk_format, CuvkImage, CuvkImages};
+pub use kernel::InlineKernel;
+pub use plugin::{CuvkPlugin, CuvkPluginGroupExt, CuvkSystems};
 pub use status::{CuvkError, CuvkStatus};
 pub use stream::StreamSync;
 

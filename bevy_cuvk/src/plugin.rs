@@ -5,12 +5,20 @@ use bevy::app::{App, Plugin, PluginGroup, PluginGroupBuilder};
 use bevy::ecs::change_detection::DetectChanges;
 use bevy::log::{info, warn};
 use bevy::prelude::{Commands, Res, ResMut, Resource};
+use bevy::prelude::{IntoScheduleConfigs, SystemSet};
+use bevy::render::render_asset::prepare_assets;
 use bevy::render::renderer::raw_vulkan_init::{AdditionalVulkanFeatures, RawVulkanInitSettings};
 use bevy::render::renderer::{RenderDevice, RenderQueue};
-use bevy::render::{ExtractSchedule, MainWorld, RenderApp, RenderPlugin, RenderStartup};
+use bevy::render::renderer::{RenderGraph, RenderGraphSystems};
+use bevy::render::texture::GpuImage;
+use bevy::render::{
+    ExtractSchedule, MainWorld, Render, RenderApp, RenderPlugin, RenderStartup, RenderSystems,
+};
 
 use crate::device::{adopt, AdoptOptions};
 use crate::extensions;
+use crate::image::{acquire_images, publish_gpu_images, release_images};
+use crate::CuvkImages;
 use crate::{CuvkDevice, CuvkError, CuvkStatus};
 
 /// Pairs Bevy's renderer with CUDA: enables what sharing needs on Bevy's Vulkan device, adopts
@@ -96,8 +104,31 @@ impl Plugin for CuvkPlugin {
                 render_app
                     .insert_resource(settings)
                     .init_resource::<CuvkStatus>()
+                    .init_resource::<CuvkImages>()
+                    .configure_sets(
+                        RenderGraph,
+                        (
+                            CuvkSystems::Acquire.in_set(RenderGraphSystems::Begin),
+                            CuvkSystems::Release
+                                .after(RenderGraphSystems::Render)
+                                .before(RenderGraphSystems::Submit),
+                        ),
+                    )
                     .add_systems(RenderStartup, adopt_device)
-                    .add_systems(ExtractSchedule, publish_status);
+                    .add_systems(ExtractSchedule, publish_status)
+                    .add_systems(
+                        Render,
+                        publish_gpu_images
+                            .in_set(RenderSystems::PrepareAssets)
+                            .after(prepare_assets::<GpuImage>),
+                    )
+                    .add_systems(
+                        RenderGraph,
+                        (
+                            acquire_images.in_set(CuvkSystems::Acquire),
+                            release_images.in_set(CuvkSystems::Release),
+                        ),
+                    );
             }
             None => {
                 let status = CuvkStatus::Unavailable {
@@ -108,6 +139,17 @@ impl Plugin for CuvkPlugin {
             }
         }
     }
+}
+
+/// Where the plugin hands shared images ([`CuvkImages`]) between CUDA and Bevy in the
+/// `RenderGraph` schedule: order inline kernels that write them after [`CuvkSystems::Acquire`]
+/// (any system in `RenderGraphSystems::Render` is).
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CuvkSystems {
+    /// In `RenderGraphSystems::Begin`: the shared images, from CUDA to Bevy's queue.
+    Acquire,
+    /// After `RenderGraphSystems::Render`, before `Submit`: back to `GENERAL`, to CUDA.
+    Release,
 }
 
 /// `RenderStartup` (each time Bevy acquires a render device): adopts it and opens CUDA.

@@ -127,6 +127,16 @@ pub enum CuvkError {
         /// Initial elements given.
         data: usize,
     },
+    /// A shared image was asked for in a format CUDA does not share.
+    #[error(
+        "a shared image cannot have format {format}: CUDA shares R8/RG8/RGBA8/BGRA8 UNORM, \
+         R8/RGBA8 UINT, R/RG/RGBA 16-bit float, R/RG/RGBA 32-bit uint and float, R32 sint \
+         (not sRGB, depth or compressed formats)"
+    )]
+    ImageFormat {
+        /// The format asked for.
+        format: String,
+    },
     /// cuvk refused to make shared memory or a semaphore, or a CUDA call on it failed.
     #[error("cuvk: {source}")]
     Shared {

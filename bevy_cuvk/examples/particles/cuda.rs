@@ -5,21 +5,15 @@
 
 #![allow(dead_code)] // shared by the example and the tests, each using a part
 
-use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bevy::prelude::Resource;
 use bevy::render::render_resource::BufferUsages;
-use bevy_cuvk::cuvk::ash::vk;
 use bevy_cuvk::cuvk::cudarc::driver::{
     CudaFunction, CudaModule, DeviceRepr, LaunchConfig, PushKernelArg,
 };
-use bevy_cuvk::cuvk::vulkan::{
-    record_barrier_before_kernel, record_kernel_barrier, CuFunction, CuModule, KernelArg,
-    LaunchDims,
-};
-use bevy_cuvk::{CuvkBuffer, CuvkDevice, CuvkError, StreamSync};
+use bevy_cuvk::cuvk::vulkan::{KernelArg, LaunchDims};
+use bevy_cuvk::{CuvkBuffer, CuvkDevice, InlineKernel, StreamSync};
 
 use crate::reference::{Params, Particle};
 
@@ -92,29 +86,8 @@ impl CudaSim {
 pub struct InlineSim {
     /// The particles (used by the kernel through their device address).
     pub buffer: CuvkBuffer<Particle>,
-    /// Dropped only once Bevy's command buffers that launch it completed (see `Drop`).
-    function: ManuallyDrop<CuFunction>,
+    kernel: InlineKernel,
     address: u64,
-    device: bevy_cuvk::wgpu::Device,
-}
-
-impl Drop for InlineSim {
-    fn drop(&mut self) {
-        // The kernel's module must outlive every Bevy command buffer that launches it: wait
-        // (bounded) for Bevy's submitted work, else leak the module rather than destroy it
-        // under the GPU.
-        let poll = self.device.poll(bevy_cuvk::wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: Some(Duration::from_secs(5)),
-        });
-        match poll {
-            // SAFETY: dropped once, here, after Bevy's work completed.
-            Ok(_) => unsafe { ManuallyDrop::drop(&mut self.function) },
-            Err(e) => {
-                bevy::log::error!("Bevy's GPU work did not complete ({e}): leaking the CUDA module")
-            }
-        }
-    }
 }
 
 impl InlineSim {
@@ -126,11 +99,9 @@ impl InlineSim {
             include_str!("particles.cu"),
         )
         .map_err(|e| format!("compiling particles.cu: {e}"))?;
-        let module = CuModule::from_ptx(device.vulkan(), &ptx)
-            .map_err(|e| format!("loading the PTX into Vulkan: {e}"))?;
-        let function = module
-            .function("simulate")
-            .map_err(|e| format!("simulate: {e}"))?;
+        let kernel = device
+            .load_inline_kernel(&ptx, "simulate")
+            .map_err(|e| e.to_string())?;
         let buffer = device
             .create_buffer(
                 initial.len(),
@@ -144,9 +115,8 @@ impl InlineSim {
             .ok_or("the shared buffer has no device address")?;
         Ok(Self {
             buffer,
-            function: ManuallyDrop::new(function),
+            kernel,
             address,
-            device: device.wgpu_device().clone(),
         })
     }
 
@@ -158,29 +128,10 @@ impl InlineSim {
     ) -> Result<bevy_cuvk::wgpu::CommandBuffer, String> {
         let dims = LaunchDims::linear(params.count.div_ceil(256), 256);
         let args = [KernelArg::address(self.address), KernelArg::value(params)];
-        self.function
-            .validate_launch(&dims, &args)
-            .map_err(|e| e.to_string())?;
-        let vulkan = device.vulkan();
-        // SAFETY: the command buffer is Bevy's, recording; the kernel touches only the
-        // `count` particles of `buffer` (its address), which outlives the submission (a
-        // CuvkBuffer keeps its memory until Bevy's work completed); barriers order it after
-        // the previous frame's reads and before this frame's drawing.
-        unsafe {
-            device.record_vulkan(|cmd| {
-                record_barrier_before_kernel(
-                    vulkan,
-                    cmd,
-                    vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
-                );
-                self.function
-                    .record_launch(cmd, &dims, &args)
-                    .map_err(|source| CuvkError::Shared { source })?;
-                record_kernel_barrier(vulkan, cmd);
-                Ok(())
-            })
-        }
-        .map_err(|e| e.to_string())
+        // SAFETY: the kernel touches only the `count` particles of `buffer` (its address),
+        // which outlives the submission (a CuvkBuffer keeps its memory until Bevy's work
+        // completed); `record` orders it after the previous frame's reads and before this
+        // frame's drawing.
+        unsafe { self.kernel.record(device, &dims, &args) }.map_err(|e| e.to_string())
     }
 }

@@ -20,10 +20,12 @@
 //! with the CPU reference, exit status 1 on a mismatch — the GPU machine's test of a path
 //! without a separate test binary; use few `--frames`, e.g. 8, as float rounding grows).
 
+mod bench;
 mod capture;
 mod cuda;
 mod reference;
 mod sim;
+mod verify;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,12 +61,38 @@ struct Options {
     launch: Launch,
     /// Compare the last frame with the CPU reference; fail on a mismatch.
     check: bool,
+    /// `--verify`: the exactness run instead of the demo (see verify.rs).
+    verify: bool,
+    /// `--unordered`: the verify run's negative control (no ordering at all).
+    unordered: bool,
+    /// `--swapped`: the inline path's other negative control (the kernel after the check).
+    swapped: bool,
+    /// `--image`: the verify run on a shared image instead of a buffer.
+    image: bool,
+    /// `--exit-at N`: the verify run exits at update N, with GPU work in flight (drop orders).
+    exit_at: Option<u32>,
+    /// `--elements`, `--rounds`: the verify run's buffer and work.
+    elements: u32,
+    rounds: u32,
+    /// `--sync`: wait for the GPU at the end of every frame (what `--bench` measures).
+    sync: bool,
+    /// `--skip N`: frames left out of the frame-time statistics (warm-up).
+    skip: u32,
+    /// `--bench`: the benchmark (see bench.rs), with `--json PATH`.
+    bench: bool,
+    json: Option<PathBuf>,
+    /// `--counts`: the particle counts `--bench` measures.
+    counts: Vec<u32>,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: particles [--headless] [--frames N] [--out DIR] [--every K] [--particles N] \
-         [--size WxH] [--sim auto|wgsl] [--launch auto|inline|stream] [--no-cuvk] [--check]"
+         [--size WxH] [--sim auto|wgsl] [--launch auto|inline|stream] [--no-cuvk] [--check] \
+         [--sync] [--skip N]\n\
+         \x20      particles --verify [--launch inline|stream] [--image] [--unordered|--swapped] [--exit-at N] [--frames N] \
+         [--elements N] [--rounds R]\n\
+         \x20      particles --bench [--counts N[,N...]] [--frames N] [--json PATH]"
     );
     std::process::exit(2)
 }
@@ -82,6 +110,18 @@ fn parse() -> Options {
         no_cuvk: false,
         launch: Launch::Auto,
         check: false,
+        verify: false,
+        unordered: false,
+        swapped: false,
+        image: false,
+        exit_at: None,
+        elements: 1 << 22,
+        rounds: 256,
+        sync: false,
+        skip: 1,
+        bench: false,
+        json: None,
+        counts: vec![1_000_000, 4_000_000],
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -92,6 +132,12 @@ fn parse() -> Options {
             "--out" => o.out = PathBuf::from(value()),
             "--every" => o.every = Some(value().parse().unwrap_or_else(|_| usage())),
             "--particles" => o.particles = value().parse().unwrap_or_else(|_| usage()),
+            "--counts" => {
+                o.counts = value()
+                    .split(',')
+                    .map(|c| c.parse().unwrap_or_else(|_| usage()))
+                    .collect()
+            }
             "--size" => {
                 let v = value();
                 let (w, h) = v.split_once('x').unwrap_or_else(|| usage());
@@ -105,6 +151,17 @@ fn parse() -> Options {
             },
             "--no-cuvk" => o.no_cuvk = true,
             "--check" => o.check = true,
+            "--verify" => o.verify = true,
+            "--unordered" => o.unordered = true,
+            "--swapped" => o.swapped = true,
+            "--image" => o.image = true,
+            "--exit-at" => o.exit_at = Some(value().parse().unwrap_or_else(|_| usage())),
+            "--elements" => o.elements = value().parse().unwrap_or_else(|_| usage()),
+            "--rounds" => o.rounds = value().parse().unwrap_or_else(|_| usage()),
+            "--sync" => o.sync = true,
+            "--skip" => o.skip = value().parse().unwrap_or_else(|_| usage()),
+            "--bench" => o.bench = true,
+            "--json" => o.json = Some(PathBuf::from(value())),
             "--launch" => {
                 o.launch = match value().as_str() {
                     "auto" => Launch::Auto,
@@ -125,10 +182,17 @@ fn parse() -> Options {
 
 fn main() -> AppExit {
     let o = parse();
+    if o.bench {
+        return bench::run(&o);
+    }
+    if o.verify {
+        return run_verify(&o);
+    }
     let cuvk = CuvkPlugin {
         use_cuda: o.use_cuda,
         ..default()
     };
+    let sync = o.sync;
     let mut app = App::new();
     let plugins = if o.no_cuvk {
         DefaultPlugins.build()
@@ -187,6 +251,123 @@ fn main() -> AppExit {
         ),
     )
     .add_systems(Last, print_summary_on_exit);
+    if let Some(render_app) = app.get_sub_app_mut(bevy::render::RenderApp) {
+        render_app.insert_resource(FrameSync(sync)).add_systems(
+            bevy::render::Render,
+            wait_for_gpu.in_set(bevy::render::RenderSystems::Cleanup),
+        );
+    }
+    app.run()
+}
+
+/// `--sync`: whether each frame waits for its GPU work (main and render worlds).
+#[derive(Resource, Clone, Copy)]
+struct FrameSync(bool);
+
+/// `--sync`: after the frame's submission, waits until the GPU has run it, so that the frame
+/// time includes the frame's GPU work on every path (`--bench`).
+fn wait_for_gpu(sync: Option<Res<FrameSync>>, device: Res<bevy::render::renderer::RenderDevice>) {
+    if sync.is_some_and(|s| s.0) {
+        if let Err(e) = device
+            .wgpu_device()
+            .poll(bevy_cuvk::wgpu::PollType::wait_indefinitely())
+        {
+            error!("waiting for the GPU: {e}");
+        }
+    }
+}
+
+/// `--verify`: a headless app with the plugin and the verify run only; the exit status says
+/// whether every frame was exact (ordered), or whether races were seen (`--unordered`).
+fn run_verify(o: &Options) -> AppExit {
+    if o.swapped && (o.launch != Launch::Inline || o.unordered) {
+        eprintln!("--swapped is the inline path's control: --launch inline, without --unordered");
+        return AppExit::from_code(2);
+    }
+    if o.image && (o.elements == 0 || o.elements % verify::IMAGE_WIDTH != 0) {
+        eprintln!(
+            "--image needs --elements a multiple of {} (the image's width)",
+            verify::IMAGE_WIDTH
+        );
+        return AppExit::from_code(2);
+    }
+    let settings = verify::VerifySettings {
+        inline: o.launch == Launch::Inline,
+        image: None,
+        ordered: !o.unordered,
+        swapped: o.swapped,
+        frames: o.frames.unwrap_or(1000),
+        elements: o.elements,
+        rounds: o.rounds,
+        outcome: Default::default(),
+    };
+    let ordered = settings.ordered && !settings.swapped;
+    let outcome = settings.outcome.clone();
+    let exit_at = o.exit_at;
+    let (image, width, height) = (
+        o.image,
+        verify::IMAGE_WIDTH,
+        o.elements / verify::IMAGE_WIDTH,
+    );
+    let mut app = App::new();
+    app.add_plugins((
+        DefaultPlugins
+            .build()
+            .add_before::<RenderPlugin>(CuvkPlugin::default())
+            // Nearest sampling: the sprite's pixels are the image's texels, exactly.
+            .set(ImagePlugin::default_nearest())
+            .set(WindowPlugin {
+                primary_window: None,
+                exit_condition: ExitCondition::DontExit,
+                ..default()
+            })
+            .disable::<WinitPlugin>(),
+        ScheduleRunnerPlugin::run_loop(Duration::ZERO),
+        verify::VerifyPlugin,
+    ))
+    .add_systems(
+        Startup,
+        move |mut commands: Commands, mut images: ResMut<Assets<Image>>| {
+            let mut settings = settings.clone();
+            if image && height > 0 {
+                settings.image = Some(verify::spawn_sprite(
+                    &mut commands,
+                    &mut images,
+                    width,
+                    height,
+                ));
+            }
+            commands.insert_resource(settings);
+        },
+    )
+    .add_systems(
+        Update,
+        move |mut exits: MessageWriter<AppExit>, mut said: Local<bool>, mut updates: Local<u32>| {
+            *updates += 1;
+            if exit_at == Some(*updates) && !*said {
+                // Drop orders: the app (CUDA kernels, Bevy's frames, shared memory) goes away
+                // mid-run, with work in flight.
+                *said = true;
+                println!(
+                    "verify: exiting at update {} with GPU work in flight",
+                    *updates
+                );
+                exits.write(AppExit::Success);
+                return;
+            }
+            let done = outcome.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let (Some(done), false) = (done, *said) {
+                *said = true;
+                println!("{}", done.line(ordered));
+                let ok = done.error.is_none() && (done.exact() == ordered);
+                exits.write(if ok {
+                    AppExit::Success
+                } else {
+                    AppExit::error()
+                });
+            }
+        },
+    );
     app.run()
 }
 
@@ -259,7 +440,7 @@ fn report_status(status: Res<CuvkStatus>) {
             device,
         } => println!(
             "cuvk: CUDA ready on {device} (inline kernels: {inline_kernels}); \
-             simulating with a CUDA kernel on a shared buffer (stream path)"
+             simulating with a CUDA kernel on a shared buffer"
         ),
         CuvkStatus::Unavailable { reason } => {
             println!("cuvk: CUDA unavailable: {reason}");
@@ -274,7 +455,9 @@ struct Stats {
     frame_ms: Vec<f64>,
 }
 
+#[allow(clippy::too_many_arguments)] // a Bevy system's parameters
 fn update_hud(
+    options: Res<OptionsRes>,
     diagnostics: Res<DiagnosticsStore>,
     status: Res<CuvkStatus>,
     sim: Option<Res<ParticleSim>>,
@@ -291,7 +474,7 @@ fn update_hud(
         .and_then(|d| d.smoothed())
         .unwrap_or(0.0);
     let steps = sim.as_ref().map_or(0, |s| s.steps());
-    if steps > 1 {
+    if steps > options.0.skip.max(1) {
         stats.frame_ms.push(time.delta_secs_f64() * 1000.0);
     }
     let path = match (&*status, sim.as_ref()) {

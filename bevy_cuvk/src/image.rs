@@ -1,0 +1,568 @@
+//! [`CuvkImage`]: one Vulkan image that is a Bevy `Image` (sprites, materials, UI sample it)
+//! and a CUDA array (surfaces, textures, inline image handles), and [`CuvkImages`], which
+//! puts it behind a `Handle<Image>` and hands it between CUDA and Bevy each frame.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bevy::asset::AssetId;
+use bevy::image::Image;
+use bevy::log::error;
+use bevy::prelude::{Res, ResMut, Resource};
+use bevy::render::render_asset::RenderAssets;
+use bevy::render::render_resource::{Texture, TextureView};
+use bevy::render::renderer::RenderContext;
+use bevy::render::texture::{DefaultImageSampler, GpuImage};
+use cuvk::ash::vk;
+use cuvk::vulkan::{BoundImage, ImageOptions, SHARED_LAYOUT};
+use cuvk::{ImageDesc, SharedImage};
+use wgpu::hal;
+
+use crate::{CuvkDevice, CuvkError};
+
+/// A texture descriptor as Bevy's `GpuImage` keeps it.
+type StaticTextureDescriptor =
+    wgpu::wgt::TextureDescriptor<Option<&'static str>, &'static [wgpu::TextureFormat]>;
+
+/// The Vulkan format of a wgpu format CUDA can share (cuvk's format table, the formats a
+/// simulation writes). `None`: not shareable (sRGB, depth, compressed, packed formats).
+pub fn vk_format(format: wgpu::TextureFormat) -> Option<vk::Format> {
+    use vk::Format as F;
+    use wgpu::TextureFormat as T;
+    Some(match format {
+        T::R8Unorm => F::R8_UNORM,
+        T::Rg8Unorm => F::R8G8_UNORM,
+        T::Rgba8Unorm => F::R8G8B8A8_UNORM,
+        T::Bgra8Unorm => F::B8G8R8A8_UNORM,
+        T::R8Uint => F::R8_UINT,
+        T::Rgba8Uint => F::R8G8B8A8_UINT,
+        T::R16Float => F::R16_SFLOAT,
+        T::Rg16Float => F::R16G16_SFLOAT,
+        T::Rgba16Float => F::R16G16B16A16_SFLOAT,
+        T::R32Uint => F::R32_UINT,
+        T::Rg32Uint => F::R32G32_UINT,
+        T::Rgba32Uint => F::R32G32B32A32_UINT,
+        T::R32Sint => F::R32_SINT,
+        T::R32Float => F::R32_SFLOAT,
+        T::Rg32Float => F::R32G32_SFLOAT,
+        T::Rgba32Float => F::R32G32B32A32_SFLOAT,
+        _ => return None,
+    })
+}
+
+/// The Vulkan usage of a shared image Bevy uses with `usage`: always storage (CUDA surfaces
+/// and inline surface handles need it) and copies, plus what `usage` asks for.
+fn vk_usage(usage: wgpu::TextureUsages) -> vk::ImageUsageFlags {
+    use wgpu::TextureUsages as U;
+    let mut flags = vk::ImageUsageFlags::STORAGE
+        | vk::ImageUsageFlags::TRANSFER_SRC
+        | vk::ImageUsageFlags::TRANSFER_DST;
+    if usage.contains(U::TEXTURE_BINDING) {
+        flags |= vk::ImageUsageFlags::SAMPLED;
+    }
+    if usage.contains(U::RENDER_ATTACHMENT) {
+        flags |= vk::ImageUsageFlags::COLOR_ATTACHMENT;
+    }
+    flags
+}
+
+/// The hal uses wgpu-core derives for a texture of `usage` (wgpu-hal only records them).
+fn hal_uses(usage: wgpu::TextureUsages) -> wgpu::TextureUses {
+    use wgpu::TextureUsages as U;
+    use wgpu::TextureUses as H;
+    [
+        (U::COPY_SRC, H::COPY_SRC),
+        (U::COPY_DST, H::COPY_DST),
+        (U::TEXTURE_BINDING, H::RESOURCE),
+        (
+            U::STORAGE_BINDING,
+            H::STORAGE_READ_ONLY | H::STORAGE_WRITE_ONLY | H::STORAGE_READ_WRITE,
+        ),
+        (U::RENDER_ATTACHMENT, H::COLOR_TARGET),
+    ]
+    .iter()
+    .filter(|(u, _)| usage.contains(*u))
+    .fold(H::empty(), |a, (_, h)| a | *h)
+}
+
+/// A 2D image in memory CUDA and Bevy share: a Bevy [`Texture`] (what a `GpuImage` holds) and
+/// a cuvk [`SharedImage`] (the CUDA mipmapped array: `surface(0)` for kernels on a stream,
+/// `inline_surface` for kernels inside Bevy's queue). Clones share it.
+///
+/// Ownership by construction: wgpu's texture is cuvk's own `VkImage`, wrapped with a drop
+/// callback that holds the image, its memory and the CUDA array until wgpu has destroyed its
+/// view of it (after the GPU work that used it), so Bevy may drop its `GpuImage`, the handle
+/// or this value in any order.
+///
+/// Between frames the image is in `GENERAL`, owned by `VK_QUEUE_FAMILY_EXTERNAL` (where CUDA
+/// may use it); registered in [`CuvkImages`], it is acquired by Bevy's queue before the
+/// cameras render and released after, every frame, in Bevy's one submission.
+#[derive(Clone)]
+pub struct CuvkImage {
+    inner: Arc<ImageInner>,
+}
+
+struct ImageInner {
+    texture: Texture,
+    view: TextureView,
+    shared: SharedImage,
+    descriptor: StaticTextureDescriptor,
+}
+
+impl std::fmt::Debug for CuvkImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CuvkImage")
+            .field("size", &self.inner.descriptor.size)
+            .field("format", &self.inner.descriptor.format)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CuvkImage {
+    /// The Bevy (wgpu) texture.
+    pub fn texture(&self) -> &Texture {
+        &self.inner.texture
+    }
+    /// A view of the whole texture.
+    pub fn view(&self) -> &TextureView {
+        &self.inner.view
+    }
+    /// The CUDA side (and the `VkImage`).
+    pub fn shared(&self) -> &SharedImage {
+        &self.inner.shared
+    }
+    /// Width and height in texels.
+    pub fn size(&self) -> (u32, u32) {
+        let s = self.inner.descriptor.size;
+        (s.width, s.height)
+    }
+    /// The texture's format.
+    pub fn format(&self) -> wgpu::TextureFormat {
+        self.inner.descriptor.format
+    }
+    /// The `GpuImage` Bevy's pipelines use for this image, sampled with `sampler`.
+    pub fn gpu_image(&self, sampler: bevy::render::render_resource::Sampler) -> GpuImage {
+        GpuImage {
+            texture: self.inner.texture.clone(),
+            texture_view: self.inner.view.clone(),
+            sampler,
+            texture_descriptor: self.inner.descriptor.clone(),
+            texture_view_descriptor: None,
+            had_data: true,
+        }
+    }
+}
+
+impl CuvkDevice {
+    /// A `width` x `height` image of `format` shared by CUDA and Bevy, which Bevy uses with
+    /// `usage` (sampling, storage, copies, render attachment). Checked before anything is made:
+    /// the format is one CUDA shares ([`vk_format`], else [`CuvkError::ImageFormat`]) and cuvk's
+    /// rules for the device ([`CuvkError::Shared`] with the rule). The one-time transition to
+    /// the shared layout is submitted on Bevy's queue and waited for: create images outside
+    /// the render graph (at startup or in a `Render` system before `RenderSystems::Render`).
+    pub fn create_image(
+        &self,
+        width: u32,
+        height: u32,
+        format: wgpu::TextureFormat,
+        usage: wgpu::TextureUsages,
+    ) -> Result<CuvkImage, CuvkError> {
+        let Some(vk_format) = vk_format(format) else {
+            return Err(CuvkError::ImageFormat {
+                format: format!("{format:?}"),
+            });
+        };
+        let shared_err = |source| CuvkError::Shared { source };
+        let desc = ImageDesc::d2(vk_format, width, height, vk_usage(usage));
+        let vulkan = self.vulkan();
+        let support = SharedImage::validate_desc(vulkan, &desc).map_err(shared_err)?;
+        // SAFETY: `support` is the answer of SharedImage's checks for this device and
+        // description (ImageOptions::EXPORT); the image is not used before the transition
+        // below has run (it is waited for).
+        let bound =
+            unsafe { BoundImage::new_untransitioned(vulkan, &desc, ImageOptions::EXPORT, support) }
+                .map_err(shared_err)?;
+        self.enter_shared_layout(&bound)?;
+        let shared = self.bridge().share_image(bound).map_err(shared_err)?;
+        let descriptor = StaticTextureDescriptor {
+            label: Some("cuvk shared image"),
+            size: wgpu::Extent3d {
+                width,
+                height,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format,
+            usage,
+            view_formats: &[],
+        };
+        let texture = self.wrap(&shared, &descriptor)?;
+        let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
+        Ok(CuvkImage {
+            inner: Arc::new(ImageInner {
+                texture: Texture::from(texture),
+                view: TextureView::from(view),
+                shared,
+                descriptor,
+            }),
+        })
+    }
+
+    /// Submits the image's one-time transition `UNDEFINED` → `GENERAL` (released to
+    /// `VK_QUEUE_FAMILY_EXTERNAL`) on Bevy's queue and waits for it.
+    fn enter_shared_layout(&self, bound: &BoundImage) -> Result<(), CuvkError> {
+        let barrier = [bound.enter_shared_layout_barrier()];
+        let device = self.vulkan().device().clone();
+        // SAFETY: one well-formed barrier of a live image of this device, which `bound` keeps
+        // alive until the wait below.
+        let commands = unsafe {
+            self.record_vulkan(|cmd| {
+                device.cmd_pipeline_barrier(
+                    cmd,
+                    vk::PipelineStageFlags::TOP_OF_PIPE,
+                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                    vk::DependencyFlags::empty(),
+                    &[],
+                    &[],
+                    &barrier,
+                );
+                Ok(())
+            })
+        }?;
+        let index = self.wgpu_queue().submit([commands]);
+        self.wgpu_device()
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: Some(self.vulkan().drop_timeout()),
+            })
+            .map_err(|e| CuvkError::Alias {
+                reason: format!("waiting for the image's first transition: {e}"),
+            })?;
+        Ok(())
+    }
+
+    /// wgpu's texture over `shared`'s `VkImage`, keeping the image, memory and CUDA array
+    /// alive until wgpu drops it; wgpu is told it is in `GENERAL` (STORAGE_READ_WRITE).
+    fn wrap(
+        &self,
+        shared: &SharedImage,
+        desc: &StaticTextureDescriptor,
+    ) -> Result<wgpu::Texture, CuvkError> {
+        let hal_desc = hal::TextureDescriptor {
+            label: desc.label,
+            size: desc.size,
+            mip_level_count: desc.mip_level_count,
+            sample_count: desc.sample_count,
+            dimension: desc.dimension,
+            format: desc.format,
+            usage: hal_uses(desc.usage),
+            memory_flags: hal::MemoryFlags::empty(),
+            view_formats: Vec::new(),
+        };
+        let keep = (shared.mipmapped_array().clone(), shared.bound_arc().clone());
+        let raw = shared.vk_image();
+        // SAFETY: the hal device is only used to wrap the image.
+        let hal_device = unsafe { self.wgpu_device().as_hal::<hal::api::Vulkan>() };
+        let Some(hal_device) = hal_device else {
+            return Err(CuvkError::NotVulkan {
+                backend: self
+                    .wgpu_device()
+                    .adapter_info()
+                    .backend
+                    .to_str()
+                    .to_owned(),
+            });
+        };
+        // SAFETY: `raw` is a live image of this device, created as `hal_desc` says (2D, one
+        // level and layer, the format and at least the usages), no MUTABLE_FORMAT and no view
+        // formats; the callback keeps it and its memory alive (External: not wgpu's).
+        let hal_texture = unsafe {
+            hal_device.texture_from_raw(
+                raw,
+                &hal_desc,
+                Some(Box::new(move || drop(keep))),
+                hal::vulkan::TextureMemory::External,
+            )
+        };
+        drop(hal_device);
+        // SAFETY: created on this device from a live, bound image as `desc` says; wgpu 29
+        // marks it initialised (never clears it) and starts tracking it as UNINITIALIZED,
+        // which the transition below turns into GENERAL before any use.
+        let texture = unsafe {
+            self.wgpu_device()
+                .create_texture_from_hal::<hal::api::Vulkan>(hal_texture, desc)
+        };
+        self.track_as_general(&texture);
+        Ok(texture)
+    }
+
+    /// Tells wgpu's tracker that `texture` is in `GENERAL` (STORAGE_READ_WRITE): a wgpu-tracked
+    /// transition from UNINITIALIZED (the image holds nothing yet), submitted at once.
+    fn track_as_general(&self, texture: &wgpu::Texture) {
+        let mut encoder =
+            self.wgpu_device()
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("cuvk image tracked as GENERAL"),
+                });
+        encoder.transition_resources(
+            std::iter::empty(),
+            std::iter::once(wgpu::TextureTransition {
+                texture,
+                selector: None,
+                state: wgpu::TextureUses::STORAGE_READ_WRITE,
+            }),
+        );
+        self.wgpu_queue().submit([encoder.finish()]);
+    }
+}
+
+/// The images of the app that are shared with CUDA, by the `Handle<Image>` Bevy knows them
+/// as: a render-world resource the plugin adds. Insert a [`CuvkImage`] under an image asset's
+/// id: from then on that handle's `GpuImage` is the shared image, for sprites, materials and
+/// UI, and the plugin acquires it for Bevy's queue before the cameras render and releases it
+/// to CUDA after, every frame ([`crate::CuvkSystems`]).
+///
+/// Make the asset in the main world with the image's size and format and
+/// `RenderAssetUsages::MAIN_WORLD` (e.g. `Image::new_uninit`): Bevy then makes no `GpuImage`
+/// of its own for it, so what uses the handle waits until the shared image is there (Bevy's
+/// sprites, materials and UI cache bind groups per image and would otherwise keep Bevy's).
+#[derive(Resource, Default)]
+pub struct CuvkImages {
+    images: HashMap<AssetId<Image>, CuvkImage>,
+    /// The ids whose `GpuImage` the plugin put in place (removed with the registration).
+    published: Vec<AssetId<Image>>,
+}
+
+impl CuvkImages {
+    /// Shares `image` under `id` (replacing one already there, returned).
+    pub fn insert(&mut self, id: impl Into<AssetId<Image>>, image: CuvkImage) -> Option<CuvkImage> {
+        self.images.insert(id.into(), image)
+    }
+    /// Stops sharing under `id`: the plugin removes the shared `GpuImage` at the next frame.
+    pub fn remove(&mut self, id: impl Into<AssetId<Image>>) -> Option<CuvkImage> {
+        self.images.remove(&id.into())
+    }
+    /// The image under `id`.
+    pub fn get(&self, id: impl Into<AssetId<Image>>) -> Option<&CuvkImage> {
+        self.images.get(&id.into())
+    }
+    /// Every shared image.
+    pub fn iter(&self) -> impl Iterator<Item = (&AssetId<Image>, &CuvkImage)> {
+        self.images.iter()
+    }
+}
+
+/// `PrepareAssets`, after Bevy prepared its images: each shared image's `GpuImage` is the
+/// shared texture (re-inserted whenever Bevy replaced it).
+pub(crate) fn publish_gpu_images(
+    images: Option<ResMut<CuvkImages>>,
+    gpu_images: Option<ResMut<RenderAssets<GpuImage>>>,
+    sampler: Option<Res<DefaultImageSampler>>,
+) {
+    // (Absent without Bevy's ImagePlugin: then nothing samples images anyway.)
+    let (Some(mut images), Some(mut gpu_images), Some(sampler)) = (images, gpu_images, sampler)
+    else {
+        return;
+    };
+    let images = &mut *images;
+    for (id, image) in images.images.iter() {
+        let current = gpu_images.get(*id).map(|g| g.texture.id());
+        if current != Some(image.texture().id()) {
+            gpu_images.insert(*id, image.gpu_image((**sampler).clone()));
+        }
+    }
+    let registered = &images.images;
+    images.published.retain(|id| {
+        let keep = registered.contains_key(id);
+        if !keep {
+            gpu_images.remove(*id);
+        }
+        keep
+    });
+    images.published.extend(
+        registered
+            .keys()
+            .copied()
+            .filter(|id| !images.published.contains(id))
+            .collect::<Vec<_>>(),
+    );
+}
+
+/// Queue-family transfers of `images` between `VK_QUEUE_FAMILY_EXTERNAL` and `family`, in
+/// `GENERAL`.
+fn ownership_barriers(
+    images: &CuvkImages,
+    (src, dst): (u32, u32),
+) -> Vec<vk::ImageMemoryBarrier<'static>> {
+    let acquire = src == vk::QUEUE_FAMILY_EXTERNAL;
+    let all = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
+    let (src_access, dst_access) = if acquire {
+        (vk::AccessFlags::empty(), all)
+    } else {
+        (all, vk::AccessFlags::empty())
+    };
+    images
+        .iter()
+        .map(|(_, image)| {
+            vk::ImageMemoryBarrier::default()
+                .src_access_mask(src_access)
+                .dst_access_mask(dst_access)
+                .old_layout(SHARED_LAYOUT)
+                .new_layout(SHARED_LAYOUT)
+                .src_queue_family_index(src)
+                .dst_queue_family_index(dst)
+                .image(image.shared().vk_image())
+                .subresource_range(image.shared().desc().full_range())
+        })
+        .collect()
+}
+
+/// Records one raw pipeline barrier of `barriers` into a command buffer for the render graph.
+fn add_barriers(
+    ctx: &mut RenderContext,
+    device: &CuvkDevice,
+    (src_stage, dst_stage): (vk::PipelineStageFlags, vk::PipelineStageFlags),
+    barriers: &[vk::ImageMemoryBarrier<'static>],
+) {
+    let vk_device = device.vulkan().device().clone();
+    // SAFETY: barriers of live images of this device (CuvkImages holds them, and the textures
+    // wgpu uses in the same submission keep them alive until it completed).
+    let recorded = unsafe {
+        device.record_vulkan(|cmd| {
+            vk_device.cmd_pipeline_barrier(
+                cmd,
+                src_stage,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &[],
+                &[],
+                barriers,
+            );
+            Ok(())
+        })
+    };
+    match recorded {
+        Ok(commands) => ctx.add_command_buffer(commands),
+        Err(e) => error!("cuvk: recording the shared images' barriers failed: {e}"),
+    }
+}
+
+/// Render graph, before the cameras: the shared images, from CUDA (`EXTERNAL`) to Bevy's queue.
+pub(crate) fn acquire_images(
+    mut ctx: RenderContext,
+    images: Option<Res<CuvkImages>>,
+    device: Option<Res<CuvkDevice>>,
+) {
+    let (Some(images), Some(device)) = (images, device) else {
+        return;
+    };
+    if images.images.is_empty() {
+        return;
+    }
+    let family = device.vulkan().queue_family_index();
+    let barriers = ownership_barriers(&images, (vk::QUEUE_FAMILY_EXTERNAL, family));
+    let stages = (
+        vk::PipelineStageFlags::TOP_OF_PIPE,
+        vk::PipelineStageFlags::ALL_COMMANDS,
+    );
+    add_barriers(&mut ctx, &device, stages, &barriers);
+}
+
+/// Render graph, after the cameras: a wgpu-tracked transition of each shared image back to
+/// `GENERAL`, then the release to CUDA (`EXTERNAL`).
+pub(crate) fn release_images(
+    mut ctx: RenderContext,
+    images: Option<Res<CuvkImages>>,
+    device: Option<Res<CuvkDevice>>,
+) {
+    let (Some(images), Some(device)) = (images, device) else {
+        return;
+    };
+    if images.images.is_empty() {
+        return;
+    }
+    let transitions: Vec<wgpu::TextureTransition<&wgpu::Texture>> = images
+        .iter()
+        .map(|(_, image)| wgpu::TextureTransition {
+            texture: &**image.texture(),
+            selector: None,
+            state: wgpu::TextureUses::STORAGE_READ_WRITE,
+        })
+        .collect();
+    ctx.command_encoder()
+        .transition_resources(std::iter::empty(), transitions.into_iter());
+    let family = device.vulkan().queue_family_index();
+    let barriers = ownership_barriers(&images, (family, vk::QUEUE_FAMILY_EXTERNAL));
+    let stages = (
+        vk::PipelineStageFlags::ALL_COMMANDS,
+        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+    );
+    add_barriers(&mut ctx, &device, stages, &barriers);
+}
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shareable_format_is_in_cuvks_table_with_its_texel_size() {
+        use wgpu::TextureFormat as T;
+        let all = [
+            T::R8Unorm,
+            T::Rg8Unorm,
+            T::Rgba8Unorm,
+            T::Bgra8Unorm,
+            T::R8Uint,
+            T::Rgba8Uint,
+            T::R16Float,
+            T::Rg16Float,
+            T::Rgba16Float,
+            T::R32Uint,
+            T::Rg32Uint,
+            T::Rgba32Uint,
+            T::R32Sint,
+            T::R32Float,
+            T::Rg32Float,
+            T::Rgba32Float,
+        ];
+        for format in all {
+            let vk = vk_format(format).unwrap_or_else(|| panic!("{format:?} not mapped"));
+            let info = cuvk::FORMATS
+                .iter()
+                .find(|f| f.format == vk)
+                .unwrap_or_else(|| panic!("{vk:?} not in cuvk's table"));
+            assert_eq!(
+                Some(info.texel_bytes()),
+                format.block_copy_size(None),
+                "{format:?}"
+            );
+        }
+        for refused in [
+            T::Rgba8UnormSrgb,
+            T::Depth32Float,
+            T::Bc1RgbaUnorm,
+            T::Rgb10a2Unorm,
+        ] {
+            assert_eq!(vk_format(refused), None, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn shared_images_always_have_storage_and_copies() {
+        let flags = vk_usage(wgpu::TextureUsages::TEXTURE_BINDING);
+        assert!(flags.contains(
+            vk::ImageUsageFlags::STORAGE
+                | vk::ImageUsageFlags::SAMPLED
+                | vk::ImageUsageFlags::TRANSFER_SRC
+                | vk::ImageUsageFlags::TRANSFER_DST
+        ));
+        assert!(!flags.contains(vk::ImageUsageFlags::COLOR_ATTACHMENT));
+        assert_eq!(
+            hal_uses(wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_SRC),
+            wgpu::TextureUses::RESOURCE | wgpu::TextureUses::COPY_SRC
+        );
+    }
+}
