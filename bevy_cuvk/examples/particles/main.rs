@@ -284,7 +284,7 @@ fn run_verify(o: &Options) -> AppExit {
         eprintln!("--swapped is the inline path's control: --launch inline, without --unordered");
         return AppExit::from_code(2);
     }
-    if o.image && (o.elements == 0 || o.elements % verify::IMAGE_WIDTH != 0) {
+    if o.image && (o.elements == 0 || !o.elements.is_multiple_of(verify::IMAGE_WIDTH)) {
         eprintln!(
             "--image needs --elements a multiple of {} (the image's width)",
             verify::IMAGE_WIDTH

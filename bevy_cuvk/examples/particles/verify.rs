@@ -129,6 +129,9 @@ pub fn spawn_sprite(
     }
 }
 
+/// A wrong pixel: its index, the word expected, the word seen.
+pub type WrongPixel = (usize, u32, u32);
+
 /// What the run saw.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -147,7 +150,7 @@ pub struct Outcome {
     pub sprite_wrong: Option<u64>,
     /// `--image`: the largest difference of one channel in the sprite's frame, and the first
     /// wrong pixel (index, expected, seen).
-    pub sprite_worst: Option<(u8, Option<(usize, u32, u32)>)>,
+    pub sprite_worst: Option<(u8, Option<WrongPixel>)>,
     /// Why the run could not happen (no CUDA, a refused call), if so.
     pub error: Option<String>,
     /// The run was `--swapped`.
@@ -420,7 +423,7 @@ fn new_state(
     let err = |e: CuvkError| e.to_string();
     let n = settings.elements as usize;
     let target = if let Some(sprite) = settings.image {
-        if settings.elements % IMAGE_WIDTH != 0 {
+        if !settings.elements.is_multiple_of(IMAGE_WIDTH) {
             return Err(format!(
                 "--image needs --elements a multiple of {IMAGE_WIDTH}"
             ));
@@ -905,7 +908,7 @@ fn read_back(
     if let Some(buffer) = &state.target_read {
         match read(buffer) {
             Ok(pixels) => {
-                let wrong: Vec<(usize, u32, u32)> = pixels
+                let wrong: Vec<WrongPixel> = pixels
                     .iter()
                     .enumerate()
                     .filter(|&(i, &v)| v != expected(i))
