@@ -10,9 +10,9 @@ if ! ls .gpu/debs/libvulkan1_*.deb >/dev/null 2>&1; then
   echo "no Vulkan loader staged in .gpu/debs: run scripts/stage-gpu.sh (or ../shared/gpu/stage.sh) first" >&2
   exit 1
 fi
-cargo build -p bevy_cuvk --profile gpu --example particles
+cargo build -p bevy_cuvk --profile gpu --example bevy_particles
 mkdir -p .gpu/bin
 target=${CARGO_TARGET_DIR:-target}
-cp "$target/gpu/examples/particles" .gpu/bin/bevy_particles
+cp "$target/gpu/examples/bevy_particles" .gpu/bin/bevy_particles
 cp ../shared/gpu/run.sh .gpu/run.sh
 du -sh .gpu | awk '{print "staged size: " $1 " (limit 64M with the working tree)"}'

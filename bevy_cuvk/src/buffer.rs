@@ -3,14 +3,13 @@
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bevy::log::error;
 use bevy::render::render_resource::Buffer;
 use cuvk::ash::vk;
 use cuvk::{SharedBuffer, MEMORY_HANDLE_TYPE};
 use wgpu::hal;
 
+use crate::late::LateWork;
 use crate::{CuvkDevice, CuvkError};
 
 /// Shared memory seen two ways: a Bevy [`Buffer`] (`wgpu::Buffer`, for bind groups and vertex
@@ -20,10 +19,11 @@ use crate::{CuvkDevice, CuvkError};
 /// second `VkBuffer` over the same bytes of cuvk's (non-dedicated) allocation, which wgpu owns
 /// and destroys. The memory is cuvk's and stays alive, by construction, as long as Bevy can
 /// use it: when the last clone goes, the wgpu buffer is destroyed (a later submission that
-/// still names it in a bind group fails wgpu's validation instead of reading freed memory),
-/// the device is polled until its submitted work completed (within the context's drop
-/// timeout), and only then is the memory released — or, past the timeout, deliberately leaked
-/// with an error logged.
+/// still names it in a bind group fails wgpu's validation instead of reading freed memory) and
+/// the memory is handed to the plugin, which frees it once the GPU has run everything
+/// submitted by the end of the frame (Bevy's submission, with any `write_buffer` still
+/// pending, included). Never dropped in a frame (the app ending), it waits for the device,
+/// bounded by the context's drop timeout, and past it leaks the memory with an error logged.
 pub struct CuvkBuffer<T: bytemuck::Pod> {
     inner: Arc<Inner<T>>,
 }
@@ -39,30 +39,26 @@ impl<T: bytemuck::Pod> Clone for CuvkBuffer<T> {
 struct Inner<T: bytemuck::Pod> {
     buffer: Buffer,
     shared: ManuallyDrop<SharedBuffer<T>>,
-    device: wgpu::Device,
-    timeout: Duration,
+    late: Arc<LateWork>,
 }
 
 impl<T: bytemuck::Pod> Drop for Inner<T> {
     fn drop(&mut self) {
         // No submission made from now on can use the buffer (wgpu refuses it).
         self.buffer.destroy();
-        let poll = self.device.poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: Some(self.timeout),
-        });
-        match poll {
-            // SAFETY: dropped once, here; the GPU completed every submission made while the
-            // buffer could still be named, and none can name it any more.
-            Ok(_) => unsafe { ManuallyDrop::drop(&mut self.shared) },
-            Err(e) => error!(
-                "CuvkBuffer dropped while Bevy's GPU work did not complete within {:?} ({e}); \
-                 leaking its memory rather than freeing what the GPU may still read",
-                self.timeout
-            ),
-        }
+        // SAFETY: taken once, here; `shared` is not used after.
+        let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
+        self.late.bury(Box::new(Dropped(shared)));
     }
 }
+
+/// The memory of a dropped [`CuvkBuffer`], on its way to the plugin's late frees.
+struct Dropped<T: bytemuck::Pod>(#[allow(dead_code)] SharedBuffer<T>);
+
+// SAFETY: a SharedBuffer holds device memory, its CUDA mapping and their handles, and no value
+// of `T` (`T` only types its views, through PhantomData): moving it to another thread to be
+// dropped there moves no `T`. Its other parts are Send.
+unsafe impl<T: bytemuck::Pod> Send for Dropped<T> {}
 
 impl<T: bytemuck::Pod> std::fmt::Debug for CuvkBuffer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,54 +88,77 @@ impl<T: bytemuck::Pod> CuvkBuffer<T> {
     }
 }
 
-/// The Vulkan usage a wgpu buffer usage needs (what wgpu-hal would create it with).
-fn vk_usage(usage: wgpu::BufferUsages) -> vk::BufferUsageFlags {
+/// The Vulkan usage a wgpu buffer usage needs: what wgpu-core and wgpu-hal 29 create such a
+/// buffer with (`INDIRECT` and `QUERY_RESOLVE` buffers are also storage buffers, which wgpu
+/// binds internally), plus copies (CUDA's initial upload is not one, but users copy). `None`
+/// for a usage with no Vulkan counterpart here (acceleration-structure inputs, unknown bits).
+fn vk_usage(usage: wgpu::BufferUsages) -> Option<vk::BufferUsageFlags> {
     use wgpu::BufferUsages as U;
-    let mut flags = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
-    for (w, v) in [
-        (U::STORAGE, vk::BufferUsageFlags::STORAGE_BUFFER),
+    let pairs = [
+        (U::COPY_SRC, vk::BufferUsageFlags::TRANSFER_SRC),
+        (U::COPY_DST, vk::BufferUsageFlags::TRANSFER_DST),
         (U::UNIFORM, vk::BufferUsageFlags::UNIFORM_BUFFER),
-        (U::VERTEX, vk::BufferUsageFlags::VERTEX_BUFFER),
+        (U::STORAGE, vk::BufferUsageFlags::STORAGE_BUFFER),
         (U::INDEX, vk::BufferUsageFlags::INDEX_BUFFER),
-        (U::INDIRECT, vk::BufferUsageFlags::INDIRECT_BUFFER),
-    ] {
-        if usage.contains(w) {
-            flags |= v;
-        }
+        (U::VERTEX, vk::BufferUsageFlags::VERTEX_BUFFER),
+        (
+            U::INDIRECT,
+            vk::BufferUsageFlags::INDIRECT_BUFFER | vk::BufferUsageFlags::STORAGE_BUFFER,
+        ),
+        (
+            U::QUERY_RESOLVE,
+            vk::BufferUsageFlags::TRANSFER_DST | vk::BufferUsageFlags::STORAGE_BUFFER,
+        ),
+    ];
+    let known = pairs.iter().fold(U::empty(), |a, (u, _)| a | *u);
+    if !known.contains(usage) {
+        return None;
     }
-    flags
+    Some(pairs.iter().filter(|(u, _)| usage.contains(*u)).fold(
+        vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+        |a, (_, v)| a | *v,
+    ))
 }
 
 impl CuvkDevice {
     /// A buffer of `len` elements of `T` that Bevy uses with `usage` and CUDA through its
     /// pointer, filled with `data` (CUDA copies it in; `data.len()` must be `len`, or empty for
-    /// uninitialised contents).
+    /// zeros).
     ///
-    /// Mapping usages, `len == 0` and a `data` of another length are refused
-    /// ([`CuvkError::BufferUsage`]): the memory is device-local.
+    /// Refused ([`CuvkError::BufferUsage`]): an empty usage, mapping usages (the memory is
+    /// device-local: copy into a mappable Bevy buffer instead), acceleration-structure inputs,
+    /// `len == 0`, a size that overflows, and a `data` of another length.
     pub fn create_buffer<T: bytemuck::Pod>(
         &self,
         len: usize,
         usage: wgpu::BufferUsages,
         data: &[T],
     ) -> Result<CuvkBuffer<T>, CuvkError> {
-        let mappable = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::MAP_WRITE;
-        if usage.intersects(mappable) || len == 0 || (!data.is_empty() && data.len() != len) {
-            return Err(CuvkError::BufferUsage {
-                usage: format!("{usage:?}"),
-                len,
-                data: data.len(),
-            });
+        let refused = || CuvkError::BufferUsage {
+            usage: format!("{usage:?}"),
+            len,
+            data: data.len(),
+        };
+        let vk_usage = vk_usage(usage).ok_or_else(refused)?;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(refused)?;
+        if usage.is_empty() || len == 0 || (!data.is_empty() && data.len() != len) {
+            return Err(refused());
         }
-        let bytes = (len * std::mem::size_of::<T>()) as u64;
         let cuvk_err = |source| CuvkError::Shared { source };
         // A non-dedicated allocation: an alias VkBuffer may be bound to it.
         let allocation = self
             .bridge()
-            .create_allocation(bytes, vk_usage(usage))
+            .create_allocation(bytes as u64, vk_usage)
             .map_err(cuvk_err)?;
         let mut shared = allocation.buffer::<T>(0, len).map_err(cuvk_err)?;
-        if !data.is_empty() {
+        // wgpu takes the buffer as initialised: the data, or zeros (CUDA writes either).
+        if data.is_empty() {
+            shared
+                .cuda_write(&vec![<T as bytemuck::Zeroable>::zeroed(); len])
+                .map_err(cuvk_err)?;
+        } else {
             shared.cuda_write(data).map_err(cuvk_err)?;
         }
         let alias = alias_buffer(self, &shared)?;
@@ -154,7 +173,8 @@ impl CuvkDevice {
             mapped_at_creation: false,
         };
         // SAFETY: the hal buffer is of this device (Bevy's), created with at least the Vulkan
-        // usage `usage` needs and exactly `desc.size` bytes, and not mapped.
+        // usage `usage` needs and exactly `desc.size` bytes, initialised (written above, and
+        // cuda_write waits for its copy), and not mapped.
         let wgpu_buffer = unsafe {
             self.wgpu_device()
                 .create_buffer_from_hal::<hal::api::Vulkan>(hal_buffer, &desc)
@@ -163,8 +183,7 @@ impl CuvkDevice {
             inner: Arc::new(Inner {
                 buffer: Buffer::from(wgpu_buffer),
                 shared: ManuallyDrop::new(shared),
-                device: self.wgpu_device().clone(),
-                timeout: self.vulkan().drop_timeout(),
+                late: self.late().clone(),
             }),
         })
     }
@@ -225,6 +244,32 @@ fn alias_buffer<T: bytemuck::Pod>(
             // SAFETY: never bound or used; destroyed once.
             unsafe { vk_device.destroy_buffer(alias, None) };
             Err(CuvkError::Alias { reason })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usages_map_as_wgpu_creates_them_and_the_rest_is_refused() {
+        use wgpu::BufferUsages as U;
+        let indirect = vk_usage(U::INDIRECT);
+        assert_eq!(
+            indirect,
+            Some(
+                vk::BufferUsageFlags::INDIRECT_BUFFER
+                    | vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST
+            )
+        );
+        let vertex = vk_usage(U::VERTEX | U::STORAGE);
+        assert!(vertex.is_some_and(|f| f
+            .contains(vk::BufferUsageFlags::VERTEX_BUFFER | vk::BufferUsageFlags::STORAGE_BUFFER)));
+        for refused in [U::MAP_READ, U::MAP_WRITE | U::COPY_SRC, U::BLAS_INPUT] {
+            assert_eq!(vk_usage(refused), None, "{refused:?}");
         }
     }
 }

@@ -14,6 +14,7 @@ use cuvk::Bridge;
 use wgpu::hal;
 
 use crate::extensions::{BufferDeviceAddress, CallbackRan};
+use crate::late::LateWork;
 use crate::status::CuvkError;
 
 /// The wgpu-hal API every `as_hal` call names.
@@ -35,6 +36,7 @@ pub struct CuvkDevice {
     bridge: Arc<Bridge>,
     device: wgpu::Device,
     queue: wgpu::Queue,
+    late: Arc<LateWork>,
 }
 
 impl std::fmt::Debug for CuvkDevice {
@@ -71,6 +73,10 @@ impl CuvkDevice {
     /// Whether CUDA kernels can be recorded into Bevy's command buffers (NVX).
     pub fn inline_kernels(&self) -> bool {
         self.vulkan().info().capabilities.cuda_kernels
+    }
+    /// What the plugin does after Bevy's submission of each frame.
+    pub(crate) fn late(&self) -> &Arc<LateWork> {
+        &self.late
     }
     /// "name (UUID)" of the GPU.
     pub fn describe(&self) -> String {
@@ -137,10 +143,15 @@ pub(crate) fn adopt(
         device: describe,
         source,
     })?;
+    let late = Arc::new(LateWork::new(
+        device.clone(),
+        bridge.vulkan().drop_timeout(),
+    ));
     Ok(CuvkDevice {
         bridge: Arc::new(bridge),
         device,
         queue,
+        late,
     })
 }
 

@@ -157,9 +157,13 @@ impl CuvkDevice {
     /// A `width` x `height` image of `format` shared by CUDA and Bevy, which Bevy uses with
     /// `usage` (sampling, storage, copies, render attachment). Checked before anything is made:
     /// the format is one CUDA shares ([`vk_format`], else [`CuvkError::ImageFormat`]) and cuvk's
-    /// rules for the device ([`CuvkError::Shared`] with the rule). The one-time transition to
-    /// the shared layout is submitted on Bevy's queue and waited for: create images outside
-    /// the render graph (at startup or in a `Render` system before `RenderSystems::Render`).
+    /// rules for the device ([`CuvkError::Shared`] with the rule).
+    ///
+    /// Its first transition (to `GENERAL`, released to CUDA) is submitted on Bevy's queue and
+    /// waited for before this returns, so CUDA may write it at once. Call it in the render
+    /// world outside the render graph (at `RenderStartup`, or in a `Render` system before
+    /// `RenderSystems::Render`), then register it in [`CuvkImages`] before
+    /// `RenderSystems::PrepareAssets` of the frame that first draws it.
     pub fn create_image(
         &self,
         width: u32,
@@ -177,12 +181,11 @@ impl CuvkDevice {
         let vulkan = self.vulkan();
         let support = SharedImage::validate_desc(vulkan, &desc).map_err(shared_err)?;
         // SAFETY: `support` is the answer of SharedImage's checks for this device and
-        // description (ImageOptions::EXPORT); the image is not used before the transition
-        // below has run (it is waited for).
+        // description (ImageOptions::EXPORT); nothing uses the image before the first
+        // transition below has run (it is waited for before the image is returned).
         let bound =
             unsafe { BoundImage::new_untransitioned(vulkan, &desc, ImageOptions::EXPORT, support) }
                 .map_err(shared_err)?;
-        self.enter_shared_layout(&bound)?;
         let shared = self.bridge().share_image(bound).map_err(shared_err)?;
         let descriptor = StaticTextureDescriptor {
             label: Some("cuvk shared image"),
@@ -199,6 +202,7 @@ impl CuvkDevice {
             view_formats: &[],
         };
         let texture = self.wrap(&shared, &descriptor)?;
+        self.first_transition(&texture, &shared)?;
         let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
         Ok(CuvkImage {
             inner: Arc::new(ImageInner {
@@ -210,28 +214,49 @@ impl CuvkDevice {
         })
     }
 
-    /// Submits the image's one-time transition `UNDEFINED` → `GENERAL` (released to
-    /// `VK_QUEUE_FAMILY_EXTERNAL`) on Bevy's queue and waits for it.
-    fn enter_shared_layout(&self, bound: &BoundImage) -> Result<(), CuvkError> {
-        let barrier = [bound.enter_shared_layout_barrier()];
-        let device = self.vulkan().device().clone();
-        // SAFETY: one well-formed barrier of a live image of this device, which `bound` keeps
-        // alive until the wait below.
-        let commands = unsafe {
+    /// One submission on Bevy's queue, waited for: wgpu's tracked transition of the new
+    /// texture to `GENERAL` (from `UNDEFINED`: wgpu tracks it as UNINITIALIZED), then its
+    /// release to `VK_QUEUE_FAMILY_EXTERNAL`. On a failed wait the texture (which holds the
+    /// image through its drop callback) is destroyed by wgpu only after that submission.
+    fn first_transition(
+        &self,
+        texture: &wgpu::Texture,
+        shared: &SharedImage,
+    ) -> Result<(), CuvkError> {
+        let mut encoder =
+            self.wgpu_device()
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("cuvk image to GENERAL"),
+                });
+        encoder.transition_resources(
+            std::iter::empty(),
+            std::iter::once(wgpu::TextureTransition {
+                texture,
+                selector: None,
+                state: wgpu::TextureUses::STORAGE_READ_WRITE,
+            }),
+        );
+        let family = self.vulkan().queue_family_index();
+        let release = ownership_barriers([shared], (family, vk::QUEUE_FAMILY_EXTERNAL));
+        let vk_device = self.vulkan().device().clone();
+        // SAFETY: one release barrier of a live image of this device (the texture submitted
+        // with it keeps the image alive until the submission completed), in GENERAL after the
+        // wgpu transition submitted just before it.
+        let release = unsafe {
             self.record_vulkan(|cmd| {
-                device.cmd_pipeline_barrier(
+                vk_device.cmd_pipeline_barrier(
                     cmd,
-                    vk::PipelineStageFlags::TOP_OF_PIPE,
+                    vk::PipelineStageFlags::ALL_COMMANDS,
                     vk::PipelineStageFlags::BOTTOM_OF_PIPE,
                     vk::DependencyFlags::empty(),
                     &[],
                     &[],
-                    &barrier,
+                    &release,
                 );
                 Ok(())
             })
         }?;
-        let index = self.wgpu_queue().submit([commands]);
+        let index = self.wgpu_queue().submit([encoder.finish(), release]);
         self.wgpu_device()
             .poll(wgpu::PollType::Wait {
                 submission_index: Some(index),
@@ -289,32 +314,11 @@ impl CuvkDevice {
         drop(hal_device);
         // SAFETY: created on this device from a live, bound image as `desc` says; wgpu 29
         // marks it initialised (never clears it) and starts tracking it as UNINITIALIZED,
-        // which the transition below turns into GENERAL before any use.
-        let texture = unsafe {
+        // which `first_transition` turns into GENERAL before any other use.
+        Ok(unsafe {
             self.wgpu_device()
                 .create_texture_from_hal::<hal::api::Vulkan>(hal_texture, desc)
-        };
-        self.track_as_general(&texture);
-        Ok(texture)
-    }
-
-    /// Tells wgpu's tracker that `texture` is in `GENERAL` (STORAGE_READ_WRITE): a wgpu-tracked
-    /// transition from UNINITIALIZED (the image holds nothing yet), submitted at once.
-    fn track_as_general(&self, texture: &wgpu::Texture) {
-        let mut encoder =
-            self.wgpu_device()
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("cuvk image tracked as GENERAL"),
-                });
-        encoder.transition_resources(
-            std::iter::empty(),
-            std::iter::once(wgpu::TextureTransition {
-                texture,
-                selector: None,
-                state: wgpu::TextureUses::STORAGE_READ_WRITE,
-            }),
-        );
-        self.wgpu_queue().submit([encoder.finish()]);
+        })
     }
 }
 
@@ -392,8 +396,8 @@ pub(crate) fn publish_gpu_images(
 
 /// Queue-family transfers of `images` between `VK_QUEUE_FAMILY_EXTERNAL` and `family`, in
 /// `GENERAL`.
-fn ownership_barriers(
-    images: &CuvkImages,
+fn ownership_barriers<'a>(
+    images: impl IntoIterator<Item = &'a SharedImage>,
     (src, dst): (u32, u32),
 ) -> Vec<vk::ImageMemoryBarrier<'static>> {
     let acquire = src == vk::QUEUE_FAMILY_EXTERNAL;
@@ -404,8 +408,8 @@ fn ownership_barriers(
         (all, vk::AccessFlags::empty())
     };
     images
-        .iter()
-        .map(|(_, image)| {
+        .into_iter()
+        .map(|image| {
             vk::ImageMemoryBarrier::default()
                 .src_access_mask(src_access)
                 .dst_access_mask(dst_access)
@@ -413,8 +417,8 @@ fn ownership_barriers(
                 .new_layout(SHARED_LAYOUT)
                 .src_queue_family_index(src)
                 .dst_queue_family_index(dst)
-                .image(image.shared().vk_image())
-                .subresource_range(image.shared().desc().full_range())
+                .image(image.vk_image())
+                .subresource_range(image.desc().full_range())
         })
         .collect()
 }
@@ -427,8 +431,9 @@ fn add_barriers(
     barriers: &[vk::ImageMemoryBarrier<'static>],
 ) {
     let vk_device = device.vulkan().device().clone();
-    // SAFETY: barriers of live images of this device (CuvkImages holds them, and the textures
-    // wgpu uses in the same submission keep them alive until it completed).
+    // SAFETY: barriers of live images of this device (checked by the callers; AcquiredImages
+    // or the caller holds them until the submission, and their textures' drop callbacks keep
+    // them alive until wgpu has destroyed the textures, after every submission using them).
     let recorded = unsafe {
         device.record_vulkan(|cmd| {
             vk_device.cmd_pipeline_barrier(
@@ -449,20 +454,40 @@ fn add_barriers(
     }
 }
 
+/// The shared images acquired for Bevy's queue this frame (each `VkImage` once): what the
+/// release gives back, whatever happened to [`CuvkImages`] in between. Holding them keeps the
+/// images alive until their barriers were submitted.
+#[derive(Resource, Default)]
+pub(crate) struct AcquiredImages(Vec<CuvkImage>);
+
 /// Render graph, before the cameras: the shared images, from CUDA (`EXTERNAL`) to Bevy's queue.
 pub(crate) fn acquire_images(
     mut ctx: RenderContext,
     images: Option<Res<CuvkImages>>,
     device: Option<Res<CuvkDevice>>,
+    mut acquired: ResMut<AcquiredImages>,
 ) {
+    acquired.0.clear();
     let (Some(images), Some(device)) = (images, device) else {
         return;
     };
-    if images.images.is_empty() {
+    for (_, image) in images.iter() {
+        let raw = image.shared().vk_image();
+        let ours = device
+            .vulkan()
+            .same_device(image.shared().bound().image().context());
+        if ours && !acquired.0.iter().any(|a| a.shared().vk_image() == raw) {
+            acquired.0.push(image.clone());
+        }
+    }
+    if acquired.0.is_empty() {
         return;
     }
     let family = device.vulkan().queue_family_index();
-    let barriers = ownership_barriers(&images, (vk::QUEUE_FAMILY_EXTERNAL, family));
+    let barriers = ownership_barriers(
+        acquired.0.iter().map(CuvkImage::shared),
+        (vk::QUEUE_FAMILY_EXTERNAL, family),
+    );
     let stages = (
         vk::PipelineStageFlags::TOP_OF_PIPE,
         vk::PipelineStageFlags::ALL_COMMANDS,
@@ -470,22 +495,21 @@ pub(crate) fn acquire_images(
     add_barriers(&mut ctx, &device, stages, &barriers);
 }
 
-/// Render graph, after the cameras: a wgpu-tracked transition of each shared image back to
-/// `GENERAL`, then the release to CUDA (`EXTERNAL`).
+/// Render graph, after the cameras: a wgpu-tracked transition of each image acquired this
+/// frame back to `GENERAL`, then its release to CUDA (`EXTERNAL`).
 pub(crate) fn release_images(
     mut ctx: RenderContext,
-    images: Option<Res<CuvkImages>>,
     device: Option<Res<CuvkDevice>>,
+    mut acquired: ResMut<AcquiredImages>,
 ) {
-    let (Some(images), Some(device)) = (images, device) else {
-        return;
-    };
-    if images.images.is_empty() {
+    let Some(device) = device else { return };
+    let images = std::mem::take(&mut acquired.0);
+    if images.is_empty() {
         return;
     }
     let transitions: Vec<wgpu::TextureTransition<&wgpu::Texture>> = images
         .iter()
-        .map(|(_, image)| wgpu::TextureTransition {
+        .map(|image| wgpu::TextureTransition {
             texture: &**image.texture(),
             selector: None,
             state: wgpu::TextureUses::STORAGE_READ_WRITE,
@@ -494,14 +518,16 @@ pub(crate) fn release_images(
     ctx.command_encoder()
         .transition_resources(std::iter::empty(), transitions.into_iter());
     let family = device.vulkan().queue_family_index();
-    let barriers = ownership_barriers(&images, (family, vk::QUEUE_FAMILY_EXTERNAL));
+    let barriers = ownership_barriers(
+        images.iter().map(CuvkImage::shared),
+        (family, vk::QUEUE_FAMILY_EXTERNAL),
+    );
     let stages = (
         vk::PipelineStageFlags::ALL_COMMANDS,
         vk::PipelineStageFlags::BOTTOM_OF_PIPE,
     );
     add_barriers(&mut ctx, &device, stages, &barriers);
 }
-
 #[cfg(test)]
 #[allow(clippy::panic)]
 mod tests {

@@ -3,44 +3,34 @@
 //! semaphore, no host wait).
 
 use std::mem::ManuallyDrop;
-use std::time::Duration;
+use std::sync::Arc;
 
-use bevy::log::error;
 use cuvk::ash::vk;
 use cuvk::vulkan::{
     record_barrier_before_kernel, record_kernel_barrier, CuFunction, CuModule, KernelArg,
     LaunchDims,
 };
 
+use crate::late::LateWork;
 use crate::{CuvkDevice, CuvkError};
 
-/// The Vulkan work a kernel recorded by [`InlineKernel::record`] is ordered after: what Bevy's
-/// passes write and read (compute and graphics shaders, copies, attachments).
+/// The Vulkan work a kernel recorded by [`InlineKernel::record`] is ordered after: every
+/// earlier command of Bevy's queue and its writes (shaders, copies, attachments, and the reads
+/// of vertex, index and indirect buffers, which a kernel must not overwrite under them).
 const BEFORE_KERNEL: (vk::PipelineStageFlags, vk::AccessFlags) = (
-    vk::PipelineStageFlags::from_raw(
-        vk::PipelineStageFlags::COMPUTE_SHADER.as_raw()
-            | vk::PipelineStageFlags::TRANSFER.as_raw()
-            | vk::PipelineStageFlags::VERTEX_SHADER.as_raw()
-            | vk::PipelineStageFlags::FRAGMENT_SHADER.as_raw()
-            | vk::PipelineStageFlags::COLOR_ATTACHMENT_OUTPUT.as_raw(),
-    ),
-    vk::AccessFlags::from_raw(
-        vk::AccessFlags::SHADER_WRITE.as_raw()
-            | vk::AccessFlags::TRANSFER_WRITE.as_raw()
-            | vk::AccessFlags::COLOR_ATTACHMENT_WRITE.as_raw(),
-    ),
+    vk::PipelineStageFlags::ALL_COMMANDS,
+    vk::AccessFlags::MEMORY_WRITE,
 );
 
 /// A CUDA kernel (from PTX) loaded into Bevy's `VkDevice`, to be recorded into command buffers
 /// that Bevy's render graph submits among its own ([`Self::record`]).
 ///
-/// The Vulkan module outlives every command buffer that launches it, by construction: on drop
-/// it waits (bounded by cuvk's drop timeout) for Bevy's submitted work, and past the timeout
-/// leaks the module with an error logged rather than destroy it under the GPU.
+/// The Vulkan module outlives the command buffers that launch it: dropped, it is handed to the
+/// plugin, which destroys it once the GPU has run everything submitted by the end of the frame
+/// (a command buffer recorded this frame and submitted by Bevy's render graph included).
 pub struct InlineKernel {
     function: ManuallyDrop<CuFunction>,
-    device: wgpu::Device,
-    timeout: Duration,
+    late: Arc<LateWork>,
 }
 
 impl std::fmt::Debug for InlineKernel {
@@ -51,21 +41,9 @@ impl std::fmt::Debug for InlineKernel {
 
 impl Drop for InlineKernel {
     fn drop(&mut self) {
-        let poll = self.device.poll(wgpu::PollType::Wait {
-            submission_index: None,
-            timeout: Some(self.timeout),
-        });
-        match poll {
-            // SAFETY: dropped once, here, after every submission that could launch it
-            // completed (no command buffer recorded from it can be submitted any more: they
-            // borrowed `self`, and wgpu submits what it was given before this poll returns).
-            Ok(_) => unsafe { ManuallyDrop::drop(&mut self.function) },
-            Err(e) => error!(
-                "InlineKernel dropped while Bevy's GPU work did not complete within {:?} ({e}); \
-                 leaking its CUDA module rather than destroying what the GPU may still run",
-                self.timeout
-            ),
-        }
+        // SAFETY: taken once, here; `function` is not used after.
+        let function = unsafe { ManuallyDrop::take(&mut self.function) };
+        self.late.bury(Box::new(function));
     }
 }
 
@@ -79,8 +57,7 @@ impl CuvkDevice {
         let function = module.function(name).map_err(shared)?;
         Ok(InlineKernel {
             function: ManuallyDrop::new(function),
-            device: self.wgpu_device().clone(),
-            timeout: self.vulkan().drop_timeout(),
+            late: self.late().clone(),
         })
     }
 }
@@ -101,7 +78,9 @@ impl InlineKernel {
     /// The kernel reads and writes only memory that the arguments allow it to (in bounds of
     /// live buffers of this device — e.g. a [`crate::CuvkBuffer`]'s device address — which stay
     /// alive until the command buffer has executed), and nothing a live Rust reference points
-    /// at.
+    /// at. The command buffer is submitted in the frame it was recorded in (handed to Bevy's
+    /// render graph, `RenderContext::add_command_buffer`), so that the module outlives it;
+    /// `device` is the device the kernel was loaded on.
     pub unsafe fn record(
         &self,
         device: &CuvkDevice,

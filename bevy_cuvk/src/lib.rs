@@ -49,6 +49,7 @@ mod device;
 mod extensions;
 mod image;
 mod kernel;
+mod late;
 mod plugin;
 mod status;
 mod stream;

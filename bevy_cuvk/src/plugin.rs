@@ -17,7 +17,8 @@ use bevy::render::{
 
 use crate::device::{adopt, AdoptOptions};
 use crate::extensions;
-use crate::image::{acquire_images, publish_gpu_images, release_images};
+use crate::image::{acquire_images, publish_gpu_images, release_images, AcquiredImages};
+use crate::late::flush_late_work;
 use crate::CuvkImages;
 use crate::{CuvkDevice, CuvkError, CuvkStatus};
 
@@ -105,6 +106,7 @@ impl Plugin for CuvkPlugin {
                     .insert_resource(settings)
                     .init_resource::<CuvkStatus>()
                     .init_resource::<CuvkImages>()
+                    .init_resource::<AcquiredImages>()
                     .configure_sets(
                         RenderGraph,
                         (
@@ -127,6 +129,7 @@ impl Plugin for CuvkPlugin {
                         (
                             acquire_images.in_set(CuvkSystems::Acquire),
                             release_images.in_set(CuvkSystems::Release),
+                            flush_late_work.in_set(RenderGraphSystems::Finish),
                         ),
                     );
             }
@@ -142,8 +145,13 @@ impl Plugin for CuvkPlugin {
 }
 
 /// Where the plugin hands shared images ([`CuvkImages`]) between CUDA and Bevy in the
-/// `RenderGraph` schedule: order inline kernels that write them after [`CuvkSystems::Acquire`]
-/// (any system in `RenderGraphSystems::Render` is).
+/// `RenderGraph` schedule. Systems that use shared images in Bevy's queue — inline kernels
+/// writing them, passes reading them — go between the two: any system in
+/// `RenderGraphSystems::Render` is after [`CuvkSystems::Acquire`]; one placed after `Render`
+/// must be `.before(CuvkSystems::Release)`. (Bevy's `Readback` and screenshots of a shared
+/// image run after the graph, outside that window: copy it in a pass of your own instead.)
+/// After `Submit`, in `RenderGraphSystems::Finish`, the plugin signals what
+/// [`crate::StreamSync::signal_after_frame`] asked for and frees what was dropped.
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CuvkSystems {
     /// In `RenderGraphSystems::Begin`: the shared images, from CUDA to Bevy's queue.
@@ -160,6 +168,9 @@ fn adopt_device(
     queue: Res<RenderQueue>,
     extra: Option<Res<AdditionalVulkanFeatures>>,
 ) {
+    // A new render device (Bevy's renderer recovery): images of the old one are not shared.
+    commands.insert_resource(CuvkImages::default());
+    commands.insert_resource(AcquiredImages::default());
     match adopt(settings.0, &device, &queue, extra.as_deref()) {
         Ok(cuvk) => {
             let status = CuvkStatus::Ready {

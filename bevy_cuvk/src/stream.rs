@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use cuvk::cudarc::driver::{CudaEvent, CudaStream};
-use cuvk::vulkan::{SemaphoreKind, SemaphoreOp, VulkanContext};
+use cuvk::vulkan::SemaphoreKind;
 use cuvk::SharedSemaphore;
-use wgpu::hal;
 
+use crate::late::LateWork;
 use crate::{CuvkDevice, CuvkError};
 
 /// Orders CUDA work on a stream with Bevy's frames, both ways, for memory both use
@@ -15,20 +15,21 @@ use crate::{CuvkDevice, CuvkError};
 /// Bevy 0.19 is on wgpu 29, whose Vulkan queue can add a signal to its next submission but
 /// cannot wait for a semaphore, so:
 ///
-/// - **Bevy → CUDA, on the GPU**: [`Self::signal_after_next_submission`] attaches to Bevy's
-///   next `vkQueueSubmit` a signal of an exported timeline semaphore with the next frame
-///   number; [`Self::cuda_wait_for_bevy`] enqueues on the CUDA stream a wait for the last
-///   number attached, before CUDA overwrites what Bevy read.
+/// - **Bevy → CUDA, on the GPU**: [`Self::signal_after_frame`] asks the plugin to signal an
+///   exported timeline semaphore with the next frame number after Bevy's submission of this
+///   frame (on an empty submission of its own, in `RenderGraphSystems::Finish`: after every
+///   command Bevy submitted); [`Self::cuda_wait_for_bevy`] enqueues on the CUDA stream a wait
+///   for the last number asked for, before CUDA overwrites what Bevy read.
 /// - **CUDA → Bevy, on the host**: [`Self::cuda_done`] records an event after the CUDA work;
 ///   [`Self::host_wait_for_cuda`] waits for it on the CPU before Bevy submits the commands that
 ///   read what CUDA wrote (wgpu 30's `add_wait_semaphore` would make this a GPU wait too).
 ///
 /// A frame: in `Render`'s prepare sets `cuda_wait_for_bevy`, launch on [`Self::stream`],
 /// `cuda_done`; in the render graph (before `RenderGraphSystems::Submit`) `host_wait_for_cuda`,
-/// record Bevy's commands, `signal_after_next_submission`.
+/// record Bevy's commands, `signal_after_frame`.
 pub struct StreamSync {
-    semaphore: SharedSemaphore,
-    vulkan: Arc<VulkanContext>,
+    semaphore: Arc<SharedSemaphore>,
+    late: Arc<LateWork>,
     stream: Arc<CudaStream>,
     /// The last value attached to a Bevy submission (0: none yet).
     attached: u64,
@@ -60,8 +61,8 @@ impl StreamSync {
                 source,
             })?;
         Ok(Self {
-            semaphore,
-            vulkan: device.vulkan().clone(),
+            semaphore: Arc::new(semaphore),
+            late: device.late().clone(),
             stream,
             attached: 0,
             pending: None,
@@ -73,13 +74,13 @@ impl StreamSync {
         &self.stream
     }
 
-    /// The last frame number attached to a Bevy submission (0: none yet).
+    /// The last frame number asked to be signalled (0: none yet).
     pub fn attached(&self) -> u64 {
         self.attached
     }
 
-    /// Enqueues on the stream a wait until Bevy's submissions up to the last one given a
-    /// signal ([`Self::signal_after_next_submission`]) completed.
+    /// Enqueues on the stream a wait until Bevy's frames up to the last one asked to signal
+    /// ([`Self::signal_after_frame`]) completed.
     pub fn cuda_wait_for_bevy(&self) -> Result<(), CuvkError> {
         if self.attached == 0 {
             return Ok(());
@@ -115,35 +116,15 @@ impl StreamSync {
         }
     }
 
-    /// Attaches to Bevy's next submission on `queue` a signal of the next frame number (and of
-    /// cuvk's progress timeline, which bounds the semaphore's drop).
-    ///
-    /// # Safety
-    /// The next `vkQueueSubmit` on `queue` must be one that follows the Bevy commands CUDA is
-    /// to wait for (call it in the render graph after they were recorded, before
-    /// `RenderGraphSystems::Submit`), and such a submission must come (wgpu 29 cannot take the
-    /// signal back): cuvk books the value as scheduled.
-    pub unsafe fn signal_after_next_submission(
-        &mut self,
-        queue: &wgpu::Queue,
-    ) -> Result<(), CuvkError> {
+    /// Asks the plugin to signal the next frame number after Bevy's submission of this frame
+    /// (in `RenderGraphSystems::Finish`, on an empty submission of its own that follows every
+    /// command submitted so far): [`Self::cuda_wait_for_bevy`] then makes CUDA wait for it.
+    /// Call it once Bevy's commands that read what CUDA writes are recorded (in the render
+    /// graph, before `Finish`); called later, the signal comes after the next frame instead —
+    /// later, never early.
+    pub fn signal_after_frame(&mut self) {
         let value = self.attached + 1;
-        // SAFETY: the hal queue is used only to add signals to its next submission.
-        let hal_queue =
-            unsafe { queue.as_hal::<hal::api::Vulkan>() }.ok_or(CuvkError::QueueNotVulkan)?;
-        let semaphore = &self.semaphore.vulkan;
-        let signals = [SemaphoreOp::signal(semaphore, value)];
-        // SAFETY: the closure never fails and attaches both signals to the next submission on
-        // Bevy's queue, which (the caller promises) comes and follows the commands to wait for.
-        unsafe {
-            self.vulkan.submit_foreign(&[], &signals, |progress| {
-                hal_queue.add_signal_semaphore(progress.semaphore, Some(progress.value));
-                hal_queue.add_signal_semaphore(semaphore.handle(), Some(value));
-                Ok(())
-            })
-        }
-        .map_err(|source| CuvkError::Shared { source })?;
+        self.late.signal_after_frame(self.semaphore.clone(), value);
         self.attached = value;
-        Ok(())
     }
 }

@@ -6,8 +6,8 @@
 //! as WGSL compute (`particles.wgsl`), and the reason CUDA is unavailable is printed.
 //!
 //! ```sh
-//! cargo run --release --example particles                        # a window
-//! cargo run --release --example particles -- --headless --frames 300 --out out
+//! cargo run --release -p bevy_cuvk --example bevy_particles                        # a window
+//! cargo run --release -p bevy_cuvk --example bevy_particles -- --headless --frames 300 --out out
 //! ```
 //!
 //! Options: `--headless` (no window: frames rendered to an image, PNGs written),
@@ -87,12 +87,12 @@ struct Options {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: particles [--headless] [--frames N] [--out DIR] [--every K] [--particles N] \
+        "usage: bevy_particles [--headless] [--frames N] [--out DIR] [--every K] [--particles N] \
          [--size WxH] [--sim auto|wgsl] [--launch auto|inline|stream] [--no-cuvk] [--check] \
          [--sync] [--skip N]\n\
-         \x20      particles --verify [--launch inline|stream] [--image] [--unordered|--swapped] [--exit-at N] [--frames N] \
+         \x20      bevy_particles --verify [--launch inline|stream] [--image] [--unordered|--swapped] [--exit-at N] [--frames N] \
          [--elements N] [--rounds R]\n\
-         \x20      particles --bench [--counts N[,N...]] [--frames N] [--json PATH]"
+         \x20      bevy_particles --bench [--counts N[,N...]] [--frames N] [--json PATH]"
     );
     std::process::exit(2)
 }

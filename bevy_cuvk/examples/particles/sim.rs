@@ -395,7 +395,6 @@ fn dispatch(
     mut cuda: Option<ResMut<CudaSim>>,
     inline: Option<Res<InlineSim>>,
     cuvk: Option<Res<CuvkDevice>>,
-    queue: Res<RenderQueue>,
 ) {
     let (Some(sim), Some(buffers), Some(group)) = (sim, buffers, group) else {
         return;
@@ -445,13 +444,9 @@ fn dispatch(
     pass.dispatch_workgroups(gx, gy, 1);
     drop(pass);
     if let Some(cuda) = cuda.as_mut() {
-        // Bevy → CUDA: the next submission on Bevy's queue (this frame's, in
-        // RenderGraphSystems::Submit) signals the frame number CUDA's next step waits for.
-        // SAFETY: this frame's commands were recorded; the next vkQueueSubmit on Bevy's queue
-        // is Bevy's submission of them (nothing in the render graph's Render set submits).
-        if let Err(e) = unsafe { cuda.sync.signal_after_next_submission(&queue) } {
-            error!("attaching the Bevy → CUDA signal failed: {e}");
-        }
+        // Bevy → CUDA: after Bevy's submission of this frame the plugin signals the frame
+        // number CUDA's next step waits for.
+        cuda.sync.signal_after_frame();
     }
     if buffers.simulate {
         sim.steps.fetch_add(1, Ordering::AcqRel);

@@ -672,7 +672,6 @@ fn dispatch(
     pipelines: Res<VerifyPipelines>,
     cache: Res<PipelineCache>,
     cuvk: Option<Res<CuvkDevice>>,
-    queue: Res<RenderQueue>,
 ) {
     let (Some(settings), Some(mut state), Some(cuvk)) = (settings, state, cuvk) else {
         return;
@@ -817,12 +816,9 @@ fn dispatch(
         }
     }
     if let (Writer::Stream { sync, .. }, true) = (&mut state.writer, settings.ordered) {
-        // Bevy → CUDA: this frame's submission signals what the next kernel waits for.
-        // SAFETY: the check was recorded; the next vkQueueSubmit on Bevy's queue is the
-        // render graph's submission of it.
-        if let Err(e) = unsafe { sync.signal_after_next_submission(&queue) } {
-            error!("verify: attaching the signal: {e}");
-        }
+        // Bevy → CUDA: after Bevy's submission of this frame the plugin signals what the
+        // next kernel waits for.
+        sync.signal_after_frame();
     }
     state.done = frame;
 }

@@ -17,14 +17,18 @@ pub fn example_binary() -> PathBuf {
     }
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap();
-    let staged = dir.join("particles");
+    let staged = dir.join("bevy_particles");
     if staged.is_file() {
         return staged;
     }
-    let built = dir.parent().unwrap().join("examples").join("particles");
+    let built = dir
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("bevy_particles");
     assert!(
         built.is_file(),
-        "the particles example is not built ({}); run cargo test (which builds it) or set \
+        "the bevy_particles example is not built ({}); run cargo test (which builds it) or set \
          BEVY_CUVK_PARTICLES_BIN",
         built.display()
     );
