@@ -21,8 +21,8 @@ use crate::{CuvkDevice, CuvkError};
 /// use it: when the last clone goes, the wgpu buffer is destroyed (a later submission that
 /// still names it in a bind group fails wgpu's validation instead of reading freed memory) and
 /// the memory is handed to the plugin, which frees it once the GPU has run everything
-/// submitted by the end of the frame (Bevy's submission, with any `write_buffer` still
-/// pending, included). Never dropped in a frame (the app ending), it waits for the device,
+/// submitted by the end of the frame: Bevy's submission and one of the plugin's right after
+/// it, which carries any `write_buffer` still pending. Never dropped in a frame (the app ending), it waits for the device,
 /// bounded by the context's drop timeout, and past it leaks the memory with an error logged.
 pub struct CuvkBuffer<T: bytemuck::Pod> {
     inner: Arc<Inner<T>>,

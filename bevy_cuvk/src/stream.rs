@@ -1,5 +1,6 @@
 //! [`StreamSync`]: CUDA work on a CUDA stream, ordered with Bevy's frames (the stream path).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cuvk::cudarc::driver::{CudaEvent, CudaStream};
@@ -24,6 +25,11 @@ use crate::{CuvkDevice, CuvkError};
 ///   [`Self::host_wait_for_cuda`] waits for it on the CPU before Bevy submits the commands that
 ///   read what CUDA wrote (wgpu 30's `add_wait_semaphore` would make this a GPU wait too).
 ///
+/// Buffers cross between CUDA and Bevy's queue with no queue-family ownership transfer (wgpu
+/// 29 has no hook for one, and an alias `VkBuffer` Bevy binds could not carry it): the Vulkan
+/// spec leaves such contents undefined, NVIDIA's driver keeps them (`--verify`, 1,000 frames
+/// exact on the H200). Shared images do get their transfers ([`crate::CuvkImages`]).
+///
 /// A frame: in `Render`'s prepare sets `cuda_wait_for_bevy`, launch on [`Self::stream`],
 /// `cuda_done`; in the render graph (before `RenderGraphSystems::Submit`) `host_wait_for_cuda`,
 /// record Bevy's commands, `signal_after_frame`.
@@ -31,8 +37,10 @@ pub struct StreamSync {
     semaphore: Arc<SharedSemaphore>,
     late: Arc<LateWork>,
     stream: Arc<CudaStream>,
-    /// The last value attached to a Bevy submission (0: none yet).
+    /// The last value asked for (0: none yet).
     attached: u64,
+    /// The highest value the plugin has submitted a signal of (what CUDA may wait for).
+    submitted: Arc<AtomicU64>,
     pending: Option<CudaEvent>,
 }
 
@@ -65,6 +73,7 @@ impl StreamSync {
             late: device.late().clone(),
             stream,
             attached: 0,
+            submitted: Arc::new(AtomicU64::new(0)),
             pending: None,
         })
     }
@@ -79,15 +88,18 @@ impl StreamSync {
         self.attached
     }
 
-    /// Enqueues on the stream a wait until Bevy's frames up to the last one asked to signal
-    /// ([`Self::signal_after_frame`]) completed.
+    /// Enqueues on the stream a wait until Bevy's frames up to the last one whose signal the
+    /// plugin has submitted ([`Self::signal_after_frame`], flushed after Bevy's submission)
+    /// completed. A signal asked for but not submitted yet is not waited for: the stream never
+    /// waits for a value nothing will signal.
     pub fn cuda_wait_for_bevy(&self) -> Result<(), CuvkError> {
-        if self.attached == 0 {
+        let value = self.submitted.load(Ordering::Acquire);
+        if value == 0 {
             return Ok(());
         }
         self.semaphore
             .cuda
-            .wait(&self.stream, self.attached)
+            .wait(&self.stream, value)
             .map_err(|source| CuvkError::Shared { source })
     }
 
@@ -121,10 +133,12 @@ impl StreamSync {
     /// command submitted so far): [`Self::cuda_wait_for_bevy`] then makes CUDA wait for it.
     /// Call it once Bevy's commands that read what CUDA writes are recorded (in the render
     /// graph, before `Finish`); called later, the signal comes after the next frame instead —
-    /// later, never early.
+    /// later, never early, and [`Self::cuda_wait_for_bevy`] waits only for what was
+    /// submitted.
     pub fn signal_after_frame(&mut self) {
         let value = self.attached + 1;
-        self.late.signal_after_frame(self.semaphore.clone(), value);
+        self.late
+            .signal_after_frame(self.semaphore.clone(), value, self.submitted.clone());
         self.attached = value;
     }
 }

@@ -9,9 +9,16 @@ use cuvk_dev::testing::xvfb;
 
 use crate::app::{serial, vulkan_present};
 
-/// The example binary: `BEVY_CUVK_PARTICLES_BIN`, beside this test (staged), or cargo's
-/// `examples/` folder of this profile (`cargo test` builds the examples).
+/// The example binary: `BEVY_CUVK_PARTICLES_BIN`, beside this test (staged), or built here
+/// with `cargo build --example bevy_particles` for this test binary's profile and target dir
+/// (`cargo test --all-targets` builds examples only as `examples/<name>-<hash>`, and a binary
+/// left by an earlier build may be stale). Built once per test process.
 pub fn example_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(find_or_build).clone()
+}
+
+fn find_or_build() -> PathBuf {
     if let Some(bin) = std::env::var_os("BEVY_CUVK_PARTICLES_BIN") {
         return PathBuf::from(bin);
     }
@@ -21,17 +28,37 @@ pub fn example_binary() -> PathBuf {
     if staged.is_file() {
         return staged;
     }
-    let built = dir
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("bevy_particles");
-    assert!(
-        built.is_file(),
-        "the bevy_particles example is not built ({}); run cargo test (which builds it) or set \
+    // cargo's layout: <target dir>/<profile>/deps/<test binary>.
+    assert_eq!(
+        dir.file_name().and_then(|n| n.to_str()),
+        Some("deps"),
+        "bevy_particles is not beside {} and this is not a cargo build: set \
          BEVY_CUVK_PARTICLES_BIN",
-        built.display()
+        exe.display()
     );
+    let profile_dir = dir.parent().unwrap();
+    let target_dir = profile_dir.parent().unwrap();
+    let profile = profile_dir.file_name().unwrap().to_str().unwrap();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "--example", "bevy_particles", "--target-dir"])
+        .arg(target_dir)
+        .arg("--manifest-path")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
+    match profile {
+        "debug" => {}
+        "release" => {
+            build.arg("--release");
+        }
+        other => {
+            build.args(["--profile", other]);
+        }
+    }
+    let status = build.status().unwrap();
+    assert!(status.success(), "{build:?}: {status}");
+    let built = profile_dir.join("examples").join("bevy_particles");
+    assert!(built.is_file(), "{build:?} left no {}", built.display());
     built
 }
 
