@@ -161,9 +161,10 @@ impl CuvkDevice {
     ///
     /// Its first transition (to `GENERAL`, released to CUDA) is submitted on Bevy's queue and
     /// waited for before this returns, so CUDA may write it at once. Call it in the render
-    /// world outside the render graph (at `RenderStartup`, or in a `Render` system before
-    /// `RenderSystems::Render`), then register it in [`CuvkImages`] before
-    /// `RenderSystems::PrepareAssets` of the frame that first draws it.
+    /// world outside the render graph — in a `Render` system before `RenderSystems::Render`
+    /// once [`CuvkDevice`] is there (the plugin inserts it at `RenderStartup`) — and register
+    /// it in [`CuvkImages`] before `RenderSystems::PrepareAssets` of the frame that first draws
+    /// it (a frame registered later draws from the next one on).
     pub fn create_image(
         &self,
         width: u32,
