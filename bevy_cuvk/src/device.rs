@@ -9,7 +9,7 @@ use bevy::render::renderer::{RenderDevice, RenderQueue};
 use cuvk::ash::vk;
 use cuvk::cuda::CudaDeviceChoice;
 use cuvk::cudarc::driver::CudaContext;
-use cuvk::vulkan::{ExistingVulkan, VulkanContext, MIN_API_VERSION};
+use cuvk::vulkan::{timeline_semaphore_supported, ExistingVulkan, VulkanContext};
 use cuvk::Bridge;
 use wgpu::hal;
 
@@ -171,6 +171,8 @@ fn wrap(
     let shared = hal.shared_instance();
     let instance = shared.raw_instance();
     let physical_device = hal.raw_physical_device();
+    // SAFETY: wgpu's live physical device of this instance.
+    let timeline = unsafe { timeline_semaphore_supported(instance, physical_device) };
     let validation_log = record_validation
         && shared
             .extensions()
@@ -186,7 +188,7 @@ fn wrap(
         enabled_extensions: hal.enabled_device_extensions(),
         // wgpu-hal 29 enables timelineSemaphore wherever a Vulkan 1.2 device has it
         // (PhysicalDeviceFeatures::from_extensions_and_requested_features).
-        timeline_semaphore_enabled: timeline_supported(instance, physical_device),
+        timeline_semaphore_enabled: timeline,
         buffer_device_address_enabled: buffer_device_address,
     };
     // SAFETY: the handles are wgpu's live instance, physical device and device; the version,
@@ -199,20 +201,6 @@ fn wrap(
             device: device.adapter_info().name.clone(),
             source,
         })
-}
-
-/// Whether a Vulkan 1.2 physical device has the `timelineSemaphore` feature.
-fn timeline_supported(instance: &cuvk::ash::Instance, pd: vk::PhysicalDevice) -> bool {
-    // SAFETY: a valid physical device (a Vulkan 1.0 query).
-    let version = unsafe { instance.get_physical_device_properties(pd) }.api_version;
-    if version < MIN_API_VERSION {
-        return false; // from_existing refuses it by version first
-    }
-    let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
-    let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
-    // SAFETY: a valid Vulkan 1.2 physical device; the chain is well formed.
-    unsafe { instance.get_physical_device_features2(pd, &mut f2) };
-    f12.timeline_semaphore == vk::TRUE
 }
 
 impl CuvkDevice {

@@ -1171,6 +1171,28 @@ fn create_messenger(entry: &ash::Entry, instance: &ash::Instance) -> Result<Debu
     })
 }
 
+/// Whether a physical device has the `timelineSemaphore` feature (false below Vulkan 1.2,
+/// which [`VulkanContext::from_existing`] refuses by version first): what an engine's device
+/// has enabled where the engine turns the feature on wherever it exists (wgpu-hal 29 and 30).
+///
+/// # Safety
+/// `physical_device` is a valid handle of `instance`.
+pub unsafe fn timeline_semaphore_supported(
+    instance: &ash::Instance,
+    physical_device: vk::PhysicalDevice,
+) -> bool {
+    // SAFETY: a valid physical device (the caller's promise; a Vulkan 1.0 query).
+    let version = unsafe { instance.get_physical_device_properties(physical_device) }.api_version;
+    if version < MIN_API_VERSION {
+        return false;
+    }
+    let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+    let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
+    // SAFETY: a valid Vulkan 1.2 physical device; the chain is well formed.
+    unsafe { instance.get_physical_device_features2(physical_device, &mut f2) };
+    f12.timeline_semaphore == vk::TRUE
+}
+
 /// Reads `deviceUUID` and `driverUUID` of a physical device.
 pub fn physical_device_uuids(
     instance: &ash::Instance,

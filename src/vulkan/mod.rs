@@ -21,8 +21,9 @@ pub use barriers::{
     cmd_release_images, release_barrier,
 };
 pub use context::{
-    physical_device_uuids, validation_layer_available, Capabilities, DeviceChoice, DeviceInfo,
-    ExistingVulkan, Validation, VulkanConfig, VulkanContext, MIN_API_VERSION,
+    physical_device_uuids, timeline_semaphore_supported, validation_layer_available, Capabilities,
+    DeviceChoice, DeviceInfo, ExistingVulkan, Validation, VulkanConfig, VulkanContext,
+    MIN_API_VERSION,
 };
 pub use cuda_kernels::{
     cuda_kernels_supported, limits as cuda_launch_limits, record_barrier_before_kernel,

@@ -10,7 +10,8 @@ use ::wgpu::hal;
 use ash::vk;
 
 use crate::vulkan::{
-    physical_device_uuids, DeviceChoice, ExistingVulkan, Validation, VulkanContext, MIN_API_VERSION,
+    physical_device_uuids, timeline_semaphore_supported, DeviceChoice, ExistingVulkan, Validation,
+    VulkanContext, MIN_API_VERSION,
 };
 use crate::wgpu::submit::QueueOrder;
 use crate::{
@@ -356,6 +357,8 @@ impl WgpuDevice {
             let shared = hal.shared_instance();
             let instance = shared.raw_instance();
             let physical_device = hal.raw_physical_device();
+            // SAFETY: wgpu's live physical device of this instance.
+            let timeline = unsafe { timeline_semaphore_supported(instance, physical_device) };
             let existing = ExistingVulkan {
                 entry: shared.entry().clone(),
                 instance: instance.clone(),
@@ -367,7 +370,7 @@ impl WgpuDevice {
                 enabled_extensions: hal.enabled_device_extensions(),
                 // wgpu-hal 30 enables timelineSemaphore whenever a Vulkan 1.2 device has it
                 // (PhysicalDeviceFeatures::from_extensions_and_requested_features).
-                timeline_semaphore_enabled: timeline_supported(instance, physical_device),
+                timeline_semaphore_enabled: timeline,
                 buffer_device_address_enabled: buffer_device_address,
             };
             // SAFETY: the handles are wgpu's live instance, physical device and device; the
@@ -450,20 +453,6 @@ fn device_callback<'this>(
     )
 }
 
-/// Whether a Vulkan 1.2 physical device has the `timelineSemaphore` feature.
-fn timeline_supported(instance: &ash::Instance, pd: vk::PhysicalDevice) -> bool {
-    // SAFETY: a valid physical device (a Vulkan 1.0 query).
-    let version = unsafe { instance.get_physical_device_properties(pd) }.api_version;
-    if version < MIN_API_VERSION {
-        return false; // from_existing refuses it by version first
-    }
-    let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
-    let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f12);
-    // SAFETY: a valid Vulkan 1.2 physical device; the chain is well formed.
-    unsafe { instance.get_physical_device_features2(pd, &mut f2) };
-    f12.timeline_semaphore == vk::TRUE
-}
-
 /// `desc`'s features and limits against the adapter's, as wgpu's `request_device` checks them.
 fn validate_request(adapter: &::wgpu::Adapter, desc: &::wgpu::DeviceDescriptor<'_>) -> Result<()> {
     let missing = desc.required_features - adapter.features();
@@ -514,7 +503,8 @@ fn offer(hal: &hal::vulkan::Adapter, features: ::wgpu::Features) -> Result<Offer
     }
     let instance = hal.shared_instance().raw_instance();
     let pd = hal.raw_physical_device();
-    if !timeline_supported(instance, pd) {
+    // SAFETY: the adapter's live physical device of this instance.
+    if !unsafe { timeline_semaphore_supported(instance, pd) } {
         return Err(Capability::TimelineSemaphore.into());
     }
     let mut f12 = vk::PhysicalDeviceVulkan12Features::default();

@@ -25,6 +25,21 @@ struct KernelParams(Params);
 // four u32, four f32, three float4 at offset 32, 16-byte aligned on both sides).
 unsafe impl DeviceRepr for KernelParams {}
 
+/// The particles both paths step: Bevy's storage buffer and CUDA's memory, filled with
+/// `initial`.
+fn particle_buffer(
+    device: &CuvkDevice,
+    initial: &[Particle],
+) -> Result<CuvkBuffer<Particle>, String> {
+    device
+        .create_buffer(
+            initial.len(),
+            BufferUsages::STORAGE | BufferUsages::COPY_SRC | BufferUsages::COPY_DST,
+            initial,
+        )
+        .map_err(|e| e.to_string())
+}
+
 /// The CUDA side of the simulation (render world).
 #[derive(Resource)]
 pub struct CudaSim {
@@ -48,13 +63,7 @@ impl CudaSim {
         let function = module
             .load_function("simulate")
             .map_err(|e| format!("loading simulate: {e}"))?;
-        let buffer = device
-            .create_buffer(
-                initial.len(),
-                BufferUsages::STORAGE | BufferUsages::COPY_SRC | BufferUsages::COPY_DST,
-                initial,
-            )
-            .map_err(|e| e.to_string())?;
+        let buffer = particle_buffer(device, initial)?;
         let sync = StreamSync::new(device).map_err(|e| e.to_string())?;
         Ok(Self {
             buffer,
@@ -102,13 +111,7 @@ impl InlineSim {
         let kernel = device
             .load_inline_kernel(&ptx, "simulate")
             .map_err(|e| e.to_string())?;
-        let buffer = device
-            .create_buffer(
-                initial.len(),
-                BufferUsages::STORAGE | BufferUsages::COPY_SRC | BufferUsages::COPY_DST,
-                initial,
-            )
-            .map_err(|e| e.to_string())?;
+        let buffer = particle_buffer(device, initial)?;
         let address = buffer
             .shared()
             .device_address()
