@@ -178,6 +178,9 @@ impl ExternalSemaphore {
             unsafe { sys::cuWaitExternalSemaphoresAsync(&self.handle, &params, 1, stream) }
                 .result()
                 .cuda("cuWaitExternalSemaphoresAsync")?;
+            if self.ty == CudaSemaphoreType::Timeline {
+                self.ledger.note_wait(value);
+            }
         }
         self.record_use(stream)
     }

@@ -21,7 +21,7 @@ pub fn import_semaphore(
         SemaphoreKind::Binary => CudaSemaphoreType::Binary,
         SemaphoreKind::Timeline { .. } => CudaSemaphoreType::Timeline,
     };
-    let handle = semaphore.export()?;
+    let handle = semaphore.export_for_import()?;
     // SAFETY: the handle was just exported from `semaphore`, whose type matches `ty`; the
     // ledger is the semaphore's own; the Arc keeps the semaphore alive.
     let mut imported = unsafe {

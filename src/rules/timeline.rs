@@ -23,6 +23,9 @@ pub struct SignalLedger {
     /// The highest value known to have executed (host signals, completed host waits): no
     /// query of the semaphore is needed to know that a signal up to it is not pending.
     reached: AtomicU64,
+    /// The highest value a GPU wait was enqueued for (a queue submission or a CUDA stream):
+    /// what a semaphore that goes away must reach for nothing to wait on it forever.
+    waited: AtomicU64,
     timeline: bool,
 }
 
@@ -33,6 +36,7 @@ impl SignalLedger {
         Arc::new(Self {
             highest: Mutex::new(initial),
             reached: AtomicU64::new(initial),
+            waited: AtomicU64::new(initial),
             timeline,
         })
     }
@@ -50,6 +54,16 @@ impl SignalLedger {
     /// Notes that the semaphore was seen at `value` or above (a completed host wait).
     pub(crate) fn note_reached(&self, value: u64) {
         self.reached.fetch_max(value, Ordering::AcqRel);
+    }
+
+    /// Notes that a GPU wait for `value` was enqueued (by any API).
+    pub(crate) fn note_wait(&self, value: u64) {
+        self.waited.fetch_max(value, Ordering::AcqRel);
+    }
+
+    /// The highest value a GPU wait was enqueued for (the initial value before any).
+    pub fn highest_wait(&self) -> u64 {
+        self.waited.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> MutexGuard<'_, u64> {

@@ -229,7 +229,6 @@ pub struct VulkanContext {
     owned: bool,
     /// What keeps a wrapped device alive (e.g. the `wgpu::Device` it belongs to): dropped
     /// after [`Drop::drop`] has destroyed everything the context made on the device.
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     keep_alive: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
@@ -802,6 +801,8 @@ impl Drop for VulkanContext {
             return;
         }
         if self.owned {
+            // Never beside an NVX module load (see `driver_lock`).
+            let _driver = super::driver_lock();
             // SAFETY: we created the device and instance; nothing runs on the device any more
             // (its queue's last submission completed) and every object made from it is gone.
             unsafe {
@@ -822,6 +823,12 @@ impl Drop for VulkanContext {
             if let Some(d) = self.debug.take() {
                 d.loader.destroy_debug_utils_messenger(d.messenger, None);
             }
+        }
+        // What keeps the engine's device alive may be its last owner (a wgpu device cuvk
+        // opened): its destruction must not run beside an NVX module load either.
+        if let Some(keep_alive) = self.keep_alive.take() {
+            let _driver = super::driver_lock();
+            drop(keep_alive);
         }
     }
 }
@@ -1008,6 +1015,9 @@ impl DevicePlan {
             .enabled_extension_names(&names)
             .enabled_features(&features)
             .push_next(&mut enable12);
+        // vkCreateDevice of a device with the NVX extensions enters the CUDA driver: never
+        // beside an NVX module load (see `driver_lock`).
+        let _driver = super::driver_lock();
         // SAFETY: the physical device came from this instance; all pointers live across the call.
         unsafe { instance.create_device(pd, &device_info, None) }.vk("vkCreateDevice")
     }

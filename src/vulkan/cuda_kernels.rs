@@ -109,6 +109,8 @@ impl CuModule {
             ..Default::default()
         };
         let mut module = vk::CuModuleNVX::null();
+        // Never beside a device creation or destruction (see `driver_lock`).
+        let _driver = super::driver_lock();
         // SAFETY: valid device with the extension enabled; the info points at `bytes`, alive
         // across the call.
         unsafe {
@@ -162,6 +164,8 @@ impl CuModule {
             ..Default::default()
         };
         let mut function = vk::CuFunctionNVX::null();
+        // Never beside a device creation or destruction (see `driver_lock`).
+        let _driver = super::driver_lock();
         // SAFETY: our live module; the name is a NUL-terminated string alive across the call.
         unsafe {
             (loader.fp().create_cu_function_nvx)(
@@ -184,6 +188,8 @@ impl CuModule {
 impl Drop for CuModule {
     fn drop(&mut self) {
         if let Some(l) = &self.ctx.ext.binary_import {
+            // Never beside a device creation or destruction (see `driver_lock`).
+            let _driver = super::driver_lock();
             // SAFETY: ours; every function holds an Arc to the module, and command buffers
             // that launch them were promised complete by their (unsafe) recorders.
             unsafe {
@@ -463,6 +469,8 @@ impl Drop for CuFunction {
     fn drop(&mut self) {
         let ctx = &self.module.ctx;
         if let Some(l) = &ctx.ext.binary_import {
+            // Never beside a device creation or destruction (see `driver_lock`).
+            let _driver = super::driver_lock();
             // SAFETY: ours; command buffers that launch it were promised complete by their
             // (unsafe) recorders.
             unsafe {

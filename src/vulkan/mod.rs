@@ -8,6 +8,7 @@ mod barriers;
 mod commands;
 mod context;
 mod cuda_kernels;
+mod driver_lock;
 mod host_memory;
 pub(crate) mod image;
 mod image_handles;
@@ -30,6 +31,7 @@ pub use cuda_kernels::{
     record_kernel_barrier, record_kernel_to_kernel_barrier, CuFunction, CuModule, KernelArg,
     LaunchDims,
 };
+pub use driver_lock::{driver_lock, DriverLockGuard};
 pub use host_memory::HostImportedBuffer;
 pub use image::{
     AsVkImage, BoundImage, Image, ImageOptions, ImageRegion, ImageRequirements, ImageSupport,

@@ -1,7 +1,7 @@
 //! Vulkan semaphores, binary and timeline, exportable to CUDA; host signal/wait with timeouts;
 //! queue submission that waits on and signals them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,6 +62,9 @@ pub struct Semaphore {
     exportable: bool,
     ledger: Arc<SignalLedger>,
     last_submission: AtomicU64,
+    /// Whether [`Self::export`] handed a handle out: another API may then signal it in ways
+    /// the ledger never sees, so drop does not release waits at once (see Drop).
+    exported: AtomicBool,
 }
 
 impl std::fmt::Debug for Semaphore {
@@ -102,6 +105,7 @@ impl Semaphore {
             exportable: desc.exportable,
             ledger: SignalLedger::new(initial, vk_type == vk::SemaphoreType::TIMELINE),
             last_submission: AtomicU64::new(0),
+            exported: AtomicBool::new(false),
         }))
     }
 
@@ -154,6 +158,8 @@ impl Semaphore {
             // for the handle.
             unsafe { platform::vk_import_semaphore(loader, me.semaphore, raw) }
         })?;
+        // The exporter signals the payload outside this semaphore's ledger.
+        me.exported.store(true, Ordering::Release);
         Ok(me)
     }
 
@@ -261,8 +267,18 @@ impl Semaphore {
         }
     }
 
-    /// Exports a new OS handle (owned by the caller) to this semaphore.
+    /// Exports a new OS handle (owned by the caller) to this semaphore. Whoever imports it
+    /// may signal it outside cuvk's books: a drop then waits (within the drop budget) before
+    /// it releases waits nobody else scheduled a signal for (see [`Semaphore`]).
     pub fn export(&self) -> Result<OwnedExternalHandle> {
+        let handle = self.export_for_import()?;
+        self.exported.store(true, Ordering::Release);
+        Ok(handle)
+    }
+
+    /// [`Self::export`] for cuvk's own CUDA import, which shares the ledger and holds the
+    /// semaphore alive (so it is gone, with its signals booked, before the semaphore drops).
+    pub(crate) fn export_for_import(&self) -> Result<OwnedExternalHandle> {
         if !self.exportable {
             return Err(MemoryError::NotExportable {
                 what: Exportable::Semaphore,
@@ -286,30 +302,98 @@ impl Semaphore {
 
 impl Drop for Semaphore {
     fn drop(&mut self) {
-        // Every CUDA import holds an Arc to this semaphore, so none is alive now. Wait for the
-        // submissions that used it (and, for a timeline, its last scheduled signal) — never
-        // for the whole device, which may be an engine's — within one deadline.
-        // The context's one drop budget bounds the whole teardown.
-        let waited = self
-            .ctx
-            .drop_wait_submissions(self.last_submission.load(Ordering::Acquire))
-            .and_then(|()| match self.kind {
-                // SAFETY: our live semaphore, destroyed only below.
-                SemaphoreKind::Timeline { .. } => unsafe {
-                    self.ctx.drop_wait_timeline(
-                        self.semaphore,
-                        self.ledger.highest(),
-                        "a semaphore's last scheduled signal",
-                    )
-                },
-                SemaphoreKind::Binary => Ok(()),
-            });
-        if let Err(e) = waited {
-            log::error!("Semaphore dropped while still in use ({e}); leaking it to stay safe");
-            return;
+        // Every CUDA import holds an Arc to this semaphore, so none is alive now: no signal
+        // beyond those already scheduled can come through cuvk. A GPU wait for a higher value
+        // (a wgpu submission waiting for a value nobody signals) would otherwise never end,
+        // and the queue, the device and the process with it would never drain. Where no
+        // handle went out ([`Self::export`]), release such waits at once; else only once
+        // the drop budget runs out.
+        if !self.exported.load(Ordering::Acquire) {
+            self.release_unsignalled_waits();
         }
-        // SAFETY: created by us; no submission or scheduled signal uses it any more.
-        unsafe { self.ctx.device().destroy_semaphore(self.semaphore, None) };
+        // Wait for the submissions that used it (and, for a timeline, its last scheduled
+        // signal) — never for the whole device, which may be an engine's — within the
+        // context's one drop budget; then park it until they finish.
+        let budget = self.ctx.drop_budget().clone();
+        let mut done = self.finished_probe();
+        let mut finished = budget.poll(&mut done);
+        if !finished && self.release_unsignalled_waits() {
+            finished = budget.poll(&mut done);
+        }
+        let parts = DestroySemaphore {
+            device: self.ctx.device().clone(),
+            semaphore: self.semaphore,
+        };
+        budget.release("Semaphore", finished, parts, || Box::new(done));
+    }
+}
+
+impl Semaphore {
+    /// Signals, from the host, the highest value a GPU wait was enqueued for, where no
+    /// scheduled signal reaches it and every scheduled signal has executed (a host signal
+    /// may not overtake one). For drop only: nothing can signal the semaphore after it.
+    /// Whether it signalled.
+    fn release_unsignalled_waits(&self) -> bool {
+        if !matches!(self.kind, SemaphoreKind::Timeline { .. }) {
+            return false;
+        }
+        let waited = self.ledger.highest_wait();
+        if waited <= self.ledger.highest() || self.value().is_ok_and(|v| v >= waited) {
+            return false;
+        }
+        match self.signal_host(waited) {
+            Ok(()) => {
+                log::warn!(
+                    "Semaphore dropped while a GPU wait for value {waited} was pending that \
+                     no signal was scheduled for: signalled it from the host so that the \
+                     waiting queue drains"
+                );
+                true
+            }
+            Err(e) => {
+                log::debug!("could not release the waits on a dropped semaphore yet: {e}");
+                false
+            }
+        }
+    }
+
+    /// Says whether the submissions that used the semaphore and (timeline) its highest
+    /// scheduled signal have completed; a lost device counts as done. It holds the device's
+    /// function table and the context's progress timeline, which live until the context
+    /// settles its drop budget.
+    fn finished_probe(&self) -> impl FnMut() -> bool + Send + 'static {
+        let device = self.ctx.device().clone();
+        let progress = self.ctx.progress.semaphore;
+        let submission = self.last_submission.load(Ordering::Acquire);
+        let own = match self.kind {
+            SemaphoreKind::Timeline { .. } => Some((self.semaphore, self.ledger.highest())),
+            SemaphoreKind::Binary => None,
+        };
+        move || {
+            let reached = |semaphore, value| {
+                // SAFETY: a live timeline semaphore of this device (ours, destroyed only
+                // after this probe says done; or the context's progress timeline).
+                unsafe { device.get_semaphore_counter_value(semaphore) }
+                    .map_or(true, |v| v >= value)
+            };
+            reached(progress, submission) && own.is_none_or(|(s, v)| reached(s, v))
+        }
+    }
+}
+
+/// Destroys a semaphore when dropped: freed now, or parked in the drop budget until the GPU
+/// work that uses it has finished.
+struct DestroySemaphore {
+    device: ash::Device,
+    semaphore: vk::Semaphore,
+}
+
+impl Drop for DestroySemaphore {
+    fn drop(&mut self) {
+        // SAFETY: created by the semaphore this came from; no submission or scheduled signal
+        // uses it any more (the drop budget frees this only then), and the device outlives
+        // the budget (the context settles it before destroying the device).
+        unsafe { self.device.destroy_semaphore(self.semaphore, None) };
     }
 }
 
@@ -460,9 +544,7 @@ impl VulkanContext {
         })?;
         self.progress.submitted(number);
         drop(queue);
-        for op in waits.iter().chain(signals) {
-            op.semaphore.note_submission(number);
-        }
+        note_uses(number, waits, signals);
         Ok(())
     }
 
@@ -501,9 +583,7 @@ impl VulkanContext {
         let out = SignalLedger::signal_all(&ledgers, || submit(progress))?;
         self.progress.submitted(number);
         drop(queue);
-        for op in waits.iter().chain(signals) {
-            op.semaphore.note_submission(number);
-        }
+        note_uses(number, waits, signals);
         Ok(out)
     }
 
@@ -533,6 +613,19 @@ impl VulkanContext {
             return Err(SyncError::EmptyWaitStage.into());
         }
         Ok(())
+    }
+}
+
+/// Notes on each semaphore of a booked submission that submission `number` used it, and on
+/// each timeline waited for the value the GPU waits for.
+fn note_uses(number: u64, waits: &[SemaphoreOp<'_>], signals: &[SemaphoreOp<'_>]) {
+    for op in waits {
+        if op.semaphore.ledger.is_timeline() {
+            op.semaphore.ledger.note_wait(op.value);
+        }
+    }
+    for op in waits.iter().chain(signals) {
+        op.semaphore.note_submission(number);
     }
 }
 

@@ -90,6 +90,8 @@ impl Drop for Shared {
             );
             return;
         }
+        // The last handle of the device destroys it: never beside an NVX module load.
+        let _driver = crate::vulkan::driver_lock();
         // SAFETY: each field is dropped once, here, and never used again.
         unsafe {
             ManuallyDrop::drop(&mut self.queue);
@@ -284,6 +286,8 @@ impl WgpuDevice {
                 offer.extensions.clone(),
                 offer.chain_buffer_device_address.then_some(&mut address),
             );
+            // vkCreateDevice with the NVX extensions: never beside an NVX module load.
+            let driver = crate::vulkan::driver_lock();
             // SAFETY: the callback only adds extensions the physical device supports and a
             // feature it offers (checked in `offer`), and removes nothing; features and
             // limits were checked against the adapter's.
@@ -296,6 +300,7 @@ impl WgpuDevice {
                 )
             }
             .map_err(|e| call_failed("wgpu_hal::vulkan::Adapter::open_with_callback", e))?;
+            drop(driver);
             let record = hal
                 .shared_instance()
                 .extensions()
