@@ -574,6 +574,11 @@ unsafe impl<T> AsVkBuffer for SharedBuffer<T> {
     fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
         self.bound.vk_usage()
     }
+    fn vk_keep_alive(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        // The buffer and its memory; the CUDA mapping stays with them while they are shared
+        // (see `BufferParts`).
+        Some(Arc::clone(&*self.bound) as Arc<dyn std::any::Any + Send + Sync>)
+    }
 }
 
 impl<T> DeviceSlice<T> for SharedBuffer<T> {

@@ -1,24 +1,51 @@
 //! One-shot command submission and the safe transfer helpers built on it (copy, fill).
 //!
 //! These wait on a fence before returning: they are for setup, tests and examples, not for
-//! frame loops (the semaphore module orders those on the GPU).
+//! frame loops (the semaphore module orders those on the GPU). The waits are bounded where
+//! what the GPU uses can outlive the call: on a timeout the submission's command pool, its
+//! fence and what keeps its buffers alive are parked in the context's drop budget until the
+//! fence signals, and the call returns [`Error::Timeout`].
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
 
 use ash::vk;
 
 use crate::error::{Error, Result, VkResultExt};
 use crate::rules::layout;
+use crate::teardown::duration_ns;
 use crate::vulkan::memory::check_buffer_usage;
 use crate::vulkan::{AsVkBuffer, VulkanContext};
 
 impl VulkanContext {
-    /// Records commands with `record`, submits them to the queue and waits for completion.
-    /// A final barrier makes all writes visible to the host.
+    /// Records commands with `record`, submits them to the queue and waits for completion,
+    /// without bound. A final barrier makes all writes visible to the host.
     ///
     /// # Safety
     /// Every handle `record` uses must be valid and belong to this device, and the commands
     /// must be valid Vulkan usage (the validation layer reports what is not).
     pub unsafe fn submit_and_wait<R>(
         &self,
+        record: impl FnOnce(&ash::Device, vk::CommandBuffer) -> R,
+    ) -> Result<R> {
+        // SAFETY: forwarded from the caller; an unbounded wait returns only once it ran.
+        unsafe { self.submit_and_wait_timeout(Duration::MAX, (), record) }
+    }
+
+    /// As [`Self::submit_and_wait`], waiting at most `timeout`: past it, returns
+    /// [`Error::Timeout`] and parks the command buffer, its fence and `keep_alive` in the
+    /// context's drop budget until the GPU has run the commands (the budget is wedged
+    /// meanwhile, see [`Self::is_wedged`]).
+    ///
+    /// # Safety
+    /// As [`Self::submit_and_wait`]; and every object the commands use must stay alive until
+    /// they have run: owned by `keep_alive`, or known by the caller to outlive them even if
+    /// this returns early.
+    pub unsafe fn submit_and_wait_timeout<R>(
+        &self,
+        timeout: Duration,
+        keep_alive: impl Send + 'static,
         record: impl FnOnce(&ash::Device, vk::CommandBuffer) -> R,
     ) -> Result<R> {
         self.require_queue("one-shot commands (submit_and_wait, copy_buffer, fill_buffer)")?;
@@ -29,11 +56,10 @@ impl VulkanContext {
         // SAFETY: valid device.
         let pool =
             unsafe { device.create_command_pool(&pool_info, None) }.vk("vkCreateCommandPool")?;
-        let guard = PoolGuard {
-            device,
+        let mut guard = PoolGuard {
+            device: device.clone(),
             pool,
             fence: vk::Fence::null(),
-            submitted: false,
         };
         let alloc = vk::CommandBufferAllocateInfo::default()
             .command_pool(pool)
@@ -64,12 +90,6 @@ impl VulkanContext {
             device.end_command_buffer(cmd)
         }
         .vk("vkEndCommandBuffer")?;
-        self.submit_fenced(guard, cmd)?;
-        Ok(out)
-    }
-
-    fn submit_fenced(&self, mut guard: PoolGuard<'_>, cmd: vk::CommandBuffer) -> Result<()> {
-        let device = self.device();
         // SAFETY: valid device.
         guard.fence = unsafe { device.create_fence(&vk::FenceCreateInfo::default(), None) }
             .vk("vkCreateFence")?;
@@ -79,15 +99,58 @@ impl VulkanContext {
             let queue = self.lock_queue();
             // SAFETY: the queue is locked; the command buffer is executable.
             unsafe { device.queue_submit(*queue, &submit, guard.fence) }.vk("vkQueueSubmit")?;
-            guard.submitted = true;
         }
         // SAFETY: the fence was just submitted.
-        unsafe { device.wait_for_fences(&[guard.fence], true, u64::MAX) }.vk("vkWaitForFences")?;
-        Ok(())
+        match unsafe { device.wait_for_fences(&[guard.fence], true, duration_ns(timeout)) } {
+            Ok(()) => Ok(out),
+            Err(vk::Result::TIMEOUT) => {
+                let (fence, probe_device) = (guard.fence, device.clone());
+                self.drop_budget().release(
+                    "a one-shot submission",
+                    false,
+                    (guard, keep_alive),
+                    || {
+                        Box::new(move || {
+                            // SAFETY: the parked fence, destroyed only after this says done.
+                            unsafe { probe_device.get_fence_status(fence) }.unwrap_or(true)
+                        })
+                    },
+                );
+                Err(Error::Timeout {
+                    what: "a one-shot submission",
+                    timeout_ns: duration_ns(timeout),
+                })
+            }
+            Err(result) => {
+                // Not known to have finished: the pool and fence go with the device.
+                std::mem::forget(guard);
+                Err(Error::vulkan("vkWaitForFences", result))
+            }
+        }
+    }
+
+    /// The bound of the safe one-shot helpers' waits: the drop timeout where every buffer can
+    /// be kept alive past the call ([`AsVkBuffer::vk_keep_alive`]), none otherwise; and what
+    /// keeps them alive.
+    fn one_shot_bound(
+        &self,
+        buffers: &[&dyn AsVkBuffer],
+    ) -> (Duration, Vec<Arc<dyn Any + Send + Sync>>) {
+        let kept: Option<Vec<_>> = buffers.iter().map(|b| b.vk_keep_alive()).collect();
+        match kept {
+            Some(kept) => (self.drop_timeout(), kept),
+            None => (Duration::MAX, Vec::new()),
+        }
     }
 
     /// Copies `size` bytes from `src` at `src_offset` to `dst` at `dst_offset`, and waits.
     /// `dst` is borrowed mutably: the GPU writes it, so no host view of it may be alive.
+    ///
+    /// The wait is bounded by the context's drop timeout ([`Self::set_drop_timeout`]) where
+    /// both buffers can be kept alive past the call ([`AsVkBuffer::vk_keep_alive`]: cuvk's
+    /// shared and host buffers): past it, [`Error::Timeout`], and the copy keeps them alive
+    /// until the GPU has run it. Other buffers (host-imported memory, types of other crates)
+    /// make it wait without bound.
     pub fn copy_buffer(
         &self,
         src: &dyn AsVkBuffer,
@@ -122,13 +185,21 @@ impl VulkanContext {
             size,
         }];
         let (s, d) = (src.vk_buffer(), dst.vk_buffer());
-        // SAFETY: both buffers are alive (borrowed), belong to this device, ranges checked.
-        unsafe { self.submit_and_wait(|dev, cmd| dev.cmd_copy_buffer(cmd, s, d, &region)) }
+        let (timeout, kept) = self.one_shot_bound(&[src, &*dst]);
+        // SAFETY: both buffers belong to this device, ranges checked; they are alive across
+        // the call (borrowed), and past it until the copy has run (`kept`) where it may
+        // return early.
+        unsafe {
+            self.submit_and_wait_timeout(timeout, kept, |dev, cmd| {
+                dev.cmd_copy_buffer(cmd, s, d, &region)
+            })
+        }
     }
 
     /// Fills `size` bytes of `dst` at `offset` with the 32-bit word `value`, and waits.
     /// Offset and size must be multiples of 4 (`vkCmdFillBuffer`). `dst` is borrowed
-    /// mutably: the GPU writes it, so no host view of it may be alive.
+    /// mutably: the GPU writes it, so no host view of it may be alive. The wait is bounded
+    /// as [`Self::copy_buffer`]'s.
     pub fn fill_buffer(
         &self,
         dst: &mut dyn AsVkBuffer,
@@ -148,8 +219,15 @@ impl VulkanContext {
         layout::check_aligned("offset", offset, 4, layout::AlignmentRule::VulkanBuffer)?;
         layout::check_aligned("size", size, 4, layout::AlignmentRule::VulkanBuffer)?;
         let d = dst.vk_buffer();
-        // SAFETY: the buffer is alive, belongs to this device; range and alignment checked.
-        unsafe { self.submit_and_wait(|dev, cmd| dev.cmd_fill_buffer(cmd, d, offset, size, value)) }
+        let (timeout, kept) = self.one_shot_bound(&[&*dst]);
+        // SAFETY: the buffer belongs to this device; range and alignment checked; alive
+        // across the call (borrowed) and past it until the fill has run (`kept`) where it may
+        // return early.
+        unsafe {
+            self.submit_and_wait_timeout(timeout, kept, |dev, cmd| {
+                dev.cmd_fill_buffer(cmd, d, offset, size, value)
+            })
+        }
     }
 
     fn check_mine(&self, b: &dyn AsVkBuffer) -> Result<()> {
@@ -164,31 +242,18 @@ impl VulkanContext {
     }
 }
 
-/// Destroys the transient pool (and its command buffer) and fence on every path.
-struct PoolGuard<'a> {
-    device: &'a ash::Device,
+/// Destroys the transient pool (and its command buffer) and fence: dropped when the
+/// submission has completed (or was never made), or parked in the drop budget until it has.
+struct PoolGuard {
+    device: ash::Device,
     pool: vk::CommandPool,
     fence: vk::Fence,
-    submitted: bool,
 }
 
-impl Drop for PoolGuard<'_> {
+impl Drop for PoolGuard {
     fn drop(&mut self) {
-        if self.submitted {
-            // The submission (if any) was waited for, or failed and is not pending; if the
-            // wait itself failed, wait for this fence only (never the whole device), and leak
-            // rather than destroy what the GPU may still use.
-            // SAFETY: our fence, on this device.
-            let done = unsafe {
-                self.device
-                    .wait_for_fences(&[self.fence], true, 10_000_000_000)
-            };
-            if let Err(e) = done {
-                log::error!("one-shot submission did not finish ({e}); leaking its command pool");
-                return;
-            }
-        }
-        // SAFETY: nothing submitted from the pool is pending (waited above).
+        // SAFETY: nothing submitted from the pool is pending: dropped only once the fence
+        // signalled or where nothing was submitted (a failed wait forgets the guard).
         unsafe {
             self.device.destroy_fence(self.fence, None);
             self.device.destroy_command_pool(self.pool, None);

@@ -900,6 +900,13 @@ pub unsafe trait AsVkBuffer {
     fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
         None
     }
+    /// What keeps the buffer and its memory alive after `self` is gone, where there is such
+    /// a thing: the one-shot helpers ([`VulkanContext::copy_buffer`]) park it when they stop
+    /// waiting for their submission, so that the GPU never uses a freed buffer. `None` (the
+    /// default): the helpers wait for their submission without bound.
+    fn vk_keep_alive(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        None
+    }
 }
 
 /// Refuses a buffer whose known usage lacks `needed` for `command` (with the rule's VUID).
@@ -943,7 +950,9 @@ unsafe impl AsVkBuffer for BoundBuffer {
 
 /// A host-visible, host-coherent buffer for reading results back and uploading inputs.
 pub struct HostBuffer {
-    bound: BoundBuffer,
+    /// Shared only with a one-shot copy that stopped waiting (parked until it has run):
+    /// [`Self::write`] is refused meanwhile.
+    bound: Arc<BoundBuffer>,
 }
 
 impl HostBuffer {
@@ -977,7 +986,7 @@ impl HostBuffer {
             r.requires_dedicated.then_some(&buffer),
         )?;
         Ok(Self {
-            bound: buffer.bind(Arc::new(memory), 0)?,
+            bound: Arc::new(buffer.bind(Arc::new(memory), 0)?),
         })
     }
 
@@ -993,8 +1002,9 @@ impl HostBuffer {
 
     /// Writes `data` at the start of the buffer.
     pub fn write<T: bytemuck::Pod>(&mut self, data: &[T]) -> Result<()> {
-        let offset = self.bound.offset;
-        let memory = Arc::get_mut(&mut self.bound.memory).ok_or(MemoryError::MemoryShared)?;
+        let bound = Arc::get_mut(&mut self.bound).ok_or(MemoryError::MemoryShared)?;
+        let offset = bound.offset;
+        let memory = Arc::get_mut(&mut bound.memory).ok_or(MemoryError::MemoryShared)?;
         memory.write_bytes(offset, bytemuck::cast_slice(data))
     }
 }
@@ -1014,5 +1024,8 @@ unsafe impl AsVkBuffer for HostBuffer {
     }
     fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
         self.bound.vk_usage()
+    }
+    fn vk_keep_alive(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        Some(self.bound.clone())
     }
 }

@@ -8,6 +8,7 @@
 //! other test `common::shared()`.
 
 mod bridge;
+mod driver_lock;
 mod drops;
 mod frames;
 mod host;

@@ -232,3 +232,71 @@ fn dropping_a_semaphore_waits_for_its_own_submissions_only() {
     drop((gate, c));
     common::assert_clean(&ctx);
 }
+
+/// A one-shot copy queued behind a submission that waits for a value nobody has signalled
+/// yet: the copy returns its timeout on time, what it copies stays alive (parked) while the
+/// GPU may use it, and once the gate opens the copy runs, everything parked is freed and the
+/// next copy works.
+#[test]
+fn a_one_shot_copy_behind_a_stuck_queue_times_out_on_time_and_parks() {
+    let _shared = common::shared();
+    let test = "a_one_shot_copy_behind_a_stuck_queue_times_out_on_time_and_parks";
+    let Some(ctx) = common::vulkan(test) else {
+        return;
+    };
+    use cuvk::vulkan::HostBuffer;
+    let timeout = Duration::from_millis(300);
+    ctx.set_drop_timeout(timeout);
+    let words: Vec<u32> = (0..1024u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let mut src = HostBuffer::new(&ctx, 4096, vk::BufferUsageFlags::empty()).unwrap();
+    src.write(&words).unwrap();
+    let mut dst = HostBuffer::new(&ctx, 4096, vk::BufferUsageFlags::empty()).unwrap();
+    let gate = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    // SAFETY: an empty submission: it only holds the queue until the gate opens.
+    unsafe {
+        ctx.submit_with_semaphores(
+            &[],
+            &[SemaphoreOp::wait(
+                &gate,
+                1,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+            )],
+            &[],
+            vk::Fence::null(),
+        )
+    }
+    .unwrap();
+    let start = Instant::now();
+    let e = assert_err!(
+        ctx.copy_buffer(&src, 0, &mut dst, 0, 4096),
+        Error::Timeout { .. }
+    );
+    let took = start.elapsed();
+    assert!(
+        took >= timeout && took < timeout + Duration::from_secs(2),
+        "took {took:?} for a timeout of {timeout:?}: {e}"
+    );
+    // Parked: the source's memory is still the copy's, so no host write may change it.
+    assert!(ctx.is_wedged());
+    assert_err!(src.write(&words), Error::Memory(_));
+    // Dropping the destination frees nothing the GPU may still write: the copy keeps it.
+    drop(dst);
+    gate.signal_host(1).unwrap();
+    let start = Instant::now();
+    while ctx.is_wedged() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the copy never ran"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Freed: the source is writable again, and the next copy runs and is exact.
+    src.write(&words).unwrap();
+    let mut dst = HostBuffer::new(&ctx, 4096, vk::BufferUsageFlags::empty()).unwrap();
+    ctx.copy_buffer(&src, 0, &mut dst, 0, 4096).unwrap();
+    assert_eq!(dst.read::<u32>().unwrap(), words);
+    drop((src, dst, gate));
+    common::assert_clean(&ctx);
+}
