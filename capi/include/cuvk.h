@@ -204,6 +204,14 @@ enum CuvkRule
    */
   CUVK_RULE_PTX_MALFORMED = 1026,
   /**
+   * A PTX array parameter whose byte size overflows 64 bits.
+   */
+  CUVK_RULE_PTX_PARAM_SIZE_OVERFLOW = 1027,
+  /**
+   * PTX parameters larger in all than a kernel launch passes.
+   */
+  CUVK_RULE_PTX_PARAMS_TOO_LARGE = 1028,
+  /**
    * The object needs a dedicated allocation.
    */
   CUVK_RULE_MEMORY_DEDICATED_REQUIRED = 1281,

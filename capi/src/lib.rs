@@ -190,6 +190,10 @@ pub enum CuvkRule {
     CuvkRulePtxNoEntry = 0x0401,
     /// A PTX parameter list that does not parse.
     CuvkRulePtxMalformed = 0x0402,
+    /// A PTX array parameter whose byte size overflows 64 bits.
+    CuvkRulePtxParamSizeOverflow = 0x0403,
+    /// PTX parameters larger in all than a kernel launch passes.
+    CuvkRulePtxParamsTooLarge = 0x0404,
 
     /// The object needs a dedicated allocation.
     CuvkRuleMemoryDedicatedRequired = 0x0501,

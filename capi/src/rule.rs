@@ -116,6 +116,8 @@ fn ptx(e: &PtxError) -> R {
     match e {
         PtxError::NoEntry { .. } => R::CuvkRulePtxNoEntry,
         PtxError::Malformed { .. } => R::CuvkRulePtxMalformed,
+        PtxError::ParamSizeOverflow { .. } => R::CuvkRulePtxParamSizeOverflow,
+        PtxError::ParamsTooLarge { .. } => R::CuvkRulePtxParamsTooLarge,
         _ => R::CuvkRuleOther,
     }
 }

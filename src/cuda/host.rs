@@ -376,6 +376,15 @@ pub struct PageAlignedBuffer {
     layout: Layout,
 }
 
+impl std::fmt::Debug for PageAlignedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageAlignedBuffer")
+            .field("bytes", &self.layout.size())
+            .field("align", &self.layout.align())
+            .finish()
+    }
+}
+
 // SAFETY: owns its memory like a Vec<u8>.
 unsafe impl Send for PageAlignedBuffer {}
 // SAFETY: as for Send.
@@ -383,7 +392,10 @@ unsafe impl Sync for PageAlignedBuffer {}
 
 impl PageAlignedBuffer {
     /// `bytes` (rounded up to whole pages) of zeroed memory aligned to `max(page, align)`.
+    /// `align` must be a power of two ([`LayoutError::BadAlignment`](crate::LayoutError)
+    /// otherwise); a size that overflows once rounded is [`MemoryError::HostSizeOverflow`].
     pub fn new(bytes: usize, align: usize) -> Result<Self> {
+        layout::check_power_of_two(align as u64)?;
         let align = align.max(host_page_size());
         let size = layout::align_up(bytes as u64, align as u64)
             .filter(|&s| s > 0)
@@ -424,6 +436,30 @@ impl Drop for PageAlignedBuffer {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_aligned_buffer_names_the_rule_that_failed() {
+        // Alignment not a power of two: the alignment rule, with the number given.
+        let e = PageAlignedBuffer::new(4096, 12288).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Layout(layout::LayoutError::BadAlignment { alignment: 12288 })
+            ),
+            "{e:?}"
+        );
+        assert!(PageAlignedBuffer::new(4096, 0).is_err());
+        // Too large once rounded up to the alignment: the size rule, with the size.
+        let e = PageAlignedBuffer::new(usize::MAX - 10, 4096).unwrap_err();
+        assert!(
+            matches!(e, Error::Memory(MemoryError::HostSizeOverflow { .. })),
+            "{e:?}"
+        );
+        // The next valid call works.
+        let mut b = PageAlignedBuffer::new(4096, 8192).unwrap();
+        assert_eq!(b.as_mut_bytes().as_ptr() as usize % 8192, 0);
+        assert!(b.as_bytes().iter().all(|&x| x == 0));
+    }
 
     #[test]
     fn flag_bits_match_the_driver_values() {

@@ -39,8 +39,14 @@ pub struct KernelSignature {
     pub params: Vec<PtxParam>,
 }
 
+/// The most bytes of parameters a CUDA kernel takes (CUDA 12.1 and later on Volta and
+/// later GPUs: 32,764; older toolkits 4,096). A declared parameter list larger than this is
+/// refused before any driver sees it.
+pub const MAX_KERNEL_PARAM_BYTES: u64 = 32_764;
+
 /// Why PTX text could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PtxError {
     /// No `.entry` of that name.
     #[error("PTX has no kernel `{name}`; its kernels: [{available}]")]
@@ -57,6 +63,37 @@ pub enum PtxError {
         entry: String,
         /// The text that did not parse.
         text: String,
+    },
+    /// An array parameter whose byte size (element size × length) does not fit in 64 bits.
+    #[error(
+        "parameter `{param}` of PTX kernel `{entry}` declares {count} elements of \
+         {element_size} bytes: the size overflows 64 bits"
+    )]
+    ParamSizeOverflow {
+        /// The entry.
+        entry: String,
+        /// The parameter's name.
+        param: String,
+        /// Bytes per element.
+        element_size: u64,
+        /// The declared length (up to 2^128 - 1 as written).
+        count: u128,
+    },
+    /// The parameters take more bytes than a kernel launch may pass
+    /// ([`MAX_KERNEL_PARAM_BYTES`]).
+    #[error(
+        "PTX kernel `{entry}` declares {bytes} bytes of parameters (`{param}` reaches it); \
+         a launch passes at most {limit}"
+    )]
+    ParamsTooLarge {
+        /// The entry.
+        entry: String,
+        /// The parameter at which the total passed the limit.
+        param: String,
+        /// The total size of the parameters up to and including `param`.
+        bytes: u64,
+        /// The limit, [`MAX_KERNEL_PARAM_BYTES`].
+        limit: u64,
     },
 }
 
@@ -89,6 +126,7 @@ pub fn entries(ptx: &str) -> Result<Vec<KernelSignature>, PtxError> {
             .filter(|p| !p.trim().is_empty())
             .map(|p| parse_param(&name, p.trim()))
             .collect::<Result<Vec<_>, _>>()?;
+        check_total_size(&name, &params)?;
         out.push(KernelSignature { name, params });
     }
     Ok(out)
@@ -165,19 +203,58 @@ fn parse_param(entry: &str, text: &str) -> Result<PtxParam, PtxError> {
     let element = element_size(&ty).ok_or_else(bad)?;
     let (name, count) = match name.split_once('[') {
         Some((n, len)) => {
-            let len: usize = len.trim_end_matches(']').parse().map_err(|_| bad())?;
+            let len: u128 = len.trim_end_matches(']').parse().map_err(|_| bad())?;
             (n.to_string(), len)
         }
         None => (name, 1),
     };
-    // `a[N]` with a huge N: a wrapped size would pass the launch checks; refuse it here.
-    let size = element.checked_mul(count).ok_or_else(bad)?;
+    // `a[N]` with a huge N: a wrapped size would pass the launch checks; refuse it here, with
+    // the numbers, and anything past the launch limit too.
+    let size = u64::try_from(count)
+        .ok()
+        .and_then(|n| n.checked_mul(element as u64))
+        .ok_or_else(|| PtxError::ParamSizeOverflow {
+            entry: entry.to_string(),
+            param: name.clone(),
+            element_size: element as u64,
+            count,
+        })?;
+    let too_large = || PtxError::ParamsTooLarge {
+        entry: entry.to_string(),
+        param: name.clone(),
+        bytes: size,
+        limit: MAX_KERNEL_PARAM_BYTES,
+    };
+    if size > MAX_KERNEL_PARAM_BYTES {
+        return Err(too_large());
+    }
+    let size = usize::try_from(size).map_err(|_| too_large())?;
     Ok(PtxParam {
         name,
         size,
         align: align.unwrap_or(element),
         ty,
     })
+}
+
+/// Refuses a parameter list larger in all (each parameter at its alignment) than a launch
+/// passes, naming the parameter that crosses [`MAX_KERNEL_PARAM_BYTES`].
+fn check_total_size(entry: &str, params: &[PtxParam]) -> Result<(), PtxError> {
+    let mut end: u64 = 0;
+    for p in params {
+        // Each size is at most the limit (parse_param), so none of this overflows.
+        let align = (p.align as u64).max(1);
+        end = end.div_ceil(align) * align + p.size as u64;
+        if end > MAX_KERNEL_PARAM_BYTES {
+            return Err(PtxError::ParamsTooLarge {
+                entry: entry.to_string(),
+                param: p.name.clone(),
+                bytes: end,
+                limit: MAX_KERNEL_PARAM_BYTES,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn element_size(ty: &str) -> Option<usize> {
@@ -195,13 +272,62 @@ fn element_size(ty: &str) -> Option<usize> {
 mod tests {
     use super::*;
 
+    fn one_param(decl: &str) -> String {
+        format!(".visible .entry k(\n {decl}\n)\n{{ ret; }}")
+    }
+
     #[test]
-    fn array_parameter_whose_size_overflows_is_refused() {
-        let ptx = format!(
-            ".visible .entry k(\n .param .align 8 .b64 k_param_0[{}]\n)\n{{ ret; }}",
-            usize::MAX / 2
+    fn array_parameter_whose_size_overflows_is_refused_with_the_numbers() {
+        let half = u64::MAX / 2;
+        let e = entry(&one_param(&format!(".param .align 8 .b64 a[{half}]")), "k");
+        assert_eq!(
+            e,
+            Err(PtxError::ParamSizeOverflow {
+                entry: "k".into(),
+                param: "a".into(),
+                element_size: 8,
+                count: u128::from(half),
+            })
         );
-        assert!(matches!(entry(&ptx, "k"), Err(PtxError::Malformed { .. })));
+        // Past u64 as written: still the overflow, with the number.
+        let e = entry(&one_param(".param .b8 a[18446744073709551616]"), "k");
+        assert!(
+            matches!(e, Err(PtxError::ParamSizeOverflow { count, .. }) if count == 1 << 64),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn parameters_past_the_launch_limit_never_reach_the_driver() {
+        // 2^64 - 1 bytes fits u64 but no launch: refused here (0.3 passed it to the driver).
+        let e = entry(
+            &one_param(".param .align 8 .b8 a[18446744073709551615]"),
+            "k",
+        );
+        assert_eq!(
+            e,
+            Err(PtxError::ParamsTooLarge {
+                entry: "k".into(),
+                param: "a".into(),
+                bytes: u64::MAX,
+                limit: MAX_KERNEL_PARAM_BYTES,
+            })
+        );
+        // Two parameters that pass it together: refused at the second.
+        let two =
+            ".visible .entry k(\n .param .b8 a[30000],\n .param .align 8 .b8 b[4000]\n)\n{ ret; }";
+        assert_eq!(
+            entry(two, "k"),
+            Err(PtxError::ParamsTooLarge {
+                entry: "k".into(),
+                param: "b".into(),
+                bytes: 34_000,
+                limit: MAX_KERNEL_PARAM_BYTES,
+            })
+        );
+        // At the limit: accepted; the next valid call works.
+        let ok = entry(&one_param(".param .align 4 .b8 a[32764]"), "k").unwrap();
+        assert_eq!(ok.params[0].size, 32_764);
     }
 
     const INLINE: &str = include_str!("../../shaders/ptx/inline.ptx");
