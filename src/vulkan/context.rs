@@ -100,6 +100,8 @@ pub struct DeviceInfo {
     pub api_version: u32,
     /// Vendor id (0x10de for NVIDIA).
     pub vendor_id: u32,
+    /// Discrete, integrated, virtual GPU or CPU implementation (lavapipe is `CPU`).
+    pub device_type: vk::PhysicalDeviceType,
     /// `nonCoherentAtomSize`.
     pub non_coherent_atom_size: u64,
     /// `maxStorageBufferRange`: the largest range a storage-buffer descriptor may cover.
@@ -1323,6 +1325,7 @@ fn device_info(
         driver_uuid: Uuid(id.driver_uuid),
         api_version: p.api_version,
         vendor_id: p.vendor_id,
+        device_type: p.device_type,
         non_coherent_atom_size: p.limits.non_coherent_atom_size,
         max_storage_buffer_range: u64::from(p.limits.max_storage_buffer_range),
         min_imported_host_pointer_alignment: capabilities

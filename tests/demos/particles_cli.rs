@@ -287,3 +287,39 @@ fn window_under_xvfb_presents_frames_and_closes_cleanly() {
     assert!(bright > 500, "the window shows no particles");
     assert!(dark_bg > 10_000, "the window shows no background");
 }
+
+/// On a CPU Vulkan device (lavapipe: 1.5 fps at the 1M-particle default) the demo picks a
+/// particle count and frame count that finish in seconds where the user chose none, and says
+/// so; what the user chose is kept.
+#[test]
+fn a_cpu_device_gets_defaults_that_finish_in_seconds() {
+    if !vulkan_present() {
+        return;
+    }
+    let dir = temp_dir("cpu-defaults");
+    let run = |extra: &[&str]| {
+        let o = Command::new(particles::demo_binary())
+            .args(["--headless", "--sim", "vulkan", "--size", "64x36", "--out"])
+            .arg(&dir)
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", "/tmp")
+            .output()
+            .expect("run the demo");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = run(&["--frames", "2"]);
+    let cpu = out.contains("is a CPU Vulkan device");
+    if !cpu {
+        eprintln!("SKIP a_cpu_device_gets_defaults_that_finish_in_seconds: not a CPU device");
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    assert!(out.contains("100000 particles by default"), "{out}");
+    assert!(out.contains("; 100000 particles;"), "{out}");
+    // Chosen by the user: kept, and nothing said.
+    let out = run(&["--frames", "2", "--particles", "5000"]);
+    assert!(!out.contains("by default"), "{out}");
+    assert!(out.contains("; 5000 particles;"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
