@@ -65,10 +65,10 @@ pub use rules::image_format::{
 
 // The pairings users build on: where Vulkan and CUDA meet.
 pub use interop::{
-    import_semaphore, Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame, FramePacer,
-    FrameSemaphores, GrowableBuffer, SemaphoreSubmit, SharedAllocation, SharedBuffer, SharedImage,
-    SharedPool, SharedSemaphore, StagingBuffer, TextureLevels, TextureOptions, TextureRead,
-    VulkanView, DEFAULT_SLOT_TIMEOUT,
+    import_semaphore, AcquireWait, Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame,
+    FramePacer, FrameSemaphores, GrowableBuffer, SemaphoreSubmit, SharedAllocation, SharedBuffer,
+    SharedImage, SharedPool, SharedSemaphore, StagingBuffer, TextureLevels, TextureOptions,
+    TextureRead, VulkanView, DEFAULT_SLOT_TIMEOUT,
 };
 pub use vulkan::image::ImageDesc;
 pub use vulkan::memory::Dedicated;

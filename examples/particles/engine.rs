@@ -65,6 +65,8 @@ pub struct Options {
     pub launch: Launch,
     pub transfer: Transfer,
     pub frames_in_flight: u32,
+    /// Where CUDA waits for Vulkan's release of a frame (the pacer's `AcquireWait`).
+    pub acquire: cuvk::AcquireWait,
     pub shader_dir: PathBuf,
 }
 
@@ -276,7 +278,9 @@ fn cuda_particles(
             staging_store(bridge, alloc, &side.stream, k, opts.particles, initial)?
         }
     };
-    let sync = Sync::Pacer(FramePacer::new(bridge, k as u32)?);
+    let mut pacer = FramePacer::new(bridge, k as u32)?;
+    pacer.set_acquire_wait(opts.acquire);
+    let sync = Sync::Pacer(pacer);
     Ok((store, sync, side))
 }
 

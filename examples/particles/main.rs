@@ -13,7 +13,8 @@
 //! --size WxH (1280x720), --frames-in-flight K (2..4, 3), --hud on|off (on: particle count,
 //! simulation path, fps and frame-time percentiles drawn in the picture), --shaders DIR,
 //! --bench, --dump-positions FILE, --exit-after N (window: close after N frames),
-//! --resize-at F:WxH (window: request a new size after F frames).
+//! --resize-at F:WxH (window: request a new size after F frames), --acquire gpu|host (CUDA
+//! path: where CUDA waits for Vulkan's release of a frame, on its stream or on the host).
 //! The window: drag turns the camera (stopping its orbit; O resumes it), wheel zooms, H toggles
 //! the HUD, Space pauses, R restarts the collision, Esc quits.
 
@@ -72,6 +73,7 @@ fn parse() -> anyhow::Result<Args> {
             launch: Launch::Auto,
             transfer: Transfer::ZeroCopy,
             frames_in_flight: 3,
+            acquire: cuvk::AcquireWait::Gpu,
             shader_dir: default_shaders,
         },
         sim_forced: false,
@@ -141,6 +143,13 @@ fn parse() -> anyhow::Result<Args> {
                     )));
                 }
                 a.opts.frames_in_flight = k as u32;
+            }
+            "--acquire" => {
+                a.opts.acquire = match value(&arg, &mut it)?.as_str() {
+                    "gpu" => cuvk::AcquireWait::Gpu,
+                    "host" => cuvk::AcquireWait::Host,
+                    v => bail!(usage(format!("--acquire must be gpu or host, not '{v}'"))),
+                };
             }
             "--launch" => {
                 a.opts.launch = match value(&arg, &mut it)?.as_str() {
@@ -396,14 +405,15 @@ fn headless(args: &mut Args) -> anyhow::Result<()> {
 }
 
 fn bench(args: &mut Args) -> anyhow::Result<()> {
+    use cuvk::AcquireWait;
     let shaders = Shaders::load(&args.opts.shader_dir)?;
     let dev = open_devices(args, vec![], vec![])?;
     let dev_args = args;
     let has_cuda = dev.bridge.is_some();
     let has_inline = cuvk::vulkan::cuda_kernels_supported(&dev.vk).is_ok();
     println!("device: {}", dev.vk.info().describe());
-    println!("| particles | mode                  | frame mean ms | frame p50 ms | frame p99 ms | sim p50 ms | draw p50 ms |");
-    println!("|-----------|-----------------------|---------------|--------------|--------------|------------|-------------|");
+    println!("| particles | mode                      | frame mean ms | frame p50 ms | frame p99 ms | sim p50 ms | draw p50 ms |");
+    println!("|-----------|---------------------------|---------------|--------------|--------------|------------|-------------|");
     let frames = dev_args.frames.max(60);
     let mut json = Vec::new();
     for n in [100_000usize, 1_000_000, 10_000_000] {
@@ -412,30 +422,44 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
             SimKind::Vulkan,
             Transfer::ZeroCopy,
             Launch::Cuda,
+            AcquireWait::Gpu,
         )];
         if has_cuda {
+            let (gpu, host) = (AcquireWait::Gpu, AcquireWait::Host);
             let cuda = [
-                ("CUDA + zero-copy", Transfer::ZeroCopy, Launch::Cuda),
-                ("CUDA + staging copy", Transfer::Staging, Launch::Cuda),
-                ("CUDA inline in Vulkan", Transfer::ZeroCopy, Launch::Vulkan),
+                ("CUDA + zero-copy", Transfer::ZeroCopy, Launch::Cuda, gpu),
+                (
+                    "CUDA zero-copy, host wait",
+                    Transfer::ZeroCopy,
+                    Launch::Cuda,
+                    host,
+                ),
+                ("CUDA + staging copy", Transfer::Staging, Launch::Cuda, gpu),
+                (
+                    "CUDA inline in Vulkan",
+                    Transfer::ZeroCopy,
+                    Launch::Vulkan,
+                    gpu,
+                ),
             ];
-            for (name, transfer, launch) in cuda {
+            for (name, transfer, launch, acquire) in cuda {
                 if launch == Launch::Vulkan && !has_inline {
                     continue;
                 }
-                modes.push((name, SimKind::Cuda, transfer, launch));
+                modes.push((name, SimKind::Cuda, transfer, launch, acquire));
             }
         }
-        for (name, sim, transfer, launch) in modes {
+        for (name, sim, transfer, launch, acquire) in modes {
             let opts = Options {
                 particles: n,
                 sim,
                 transfer,
                 launch,
+                acquire,
                 ..dev_args.opts.clone()
             };
             if check_memory(&dev, &opts).is_err() {
-                println!("| {n:>9} | {name:<21} | does not fit in GPU memory |");
+                println!("| {n:>9} | {name:<25} | does not fit in GPU memory |");
                 continue;
             }
             let mut engine = Engine::new(&dev, &shaders, opts)?;
@@ -446,7 +470,7 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
             let [f, s, d, _] = summary(&engine, 20);
             let mean = mean_frame(&engine, 20);
             println!(
-                "| {n:>9} | {name:<21} | {mean:>13.3} | {:>12.3} | {:>12.3} | {:>10.3} | {:>11.3} |",
+                "| {n:>9} | {name:<25} | {mean:>13.3} | {:>12.3} | {:>12.3} | {:>10.3} | {:>11.3} |",
                 f.0, f.1, s.0, d.0
             );
             json.push(format!("{{\"particles\":{n},\"mode\":\"{name}\",\"frame_mean_ms\":{mean:.4},\"frame_p50_ms\":{:.4},\"frame_p99_ms\":{:.4},\"sim_p50_ms\":{:.4},\"draw_p50_ms\":{:.4}}}", f.0, f.1, s.0, d.0));

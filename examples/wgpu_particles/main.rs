@@ -567,6 +567,7 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
                 launch,
                 transfer,
                 frames_in_flight: args.k,
+                acquire: cuvk::AcquireWait::Gpu,
                 shader_dir: shader_dir.clone(),
             };
             let mut e = engine::Engine::new(&native, &shaders, opts)?;

@@ -15,7 +15,9 @@ mod staging;
 
 pub use bridge::{Bridge, BridgeConfig, BufferUsage};
 pub use growable::{GrowableBuffer, VulkanView};
-pub use pacer::{Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT};
+pub use pacer::{
+    AcquireWait, Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT,
+};
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, SharedAllocation, SharedBuffer};

@@ -245,6 +245,22 @@ pub struct FramePacer {
     commands: Vec<Option<(vk::CommandPool, vk::CommandBuffer)>>,
     queue_family: u32,
     slot_timeout: Duration,
+    acquire_wait: AcquireWait,
+}
+
+/// Where [`FramePacer::cuda_acquire`] waits for Vulkan to release a frame's slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AcquireWait {
+    /// On the GPU: the CUDA stream waits for the `vulkan_done` timeline
+    /// (`cuWaitExternalSemaphoresAsync`); the host never blocks. The default.
+    #[default]
+    Gpu,
+    /// On the host: `cuda_acquire` blocks (at most the slot timeout,
+    /// [`FramePacer::set_slot_timeout`]) until Vulkan has released the slot, and enqueues no
+    /// CUDA wait, so no CUDA stream ever has a semaphore wait outstanding while Vulkan work is
+    /// submitted. NVIDIA documents that such outstanding waits can leave scheduling bubbles
+    /// in Vulkan work on Linux (BENCHMARKS.md has what was measured here).
+    Host,
 }
 
 impl std::fmt::Debug for FramePacer {
@@ -289,6 +305,7 @@ impl FramePacer {
             commands: vec![None; 2 * frames_in_flight as usize],
             queue_family: vk.queue_family_index(),
             slot_timeout: DEFAULT_SLOT_TIMEOUT,
+            acquire_wait: AcquireWait::Gpu,
         })
     }
 
@@ -319,9 +336,21 @@ impl FramePacer {
     pub fn frames_complete(&self) -> &Arc<Semaphore> {
         &self.timelines.frames_complete
     }
-    /// Sets how long [`Self::begin_frame`] waits for a command slot.
+    /// Sets how long [`Self::begin_frame`] waits for a command slot (and
+    /// [`Self::cuda_acquire`] for Vulkan's release with [`AcquireWait::Host`]).
     pub fn set_slot_timeout(&mut self, timeout: Duration) {
         self.slot_timeout = timeout;
+    }
+
+    /// Sets where [`Self::cuda_acquire`] waits for Vulkan's release of a frame's slot: on the
+    /// GPU (the default) or on the host.
+    pub fn set_acquire_wait(&mut self, wait: AcquireWait) {
+        self.acquire_wait = wait;
+    }
+
+    /// Where [`Self::cuda_acquire`] waits (see [`AcquireWait`]).
+    pub fn acquire_wait(&self) -> AcquireWait {
+        self.acquire_wait
     }
 
     /// Number of command slots a loop cycles through ([`Frame::command_slot`]): `2K`.
@@ -373,14 +402,25 @@ impl FramePacer {
         })
     }
 
-    /// On `stream`: wait (on the GPU) until Vulkan has released the frame's slot
-    /// (`vulkan_done >= number - K`). Call it on every stream that writes the frame, before
-    /// its kernels, and before [`Self::cuda_release`]; refused for another pacer's frame, a
-    /// frame that is not the current one, or one CUDA already released.
+    /// On `stream`: wait until Vulkan has released the frame's slot
+    /// (`vulkan_done >= number - K`): on the GPU, or with [`AcquireWait::Host`] on the host
+    /// ([`Error::Timeout`](crate::Error::Timeout) past the slot timeout, the frame still
+    /// unacquired). Call it on every stream that writes the frame, before its kernels, and
+    /// before [`Self::cuda_release`]; refused for another pacer's frame, a frame that is not
+    /// the current one, or one CUDA already released.
     pub fn cuda_acquire(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
+        let prev = frame.previous_use();
+        if let (AcquireWait::Host, Some(prev)) = (self.acquire_wait, prev) {
+            // Checked first, then waited for without the book's lock (the wait may be long);
+            // the frame that last used the slot was submitted, so the value is scheduled.
+            self.check(&self.book(), frame, FrameStep::CudaAcquire)?;
+            let done = &self.timelines.vulkan_done;
+            done.check_scheduled(prev)?;
+            done.wait_host(prev, self.slot_timeout)?;
+        }
         let mut book = self.book();
         self.check(&book, frame, FrameStep::CudaAcquire)?;
-        if let Some(prev) = frame.previous_use() {
+        if let (AcquireWait::Gpu, Some(prev)) = (self.acquire_wait, prev) {
             self.timelines.vulkan_done_import.wait(stream, prev)?;
         }
         book.acquired();

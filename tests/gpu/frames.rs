@@ -15,7 +15,7 @@ use checker::Checker;
 use cuvk::ash::vk;
 use cuvk::cuda::{CudaSemaphoreType, ExternalSemaphore};
 use cuvk::vulkan::{HostBuffer, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
-use cuvk::{import_semaphore, Bridge, BufferUsage, Error, FramePacer, SharedBuffer};
+use cuvk::{import_semaphore, AcquireWait, Bridge, BufferUsage, Error, FramePacer, SharedBuffer};
 
 /// Imports `s` into CUDA as `ty`, which may not match its kind (the check under test).
 fn import_as(
@@ -61,6 +61,7 @@ fn run_frames(
     frames_in_flight: u32,
     frames: u64,
     fault: Fault,
+    acquire: AcquireWait,
 ) -> Outcome {
     let ctx = bridge.vulkan();
     let stream = bridge.cuda().new_stream().unwrap();
@@ -68,6 +69,7 @@ fn run_frames(
     // machine is satisfied, the kernel's stream does not wait for Vulkan.
     let elsewhere = bridge.cuda().new_stream().unwrap();
     let mut pacer = FramePacer::new(bridge, frames_in_flight).unwrap();
+    pacer.set_acquire_wait(acquire);
     let slots: Vec<SharedBuffer<u32>> = (0..frames_in_flight)
         .map(|_| {
             bridge
@@ -147,7 +149,14 @@ fn ten_thousand_frames_k1_to_k3_read_exactly_what_cuda_wrote() {
     };
     let k = Kernels::load(bridge.cuda()).unwrap();
     for frames_in_flight in 1..=3 {
-        let o = run_frames(&bridge, &k, frames_in_flight, 10_000, Fault::None);
+        let o = run_frames(
+            &bridge,
+            &k,
+            frames_in_flight,
+            10_000,
+            Fault::None,
+            AcquireWait::Gpu,
+        );
         eprintln!(
             "K={frames_in_flight}: 10000 frames of {} MiB, {} checks, {} mismatching elements, {:.1} us/frame",
             (ELEMENTS * 4) >> 20,
@@ -161,6 +170,34 @@ fn ten_thousand_frames_k1_to_k3_read_exactly_what_cuda_wrote() {
             "K={frames_in_flight}: Vulkan read data of another frame (last bad value {})",
             o.last_bad
         );
+    }
+}
+
+/// The pacer with CUDA's acquire waited for on the host (`AcquireWait::Host`, no CUDA
+/// semaphore wait outstanding): the same frames, read exactly.
+#[test]
+fn host_wait_acquire_reads_exactly_what_cuda_wrote() {
+    let _serial = common::serial();
+    let Some(bridge) = common::bridge("host_wait_acquire") else {
+        return;
+    };
+    let k = Kernels::load(bridge.cuda()).unwrap();
+    for frames_in_flight in 1..=3 {
+        let o = run_frames(
+            &bridge,
+            &k,
+            frames_in_flight,
+            3_000,
+            Fault::None,
+            AcquireWait::Host,
+        );
+        eprintln!(
+            "host-wait acquire, K={frames_in_flight}: 3000 frames, {} checks, {} mismatching \
+             elements, {:.1} us/frame",
+            o.checks, o.mismatches, o.per_frame_us
+        );
+        assert_eq!(o.checks, 3_000, "Vulkan ran a check per frame");
+        assert_eq!(o.mismatches, 0, "last bad value {}", o.last_bad);
     }
 }
 
@@ -178,7 +215,7 @@ fn removing_either_wait_is_caught() {
         (Fault::SkipCudaAcquire, 1),
         (Fault::SkipCudaAcquire, 2),
     ] {
-        let o = run_frames(&bridge, &k, kk, 2_000, fault);
+        let o = run_frames(&bridge, &k, kk, 2_000, fault, AcquireWait::Gpu);
         eprintln!(
             "{fault:?} K={kk}: {} checks, {} mismatching elements (last bad value {})",
             o.checks, o.mismatches, o.last_bad
