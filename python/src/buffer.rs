@@ -20,6 +20,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
+use crate::array;
 use crate::bridge::{timeout_seconds, Shared};
 use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
@@ -45,20 +46,7 @@ pub struct BufferCore {
 impl BufferCore {
     /// Creates the memory for `shape` × `dtype` (zero-filled).
     pub fn new(shared: &Arc<Shared>, shape: Vec<usize>, dtype: DType) -> PyResult<Arc<Self>> {
-        let bytes = shape
-            .iter()
-            .try_fold(dtype.itemsize(), |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| {
-                refusal(
-                    "InvalidInput",
-                    "Array.Overflow",
-                    format!(
-                        "shape {shape:?} of {} overflows the address space",
-                        dtype.name()
-                    ),
-                    &[],
-                )
-            })?;
+        let bytes = array::nbytes(&shape, dtype)?;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::VERTEX_BUFFER;
         let buffer = shared.bridge.create_buffer::<u8>(bytes, usage).py()?;
         // Vulkan memory starts undefined; a tensor over it should not.
