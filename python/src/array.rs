@@ -180,7 +180,12 @@ pub fn nbytes(shape: &[usize], dtype: DType) -> PyResult<usize> {
                 o.dim,
                 usize::MAX
             ),
-            &[],
+            &[
+                ("itemsize", o.itemsize as i128),
+                ("axis", o.axis as i128),
+                ("dim", o.dim as i128),
+                ("bytes_so_far", o.bytes_so_far as i128),
+            ],
         )
     })
 }

@@ -78,3 +78,19 @@ def test_error_factory_keeps_rule_and_numbers():
 def test_extension_module_classes_live_in_cuvk():
     assert cuvk.Bridge is _cuvk.Bridge
     assert cuvk.Bridge.__module__ == "cuvk"
+
+
+def test_shape_overflow_names_the_dimension_and_the_product_before_it():
+    """`Bridge.buffer`'s argument checks, reached without a GPU through `_buffer_nbytes`."""
+    assert _cuvk._buffer_nbytes((3, 5), "float64") == 120
+    assert _cuvk._buffer_nbytes(7) == 28  # float32 by default
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        _cuvk._buffer_nbytes((1 << 20, 1 << 50, 3), "float32")
+    assert e.value.rule == "Array.Overflow"
+    assert e.value.numbers == {"itemsize": 4, "axis": 1, "dim": 1 << 50, "bytes_so_far": 4 << 20}
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        _cuvk._buffer_nbytes(((1 << 64) - 1,), "int16")
+    assert e.value.numbers == {"itemsize": 2, "axis": 0, "dim": (1 << 64) - 1, "bytes_so_far": 2}
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        _cuvk._buffer_nbytes(16, "complex64")
+    assert e.value.rule == "Array.Dtype"
