@@ -5,12 +5,27 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __version__: str
 
-#: A CUDA stream: None (the legacy default stream), an int handle (DLPack's convention: -1 no
-#: ordering, 1 legacy default, 2 per-thread default, else a `cudaStream_t`), or a stream
-#: object (`torch.cuda.Stream`, `cupy.cuda.Stream`, anything with `__cuda_stream__`). A
-#: handle must name a live stream of the bridge's device: cuvk checks its context, but a
-#: destroyed stream's handle is undefined behaviour, as everywhere in CUDA. A stream that is
-#: capturing a CUDA graph is refused (`Stream.Capturing`).
+#: A CUDA stream, read the same way by every call that takes one:
+#:
+#: - None: the legacy default stream (PyTorch's and CuPy's default);
+#: - an int (or an object with ``__index__``), DLPack's convention: -1 no ordering, 1 the
+#:   legacy default stream, 2 the per-thread default stream, else a ``cudaStream_t`` handle.
+#:   0 is refused by ``__dlpack__`` (the DLPack spec disallows it for CUDA: ``Stream.Zero``);
+#:   ``cuda_acquire``, ``cuda_release`` and ``draw`` read it as the NULL handle, the legacy
+#:   default stream;
+#: - a stream object: ``__cuda_stream__()`` returning ``(0, handle)`` (the CUDA stream
+#:   protocol), else a ``cuda_stream`` (``torch.cuda.Stream``), ``ptr`` (``cupy.cuda.Stream``)
+#:   or ``handle`` (PyCUDA) int attribute. An object's handle is a ``cudaStream_t`` as it is: 0
+#:   is the NULL stream (the legacy default stream), -1 is refused.
+#:
+#: Handles are ``intptr_t`` values: an int below -1 or at or above 2**63 names no stream
+#: (``Stream.Handle``, ``numbers["stream"]`` the value given). Other refusals:
+#: ``Stream.Type`` (not a stream), ``Stream.Protocol`` (``__cuda_stream__`` gave something
+#: other than ``(0, int)``); an exception raised by the object's own ``__cuda_stream__``
+#: propagates. All are ``InvalidInputError``. A handle must name a live stream of the
+#: bridge's device: cuvk checks its context, but a destroyed stream's handle is undefined
+#: behaviour, as everywhere in CUDA. A stream that is capturing a CUDA graph is refused
+#: (``Stream.Capturing``).
 Stream = Union[None, int, Any]
 #: A `SharedBuffer`, or a tensor / array over one's memory (anything with
 #: `__cuda_array_interface__`: PyTorch, CuPy, JAX, Numba).
@@ -111,3 +126,14 @@ class ParticleRenderer:
     def read_rgba(self, timeout: float = 10.0) -> bytes: ...
     def save_png(self, path: Union[str, "PathLike[str]"], timeout: float = 10.0) -> None: ...
     def wait_idle(self, timeout: float = 10.0) -> None: ...
+
+
+# Internal: the argument checks of the calls above, reachable without a GPU (for tests).
+
+def _parse_stream(stream: Stream, convention: str = "cuvk") -> Optional[int]:
+    """The handle cuvk would order on for `stream` (0: the legacy default stream, 2: the
+    per-thread one), None for no ordering, or the refusal. `convention`: "dlpack" (as
+    `__dlpack__` reads it) or "cuvk" (as `cuda_acquire`, `cuda_release` and `draw` do)."""
+
+def _buffer_nbytes(shape: Union[int, Sequence[int]], dtype: Any = None) -> int:
+    """The bytes `Bridge.buffer(shape, dtype)` would allocate, or its refusal of the arguments."""

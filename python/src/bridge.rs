@@ -16,7 +16,7 @@ use crate::buffer::{BufferCore, PySharedBuffer};
 use crate::dtype::{self, DType};
 use crate::errors::{refusal, IntoPyResult};
 use crate::ordering::Timelines;
-use crate::stream;
+use crate::stream::{self, Convention};
 
 /// What every object of one bridge shares.
 pub struct Shared {
@@ -227,7 +227,8 @@ impl PyBridge {
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let a: Array = array::resolve(&self.shared, array)?;
-        a.core.cuda_acquire(stream::parse(stream)?)
+        a.core
+            .cuda_acquire(stream::parse(stream, Convention::Cuvk)?)
     }
 
     /// Makes Vulkan's next use of `array`'s memory wait (on the GPU) for the work enqueued on
@@ -239,7 +240,8 @@ impl PyBridge {
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let a = array::resolve(&self.shared, array)?;
-        a.core.cuda_release(stream::parse(stream)?)
+        a.core
+            .cuda_release(stream::parse(stream, Convention::Cuvk)?)
     }
 
     /// Waits on the host until every Vulkan submission made through this bridge is done.

@@ -22,7 +22,7 @@ use crate::bridge::{timeout_seconds, PyBridge, Shared};
 use crate::buffer::BufferCore;
 use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
-use crate::stream;
+use crate::stream::{self, Convention};
 
 /// The particle demo's draw (HDR splat, glow, tone map, star field), built into the module.
 const SHADERS: CanvasShaders<'static> = CanvasShaders {
@@ -472,7 +472,7 @@ impl PyRenderer {
     ) -> PyResult<u64> {
         let a = array::resolve(&self.shared, positions)?;
         check_positions(&a)?;
-        let stream = stream::parse(stream)?;
+        let stream = stream::parse(stream, Convention::Cuvk)?;
         a.core.cuda_release(stream)?;
         let view = *self.view();
         let frame = py.detach(|| self.lock().draw(&a, view)).py()?;
