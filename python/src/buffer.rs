@@ -333,8 +333,9 @@ impl PySharedBuffer {
         .py()
     }
 
-    /// DLPack export (the Python array API's `__dlpack__`): the consumer's `stream` waits on
-    /// the GPU for Vulkan's last use of the buffer; the capsule holds the memory.
+    /// DLPack export (the Python array API's `__dlpack__`): the consumer's `stream` (DLPack's
+    /// convention, or a stream object) waits on the GPU for Vulkan's last use of the buffer;
+    /// the capsule holds the memory.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__(
         &self,
