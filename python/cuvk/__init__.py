@@ -11,8 +11,13 @@
 A `SharedBuffer` exports its memory through DLPack (`__dlpack__`, versioned capsules where
 the consumer asks for them) and `__cuda_array_interface__` (v3). A consumer's stream waits on
 the GPU for cuvk's last Vulkan use of the memory; `cuda_release(x, stream)` makes Vulkan's next
-use wait for what that stream has done. Every export holds the memory: tensors outlive the
-cuvk objects safely.
+use wait for what that stream has done; `draw(x, stream)` is a release, the draw, then an
+acquire. A DLPack capsule holds the memory: tensors outlive the cuvk objects safely. Writes
+must be in place (`pos += v`, `pos.copy_(y)`; `pos = pos + v` leaves cuvk memory).
+
+The whole ordering contract (which stream each call orders, which calls wait on the host,
+which release the GIL) is the module docstring of the stub, cuvk/_cuvk.pyi, and
+python/README.md.
 """
 
 from ._cuvk import Bridge, ParticleRenderer, SharedBuffer, __version__

@@ -1,81 +1,173 @@
-"""Type stubs of the extension module (see cuvk/__init__.py for the overview)."""
+"""Type stubs of the extension module (cuvk/__init__.py has the overview, python/README.md
+the same contract with examples).
+
+Ordering contract
+=================
+
+cuvk orders CUDA streams and its own Vulkan work on the GPU with two timeline semaphores;
+nothing waits on the host unless a call below says it does. Vulkan uses a buffer only in
+``ParticleRenderer.draw`` (it reads the positions) and in ``vulkan_read`` / ``vulkan_write``.
+
+- ``bridge.cuda_release(x, stream)``: Vulkan's next use of ``x`` waits (on the GPU) for the
+  work enqueued on ``stream`` so far. Call it after CUDA work on ``stream`` wrote ``x``.
+  Releases run in call order on the GPU: a release makes its stream wait for every earlier
+  release, on any stream.
+- ``bridge.cuda_acquire(x, stream)``: ``stream`` waits (on the GPU) until Vulkan's last use
+  of ``x`` so far is done. Call it before CUDA work on ``stream`` writes ``x`` while a draw
+  may still be reading it.
+- ``renderer.draw(x, stream)`` is ``cuda_release(x, stream)``, the draw, then
+  ``cuda_acquire(x, stream)``: the loop "write ``x`` on ``stream``, draw" needs no other
+  call. ``draw(x, stream=-1)`` does neither: order with the two calls yourself.
+- Both calls order only the stream named. Any other stream that writes ``x`` needs its own
+  ``cuda_acquire`` before and ``cuda_release`` after (or is the one passed to ``draw``).
+- A DLPack import (``torch.from_dlpack(buf)``, ``cupy.from_dlpack(buf)``) is a
+  ``cuda_acquire`` on the stream the consumer passes to ``__dlpack__`` (PyTorch and CuPy:
+  their current stream), once, at the import: it orders that stream after the draws
+  submitted before it, not after later ones. Reading ``__cuda_array_interface__`` is a
+  ``cuda_acquire`` on the legacy default stream, which the interface's ``stream`` field
+  names (1).
+- Host copies (``read``, ``write``, ``vulkan_read``, ``vulkan_write``) first wait on the
+  host for the buffer's last draw and its last ``cuda_release``, then copy and wait for the
+  copy: when they return the data is in place, and CUDA work enqueued afterwards needs no
+  ``cuda_acquire`` for them. CUDA work that was never released is not waited for: release
+  it (or synchronise its stream) first. After ``draw(x, stream)`` they need no other release
+  unless ``stream`` wrote ``x`` again after the draw.
+- ``read_rgba`` and ``save_png`` wait on the host for the renderer's last frame; they read
+  the renderer's own pixels, not ``x``, and need no CUDA ordering before or after.
+- Writes must be in place: ``pos += v``, ``pos.copy_(y)``, ``pos[:] = y``,
+  ``torch.add(pos, v, out=pos)``. ``pos = pos + v`` makes a new tensor in the framework's
+  own memory; cuvk no longer sees it (``draw`` refuses it: ``Array.NotShared``). JAX arrays
+  are immutable: JAX can read cuvk memory but its results are new JAX memory.
+
+Host waits release the GIL: ``Bridge()``, ``Bridge.buffer``, ``Bridge.synchronize``,
+``read``, ``vulkan_read``, ``write`` and ``vulkan_write`` (after copying ``data``, which
+holds it), ``ParticleRenderer()``, ``draw`` (while it waits for a free frame slot, records
+and submits), ``read_rgba``, ``save_png`` and ``wait_idle``. ``cuda_acquire``,
+``cuda_release``, ``__dlpack__`` and ``__cuda_array_interface__`` only enqueue GPU work and
+hold it.
+``timeout`` arguments are seconds per host wait; past it a ``CuvkTimeoutError``
+(a ``TimeoutError``).
+"""
 
 from os import PathLike
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __version__: str
 
-#: A CUDA stream: None (the legacy default stream), an int handle (DLPack's convention: -1 no
-#: ordering, 1 legacy default, 2 per-thread default, else a `cudaStream_t`), or a stream
-#: object (`torch.cuda.Stream`, `cupy.cuda.Stream`, anything with `__cuda_stream__`). A
-#: handle must name a live stream of the bridge's device: cuvk checks its context, but a
-#: destroyed stream's handle is undefined behaviour, as everywhere in CUDA. A stream that is
-#: capturing a CUDA graph is refused (`Stream.Capturing`).
+#: A CUDA stream, read the same way by every call that takes one:
+#:
+#: - None: the legacy default stream (PyTorch's and CuPy's default);
+#: - an int (or an object with ``__index__``), DLPack's convention: -1 no ordering, 1 the
+#:   legacy default stream, 2 the per-thread default stream, else a ``cudaStream_t`` handle.
+#:   0 is refused by ``__dlpack__`` (the DLPack spec disallows it for CUDA: ``Stream.Zero``);
+#:   ``cuda_acquire``, ``cuda_release`` and ``draw`` read it as the NULL handle, the legacy
+#:   default stream;
+#: - a stream object: ``__cuda_stream__()`` returning ``(0, handle)`` (the CUDA stream
+#:   protocol), else a ``cuda_stream`` (``torch.cuda.Stream``), ``ptr`` (``cupy.cuda.Stream``)
+#:   or ``handle`` (PyCUDA) int attribute. An object's handle is a ``cudaStream_t`` as it is: 0
+#:   is the NULL stream (the legacy default stream), -1 is refused.
+#:
+#: Handles are ``intptr_t`` values: an int below -1 or at or above 2**63 names no stream
+#: (``Stream.Handle``, ``numbers["stream"]`` the value given). Other refusals:
+#: ``Stream.Type`` (not a stream), ``Stream.Protocol`` (``__cuda_stream__`` gave something
+#: other than ``(0, int)``); an exception raised by the object's own ``__cuda_stream__``
+#: propagates. All are ``InvalidInputError``. A handle must name a live stream of the
+#: bridge's device: cuvk checks its context, but a destroyed stream's handle is undefined
+#: behaviour, as everywhere in CUDA. A stream that is capturing a CUDA graph is refused
+#: (``Stream.Capturing``).
 Stream = Union[None, int, Any]
 #: A `SharedBuffer`, or a tensor / array over one's memory (anything with
-#: `__cuda_array_interface__`: PyTorch, CuPy, JAX, Numba).
+#: `__cuda_array_interface__`: PyTorch, CuPy, JAX, Numba). It must be C-contiguous
+#: (``Array.Layout``) and lie inside one buffer of the bridge (``Array.NotShared``).
 ArrayLike = Any
 
 class Bridge:
     """A CUDA device and the Vulkan device on the same GPU (paired by UUID), with the two
-    timeline semaphores that order CUDA streams and cuvk's Vulkan work on the GPU."""
+    timeline semaphores that order CUDA streams and cuvk's Vulkan work on the GPU.
+
+    Opening one loads the CUDA driver (libcuda.so), then the Vulkan loader
+    (libvulkan.so.1); ``NotFoundError`` where a piece is missing, its ``rule`` saying which:
+    ``CudaUnavailable`` (no libcuda), ``VulkanLoader`` (no libvulkan.so.1),
+    ``NoVulkanDevice`` (no Vulkan device with the CUDA device's UUID). ``validation=True``
+    turns on the Khronos validation layer (``NotFoundError``, ``ValidationLayerMissing``,
+    without it) and collects its messages (``validation_messages``)."""
 
     def __init__(self, device: int = 0, *, validation: bool = False) -> None: ...
     @property
-    def cuda_device(self) -> int: ...
+    def cuda_device(self) -> int:
+        """The CUDA device ordinal."""
     @property
-    def device_name(self) -> str: ...
+    def device_name(self) -> str:
+        """The Vulkan device's name."""
     @property
-    def uuid(self) -> str: ...
+    def uuid(self) -> str:
+        """The GPU's UUID (CUDA's and Vulkan's ``deviceUUID``), as text."""
     @property
     def inline_kernels(self) -> bool:
         """Whether CUDA kernels can run inside Vulkan command buffers (VK_NVX_binary_import)."""
-    def validation_messages(self) -> List[str]: ...
+    def validation_messages(self) -> List[str]:
+        """Vulkan validation-layer messages so far (empty without ``validation=True``)."""
     def buffer(self, shape: Union[int, Sequence[int]], dtype: Any = None) -> SharedBuffer:
-        """A zero-filled buffer of Vulkan memory shared with CUDA.
+        """A zero-filled buffer of Vulkan memory shared with CUDA (waits for the zeroing).
 
         dtype (default float32): bool, int8/16/32/64, uint8/16/32/64, float16/32/64, as a name
         ("float32", "<f4", "torch.float32") or a dtype object (torch.float32, numpy.float32).
+        A shape whose byte count overflows is refused (``Array.Overflow``, with ``numbers``
+        ``itemsize``, ``axis``, ``dim`` and ``bytes_so_far``).
         """
     def buffer_of(self, array: ArrayLike) -> SharedBuffer:
         """The cuvk buffer under `array` (InvalidInputError if it is not cuvk memory)."""
     def cuda_acquire(self, array: ArrayLike, stream: Stream = None) -> None:
-        """`stream` waits on the GPU until Vulkan's last use of `array` is done."""
+        """`stream` waits on the GPU until Vulkan's last use of `array`'s buffer so far is
+        done (no host wait). Call it before CUDA work on `stream` writes memory a draw may
+        still be reading. See the ordering contract at the top of this file."""
     def cuda_release(self, array: ArrayLike, stream: Stream = None) -> None:
-        """Vulkan's next use of `array` waits on the GPU for the work enqueued on `stream`."""
+        """Vulkan's next use of `array`'s buffer waits on the GPU for the work enqueued on
+        `stream` so far (no host wait). Call it after CUDA work on `stream` wrote the memory.
+        Releases run in call order: this one also waits for every earlier release."""
     def synchronize(self, timeout: float = 10.0) -> None:
-        """Waits on the host until every Vulkan submission through this bridge is done."""
+        """Waits on the host until every Vulkan submission through this bridge is done (not
+        CUDA work: synchronise your streams for that)."""
 
 class SharedBuffer:
     """Vulkan memory shared with CUDA, with a dtype and a shape; a DLPack and CUDA array
-    interface producer (no copy)."""
+    interface producer (no copy). A DLPack capsule holds the memory: a tensor made by
+    ``from_dlpack`` stays valid after the buffer, the bridge and the renderer are gone."""
 
     @property
     def shape(self) -> Tuple[int, ...]: ...
     @property
-    def dtype(self) -> str: ...
+    def dtype(self) -> str:
+        """The element type's name ("float32")."""
     @property
-    def itemsize(self) -> int: ...
+    def itemsize(self) -> int:
+        """Bytes per element."""
     @property
-    def nbytes(self) -> int: ...
+    def nbytes(self) -> int:
+        """Size in bytes."""
     @property
     def ptr(self) -> int:
         """The CUDA device pointer."""
     @property
     def device(self) -> int:
         """The CUDA device ordinal."""
-    def cuda_acquire(self, stream: Stream = None) -> None: ...
-    def cuda_release(self, stream: Stream = None) -> None: ...
+    def cuda_acquire(self, stream: Stream = None) -> None:
+        """As ``Bridge.cuda_acquire(self, stream)``."""
+    def cuda_release(self, stream: Stream = None) -> None:
+        """As ``Bridge.cuda_release(self, stream)``."""
     def read(self, timeout: float = 10.0) -> bytes:
-        """A host copy, after Vulkan's last use and the last CUDA release."""
+        """A host copy made by CUDA. Waits on the host for the last draw of the buffer and
+        its last ``cuda_release`` (not for CUDA work never released), then for the copy."""
     def write(self, data: Any, timeout: float = 10.0) -> None:
         """Copies exactly `nbytes` bytes into the buffer through CUDA: a C-contiguous CPU
-        tensor or array (read through DLPack, no extra copy) or any buffer-protocol object."""
+        tensor or array (read through DLPack) or any buffer-protocol object. Waits as `read`
+        does, then for the copy: the data is in place when it returns."""
     def vulkan_read(self, timeout: float = 10.0) -> bytes:
-        """A host copy made by Vulkan (vkCmdCopyBuffer), after the last CUDA release."""
+        """A host copy made by Vulkan (vkCmdCopyBuffer): what Vulkan sees. Waits as `read`."""
     def vulkan_write(self, data: Any, timeout: float = 10.0) -> None:
         """Writes exactly `nbytes` bytes (as `write` takes them) through Vulkan: host-visible
-        staging, then vkCmdCopyBuffer."""
+        staging, then vkCmdCopyBuffer. Waits as `read`, then for the copy: CUDA work enqueued
+        after it returns sees the data with no ``cuda_acquire``."""
     def __dlpack__(
         self,
         *,
@@ -83,31 +175,91 @@ class SharedBuffer:
         max_version: Optional[Tuple[int, int]] = None,
         dl_device: Optional[Tuple[int, int]] = None,
         copy: Optional[bool] = None,
-    ) -> Any: ...
-    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    ) -> Any:
+        """A DLPack capsule (versioned where `max_version` asks for it) over the buffer's
+        memory. `stream` (DLPack's convention; None: the legacy default stream, -1: none)
+        waits on the GPU for the buffer's last Vulkan use so far. ``copy=True`` and another
+        ``dl_device`` are refused with a ``BufferError`` (zero-copy only)."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(2, ordinal)``: a CUDA device, as DLPack names it."""
     @property
-    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """The CUDA array interface (version 3). Reading it makes the legacy default stream
+        wait on the GPU for the buffer's last Vulkan use; its ``stream`` field (1) says so."""
     def __len__(self) -> int: ...
 
 class ParticleRenderer:
-    """The particle demo's renderer (HDR splat, glow, tone map, star field), headless, drawing
-    (N, 4) float32 particles straight from cuvk memory: x, y, z and a colour key w >= 0 (0:
-    the warm outer colour, about 1: gold, large: blue-white)."""
+    """The particle demo's renderer, headless, drawing (N, 4) float32 particles straight
+    from cuvk memory: a compute splat of each particle into one pixel's HDR counts, a
+    blurred glow, a faint star field fixed on the sky over a dark blue background (so an
+    empty picture is not black), a vignette, an ACES tone map and gamma 1/2.2.
 
-    def __init__(self, bridge: Bridge, width: int = 1280, height: int = 720) -> None: ...
+    Positions: ``x, y, z`` in world units and ``w``, the colour key. ``pos[:n]`` (a prefix
+    view) draws the first n particles; a view that starts elsewhere is refused
+    (``Positions.Offset``). Coordinates are not checked: where a non-finite one lands is
+    undefined.
+
+    Colour: each pixel takes the palette colour at the mean key of its particles, where a
+    particle's key is ``w' / (w' + 1)`` for ``w' = max(w, 0)`` (rounded to 1/255): w = 0
+    magenta, 1/3 orange, 1 gold, 3 pale blue, large blue.
+
+    Pictures are deterministic: the same positions (in any order: the splat adds integer
+    counts), camera, exposure and size give the same bytes on the same GPU and driver.
+    """
+
+    def __init__(self, bridge: Bridge, width: int = 1280, height: int = 720) -> None:
+        """`width` and `height`: 1 to 8192 pixels (``Renderer.Size``)."""
     @property
-    def width(self) -> int: ...
+    def width(self) -> int:
+        """Picture width in pixels."""
     @property
-    def height(self) -> int: ...
+    def height(self) -> int:
+        """Picture height in pixels."""
     @property
-    def frames(self) -> int: ...
+    def frames(self) -> int:
+        """Frames drawn (submitted) so far."""
     def set_camera(self, yaw: float = 0.3, pitch: float = 0.55, distance: float = 10.0) -> None:
-        """Orbit camera: yaw about the vertical (z) axis, pitch above the x-y plane (radians)."""
+        """Orbit camera looking at the world origin from `distance` world units away (the
+        positions' units). `yaw` turns about the vertical z axis, `pitch` lifts above the x-y
+        plane, both in radians: the eye is at ``distance * (cos(pitch) sin(yaw),
+        -cos(pitch) cos(yaw), sin(pitch))``, z up on screen (yaw 0, pitch 0: looking along +y,
+        world x to the right). Vertical field of view 50 degrees, horizontal from the aspect
+        ratio. Particles nearer than 0.05 or farther than 100 world units along the view
+        direction are not drawn. Takes effect at the next draw. A pitch that looks straight
+        along z is refused (``Renderer.Camera``)."""
     def set_exposure(self, exposure: Optional[float] = None) -> None:
-        """Brightness per particle; None: chosen from the particle count and image size."""
+        """Brightness per particle, > 0: a pixel's own colour (before the glow, stars and tone
+        map are added) is ``sqrt(count * exposure)`` times its palette colour. None (default):
+        ``min(0.034 * width * height / N, 0.1)`` for N particles. Takes effect at the next
+        draw."""
     def draw(self, positions: ArrayLike, stream: Stream = None) -> int:
-        """Draws a frame ordered with `stream` (None: the legacy default stream): after the
-        work enqueued there so far, before the work enqueued there next. -1: no ordering."""
-    def read_rgba(self, timeout: float = 10.0) -> bytes: ...
-    def save_png(self, path: Union[str, "PathLike[str]"], timeout: float = 10.0) -> None: ...
-    def wait_idle(self, timeout: float = 10.0) -> None: ...
+        """Submits a frame drawing `positions` and returns its number (1 for the first).
+
+        Ordered with `stream` (None: the legacy default stream): after the work enqueued
+        there so far, before the work enqueued there next (``cuda_release``, the draw,
+        ``cuda_acquire``); ``stream=-1``: no ordering. It returns once the frame is
+        submitted, not drawn: up to 3 frames (and ``read_rgba`` copies) of a renderer are
+        queued on the GPU, and a draw beyond that waits on the host, GIL released, for the
+        oldest (``CuvkTimeoutError`` after 10 s). The renderer holds `positions`' memory
+        until the GPU is done with it."""
+    def read_rgba(self, timeout: float = 10.0) -> bytes:
+        """The last frame's pixels (waits for it on the host): ``height`` rows of ``width``
+        pixels, the top row first, each pixel 4 bytes R, G, B, A; colours gamma-encoded
+        (x ** (1/2.2) of the tone-mapped value, close to sRGB; not linear); alpha 255.
+        ``numpy.frombuffer(b, numpy.uint8).reshape(height, width, 4)`` is the picture.
+        Refused before the first draw (``Renderer.NoFrame``)."""
+    def save_png(self, path: Union[str, "PathLike[str]"], timeout: float = 10.0) -> None:
+        """Writes the last frame (as `read_rgba` gives it) as an 8-bit RGBA PNG."""
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Waits on the host until every frame drawn is done (every Vulkan submission of the
+        bridge, in fact)."""
+
+# Internal: the argument checks of the calls above, reachable without a GPU (for tests).
+
+def _parse_stream(stream: Stream, convention: str = "cuvk") -> Optional[int]:
+    """The handle cuvk would order on for `stream` (0: the legacy default stream, 2: the
+    per-thread one), None for no ordering, or the refusal. `convention`: "dlpack" (as
+    `__dlpack__` reads it) or "cuvk" (as `cuda_acquire`, `cuda_release` and `draw` do)."""
+
+def _buffer_nbytes(shape: Union[int, Sequence[int]], dtype: Any = None) -> int:
+    """The bytes `Bridge.buffer(shape, dtype)` would allocate, or its refusal of the arguments."""

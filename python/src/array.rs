@@ -111,17 +111,7 @@ pub fn resolve(shared: &Arc<Shared>, obj: &Bound<'_, PyAny>) -> PyResult<Array> 
             }
         }
     }
-    let bytes = shape
-        .iter()
-        .try_fold(dtype.itemsize(), |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| {
-            refusal(
-                "InvalidInput",
-                "Array.Overflow",
-                format!("shape {shape:?} overflows the address space"),
-                &[],
-            )
-        })? as u64;
+    let bytes = nbytes(&shape, dtype)? as u64;
     let core = shared.find(ptr, bytes).ok_or_else(|| {
         refusal(
             "InvalidInput",
@@ -138,6 +128,65 @@ pub fn resolve(shared: &Arc<Shared>, obj: &Bound<'_, PyAny>) -> PyResult<Array> 
         ptr,
         shape,
         dtype,
+    })
+}
+
+/// Where the byte count of a shape left `usize`: the product `bytes_so_far` (the element
+/// size times the dimensions before `axis`) times `dim`, the size of dimension `axis`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overflow {
+    /// Bytes per element.
+    pub itemsize: usize,
+    /// The dimension whose size overflowed the product (0 is the first).
+    pub axis: usize,
+    /// That dimension's size.
+    pub dim: usize,
+    /// The element size times every dimension before `axis`.
+    pub bytes_so_far: usize,
+}
+
+/// Bytes of `shape` elements of `itemsize` bytes each, or where the product overflows (a
+/// shape with a zero dimension holds 0 bytes, whatever the other dimensions).
+pub fn checked_nbytes(shape: &[usize], itemsize: usize) -> Result<usize, Overflow> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    let mut bytes = itemsize;
+    for (axis, &dim) in shape.iter().enumerate() {
+        bytes = bytes.checked_mul(dim).ok_or(Overflow {
+            itemsize,
+            axis,
+            dim,
+            bytes_so_far: bytes,
+        })?;
+    }
+    Ok(bytes)
+}
+
+/// Bytes of an array of `shape` × `dtype`, refused (`Array.Overflow`, with the dimension
+/// that overflowed and the product before it as numbers) when it does not fit the address
+/// space.
+pub fn nbytes(shape: &[usize], dtype: DType) -> PyResult<usize> {
+    checked_nbytes(shape, dtype.itemsize()).map_err(|o| {
+        refusal(
+            "InvalidInput",
+            "Array.Overflow",
+            format!(
+                "shape {shape:?} of {} overflows the address space: {} bytes before axis {} \
+                 times its size {} exceed {}",
+                dtype.name(),
+                o.bytes_so_far,
+                o.axis,
+                o.dim,
+                usize::MAX
+            ),
+            &[
+                ("itemsize", o.itemsize as i128),
+                ("axis", o.axis as i128),
+                ("dim", o.dim as i128),
+                ("bytes_so_far", o.bytes_so_far as i128),
+            ],
+        )
     })
 }
 
@@ -192,5 +241,31 @@ mod tests {
         assert!(is_c_contiguous(&[1, 4], &[0, 4], 4));
         assert!(!is_c_contiguous(&[10, 4], &[4, 40], 4));
         assert!(!is_c_contiguous(&[10, 4], &[16], 4));
+    }
+
+    #[test]
+    fn byte_counts_name_the_dimension_that_overflows() {
+        assert_eq!(checked_nbytes(&[3, 5], 4), Ok(60));
+        assert_eq!(checked_nbytes(&[], 8), Ok(8));
+        assert_eq!(checked_nbytes(&[0, usize::MAX], 4), Ok(0));
+        assert_eq!(checked_nbytes(&[usize::MAX, usize::MAX, 0], 4), Ok(0));
+        assert_eq!(
+            checked_nbytes(&[1 << 20, 1 << 50, 3], 4),
+            Err(Overflow {
+                itemsize: 4,
+                axis: 1,
+                dim: 1 << 50,
+                bytes_so_far: 4 << 20,
+            })
+        );
+        assert_eq!(
+            checked_nbytes(&[usize::MAX], 2),
+            Err(Overflow {
+                itemsize: 2,
+                axis: 0,
+                dim: usize::MAX,
+                bytes_so_far: 2,
+            })
+        );
     }
 }

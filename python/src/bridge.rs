@@ -16,7 +16,7 @@ use crate::buffer::{BufferCore, PySharedBuffer};
 use crate::dtype::{self, DType};
 use crate::errors::{refusal, IntoPyResult};
 use crate::ordering::Timelines;
-use crate::stream;
+use crate::stream::{self, Convention};
 
 /// What every object of one bridge shares.
 pub struct Shared {
@@ -97,6 +97,40 @@ fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
     })
 }
 
+/// Reads `dtype`: None (float32), a name, or a dtype object (torch.float32, numpy.float32,
+/// numpy.dtype) by its str().
+fn parse_dtype(dtype: Option<&Bound<'_, PyAny>>) -> PyResult<DType> {
+    let name = match dtype {
+        None => "float32".to_owned(),
+        Some(d) => match d.extract::<String>() {
+            Ok(name) => name,
+            Err(_) => d.str()?.to_string(),
+        },
+    };
+    let name = name.trim_start_matches("<class '").trim_end_matches("'>");
+    DType::parse(name).ok_or_else(|| {
+        refusal(
+            "InvalidInput",
+            "Array.Dtype",
+            format!("unknown dtype '{name}' (one of: {})", dtype::NAMES),
+            &[],
+        )
+    })
+}
+
+/// The bytes `Bridge.buffer(shape, dtype)` would allocate, or its refusal of the arguments:
+/// the checks it makes before it touches a device, reachable without a GPU (for tests).
+#[pyfunction(name = "_buffer_nbytes")]
+#[pyo3(signature = (shape, dtype = None))]
+pub fn buffer_nbytes(
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+) -> PyResult<usize> {
+    let shape = parse_shape(shape)?;
+    let dtype = parse_dtype(dtype)?;
+    array::nbytes(&shape, dtype)
+}
+
 #[pymethods]
 impl PyBridge {
     /// Opens CUDA device `device` and the Vulkan device with the same UUID.
@@ -170,26 +204,7 @@ impl PyBridge {
         dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PySharedBuffer> {
         let shape = parse_shape(shape)?;
-        // A name, or a dtype object (torch.float32, numpy.float32, numpy.dtype) by its str().
-        let dtype = match dtype {
-            None => "float32".to_owned(),
-            Some(d) => match d.extract::<String>() {
-                Ok(name) => name,
-                Err(_) => d.str()?.to_string(),
-            },
-        };
-        let dtype = dtype
-            .trim_start_matches("<class '")
-            .trim_end_matches("'>")
-            .to_owned();
-        let dtype = DType::parse(&dtype).ok_or_else(|| {
-            refusal(
-                "InvalidInput",
-                "Array.Dtype",
-                format!("unknown dtype '{dtype}' (one of: {})", dtype::NAMES),
-                &[],
-            )
-        })?;
+        let dtype = parse_dtype(dtype)?;
         let shared = self.shared.clone();
         let core = py.detach(move || BufferCore::new(&shared, shape, dtype))?;
         self.shared.register(&core);
@@ -212,7 +227,8 @@ impl PyBridge {
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let a: Array = array::resolve(&self.shared, array)?;
-        a.core.cuda_acquire(stream::parse(stream)?)
+        a.core
+            .cuda_acquire(stream::parse(stream, Convention::Cuvk)?)
     }
 
     /// Makes Vulkan's next use of `array`'s memory wait (on the GPU) for the work enqueued on
@@ -224,7 +240,8 @@ impl PyBridge {
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let a = array::resolve(&self.shared, array)?;
-        a.core.cuda_release(stream::parse(stream)?)
+        a.core
+            .cuda_release(stream::parse(stream, Convention::Cuvk)?)
     }
 
     /// Waits on the host until every Vulkan submission made through this bridge is done.

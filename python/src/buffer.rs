@@ -12,19 +12,18 @@ use cuvk::SharedBuffer;
 use cuvk_dev::DevBuffer;
 use dlpark::ffi::{DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned};
 use dlpark::metadata::Dynamic;
-use dlpark::python::{
-    export_dlpack, from_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest,
-};
+use dlpark::python::{export_dlpack, from_dlpack, DlpackExporter, ExportRequest};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
+use crate::array;
 use crate::bridge::{timeout_seconds, Shared};
 use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
 use crate::ordering::Marks;
-use crate::stream::{self, StreamArg};
+use crate::stream::{self, Convention, StreamArg};
 
 /// A buffer and what Python sees of it.
 pub struct BufferCore {
@@ -45,20 +44,7 @@ pub struct BufferCore {
 impl BufferCore {
     /// Creates the memory for `shape` × `dtype` (zero-filled).
     pub fn new(shared: &Arc<Shared>, shape: Vec<usize>, dtype: DType) -> PyResult<Arc<Self>> {
-        let bytes = shape
-            .iter()
-            .try_fold(dtype.itemsize(), |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| {
-                refusal(
-                    "InvalidInput",
-                    "Array.Overflow",
-                    format!(
-                        "shape {shape:?} of {} overflows the address space",
-                        dtype.name()
-                    ),
-                    &[],
-                )
-            })?;
+        let bytes = array::nbytes(&shape, dtype)?;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::VERTEX_BUFFER;
         let buffer = shared.bridge.create_buffer::<u8>(bytes, usage).py()?;
         // Vulkan memory starts undefined; a tensor over it should not.
@@ -193,8 +179,9 @@ impl StagingSlot for MutexGuard<'_, Option<DevBuffer>> {
     }
 }
 
-/// dlpark's export protocol for one `__dlpack__` call.
-struct Exporter<'a>(&'a Arc<BufferCore>);
+/// dlpark's export protocol for one `__dlpack__` call: the buffer, and the consumer's stream
+/// (read by cuvk's parser, not dlpark's: one reading of streams for every entry point).
+struct Exporter<'a>(&'a Arc<BufferCore>, StreamArg);
 
 impl DlpackExporter for Exporter<'_> {
     fn device(&self) -> DLDevice {
@@ -208,16 +195,10 @@ impl DlpackExporter for Exporter<'_> {
         DlpackFlags::empty()
     }
 
-    fn prepare_export(&self, _py: Python<'_>, request: &ExportRequest<'_>) -> PyResult<()> {
+    fn prepare_export(&self, _py: Python<'_>, _request: &ExportRequest<'_>) -> PyResult<()> {
         // The consumer's stream waits on the GPU for Vulkan's last use (DLPack: the producer
         // makes the data ready on the consumer's stream).
-        let stream = match request.cuda_stream()? {
-            CudaStreamRequest::NoSync => StreamArg::NoSync,
-            CudaStreamRequest::Omitted | CudaStreamRequest::LegacyDefault => StreamArg::Handle(0),
-            CudaStreamRequest::PerThreadDefault => StreamArg::Handle(2),
-            CudaStreamRequest::Pointer(p) => StreamArg::Handle(p),
-        };
-        self.0.cuda_acquire(stream)
+        self.0.cuda_acquire(self.1)
     }
 
     fn export_legacy(&self, _py: Python<'_>) -> PyResult<Managed<DLManagedTensor>> {
@@ -278,13 +259,15 @@ impl PySharedBuffer {
     /// See `Bridge.cuda_acquire`.
     #[pyo3(signature = (stream = None))]
     fn cuda_acquire(&self, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.core.cuda_acquire(stream::parse(stream)?)
+        self.core
+            .cuda_acquire(stream::parse(stream, Convention::Cuvk)?)
     }
 
     /// See `Bridge.cuda_release`.
     #[pyo3(signature = (stream = None))]
     fn cuda_release(&self, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.core.cuda_release(stream::parse(stream)?)
+        self.core
+            .cuda_release(stream::parse(stream, Convention::Cuvk)?)
     }
 
     /// Copies the buffer to the host (after Vulkan's last use and the last CUDA release).
@@ -350,8 +333,9 @@ impl PySharedBuffer {
         .py()
     }
 
-    /// DLPack export (the Python array API's `__dlpack__`): the consumer's `stream` waits on
-    /// the GPU for Vulkan's last use of the buffer; the capsule holds the memory.
+    /// DLPack export (the Python array API's `__dlpack__`): the consumer's `stream` (DLPack's
+    /// convention, or a stream object) waits on the GPU for Vulkan's last use of the buffer;
+    /// the capsule holds the memory.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
     fn __dlpack__(
         &self,
@@ -361,8 +345,10 @@ impl PySharedBuffer {
         dl_device: Option<(u32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let request = ExportRequest::parse(stream, max_version, dl_device, copy)?;
-        export_dlpack(&Exporter(&self.core), py, request)
+        // Read first: a refused stream leaves nothing half-done.
+        let stream = stream::parse(stream, Convention::Dlpack)?;
+        let request = ExportRequest::parse(None, max_version, dl_device, copy)?;
+        export_dlpack(&Exporter(&self.core, stream), py, request)
     }
 
     /// `(2, ordinal)`: a CUDA device, as DLPack names it.

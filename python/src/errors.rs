@@ -36,6 +36,18 @@ pub fn refusal(
     })
 }
 
+/// `err` (an exception made by `refusal`) with `numbers[name] = value`: a Python int of any
+/// size, where `refusal`'s numbers are i128 (a stream handle of 2**200 is kept exactly).
+pub fn with_number(err: PyErr, name: &str, value: &Bound<'_, PyAny>) -> PyErr {
+    let py = value.py();
+    if let Ok(numbers) = err.value(py).getattr("numbers") {
+        // Without the number (an exception that is not cuvk's: the module failed to import)
+        // the error still says what it refuses.
+        let _ = numbers.set_item(name, value);
+    }
+    err
+}
+
 /// A cuvk error as its Python exception.
 pub fn from_cuvk(e: cuvk::Error) -> PyErr {
     to_py(describe(&e))

@@ -21,6 +21,8 @@ fn _cuvk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bridge::PyBridge>()?;
     m.add_class::<buffer::PySharedBuffer>()?;
     m.add_class::<render::PyRenderer>()?;
+    m.add_function(wrap_pyfunction!(bridge::buffer_nbytes, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::py_parse_stream, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

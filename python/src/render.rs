@@ -22,7 +22,7 @@ use crate::bridge::{timeout_seconds, PyBridge, Shared};
 use crate::buffer::BufferCore;
 use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
-use crate::stream;
+use crate::stream::{self, Convention};
 
 /// The particle demo's draw (HDR splat, glow, tone map, star field), built into the module.
 const SHADERS: CanvasShaders<'static> = CanvasShaders {
@@ -462,7 +462,9 @@ impl PyRenderer {
     /// default): the draw waits on the GPU for the work enqueued there so far
     /// (`cuda_release`), and later work there waits for the draw (`cuda_acquire`), so the loop
     /// "step on the stream, draw" needs no other call. `stream=-1`: no ordering (the caller
-    /// orders with `cuda_release` / `cuda_acquire`). Returns the frame number.
+    /// orders with `cuda_release` / `cuda_acquire`). Returns the frame number (1 for the
+    /// first) once the frame is submitted: up to 3 frames of a renderer are queued on the
+    /// GPU, and a draw beyond that waits on the host (GIL released) for the oldest.
     #[pyo3(signature = (positions, stream = None))]
     fn draw(
         &self,
@@ -472,7 +474,7 @@ impl PyRenderer {
     ) -> PyResult<u64> {
         let a = array::resolve(&self.shared, positions)?;
         check_positions(&a)?;
-        let stream = stream::parse(stream)?;
+        let stream = stream::parse(stream, Convention::Cuvk)?;
         a.core.cuda_release(stream)?;
         let view = *self.view();
         let frame = py.detach(|| self.lock().draw(&a, view)).py()?;
@@ -481,7 +483,8 @@ impl PyRenderer {
         Ok(frame)
     }
 
-    /// The last frame as RGBA8 bytes, `height` rows of `width` pixels (waits for it).
+    /// The last frame as RGBA8 bytes (waits for it): `height` rows of `width` pixels, the top
+    /// row first; gamma-encoded colour (1/2.2), alpha 255.
     #[pyo3(signature = (timeout = 10.0))]
     fn read_rgba<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyBytes>> {
         let timeout = timeout_seconds(timeout)?;

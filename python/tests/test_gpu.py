@@ -272,3 +272,94 @@ def test_bad_device_ordinal_is_not_found():
     with pytest.raises(cuvk.CuvkError) as e:
         cuvk.Bridge(999)
     assert e.value.kind in ("NotFound", "InvalidInput", "Driver"), e.value.kind
+
+
+def test_every_entry_point_takes_the_same_streams(bridge):
+    """One parser: `__dlpack__`, `cuda_acquire`, `cuda_release` and `draw` take stream objects,
+    their handles and DLPack's special values alike, and refuse the same values with a
+    CuvkError naming the rule."""
+    torch = need("torch")
+    buf = bridge.buffer((1024, 4), "float32")
+    s = torch.cuda.Stream()
+    assert cuvk._cuvk._parse_stream(s, "dlpack") == s.cuda_stream
+    assert cuvk._cuvk._parse_stream(torch.cuda.default_stream()) == 0
+    t = torch.from_dlpack(buf.__dlpack__(stream=s))  # a stream object (refused before)
+    assert t.data_ptr() == buf.ptr
+    r = cuvk.ParticleRenderer(bridge, 32, 32)
+    for stream in (s, s.cuda_stream, torch.cuda.default_stream(), None, 0, 1, 2, -1):
+        bridge.cuda_release(t, stream)
+        bridge.cuda_acquire(t, stream)
+        buf.cuda_release(stream)
+        buf.cuda_acquire(stream)
+        r.draw(t, stream=stream)
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        buf.__dlpack__(stream=0)
+    assert (e.value.rule, e.value.numbers) == ("Stream.Zero", {"stream": 0})
+    for call in (lambda v: buf.__dlpack__(stream=v), lambda v: r.draw(t, stream=v), lambda v: bridge.cuda_release(t, v)):
+        for v in (1 << 63, 1 << 64, -2):
+            with pytest.raises(cuvk.InvalidInputError) as e:
+                call(v)
+            assert e.value.rule == "Stream.Handle" and e.value.numbers["stream"] == v
+    torch.cuda.synchronize()
+    r.wait_idle()
+
+
+def test_cupy_streams_are_taken_everywhere(bridge):
+    cupy = need("cupy")
+    s = cupy.cuda.Stream(non_blocking=True)
+    assert cuvk._cuvk._parse_stream(s, "dlpack") == s.ptr
+    assert cuvk._cuvk._parse_stream(cupy.cuda.Stream.null) == 0
+    buf = bridge.buffer((256, 4), "float32")
+    with s:
+        a = cupy.from_dlpack(buf)
+        a[:] = 1.0
+    r = cuvk.ParticleRenderer(bridge, 32, 32)
+    r.draw(a, stream=s)
+    buf.__dlpack__(stream=s)
+    s.synchronize()
+    r.wait_idle()
+
+
+def test_pictures_are_deterministic_opaque_and_top_row_first(bridge):
+    """The same particles in another order give the same bytes; alpha is 255; particles
+    above the x-y plane (world z > 0) land in the upper rows (rows come top first)."""
+    torch = need("torch")
+    r = cuvk.ParticleRenderer(bridge, 64, 32)
+    r.set_camera(yaw=0.0, pitch=0.0, distance=4.0)  # along +y: world x right, world z up
+    r.set_exposure(4.0)
+    pos = torch.from_dlpack(bridge.buffer((4096, 4), "float32"))
+    g = torch.Generator(device="cuda").manual_seed(3)
+    pts = torch.rand((4096, 4), device="cuda", generator=g) * 2 - 1
+    pts[:, 2] = pts[:, 2].abs() * 0.8 + 0.1
+    pts[:, 3] = pts[:, 3].abs() * 3
+    pos.copy_(pts)
+    r.draw(pos)
+    first = r.read_rgba()
+    assert len(first) == 64 * 32 * 4
+    pos.copy_(pts.flip(0))
+    r.draw(pos)
+    assert r.read_rgba() == first
+    pos.copy_(pts[torch.randperm(4096, device="cuda", generator=g)])
+    r.draw(pos)
+    assert r.read_rgba() == first
+    assert all(first[i] == 255 for i in range(3, len(first), 4))
+    rows = [sum(first[(y * 64 + x) * 4 + c] for x in range(64) for c in range(3)) for y in range(32)]
+    assert sum(rows[:16]) > 2 * sum(rows[16:]), rows
+
+
+def test_writes_must_be_in_place(bridge):
+    torch = need("torch")
+    r = cuvk.ParticleRenderer(bridge, 16, 16)
+    pos = torch.from_dlpack(bridge.buffer((64, 4), "float32"))
+    pos += 1.0
+    pos.copy_(pos * 2)
+    assert r.draw(pos) == 1
+    assert r.draw(pos[:10]) == 2  # a prefix view draws the first particles
+    pos = pos + 1.0  # a new tensor in PyTorch's memory
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        r.draw(pos)
+    assert e.value.rule == "Array.NotShared"
+    with pytest.raises(cuvk.InvalidInputError) as e:
+        bridge.buffer((1 << 40, 1 << 40))
+    assert e.value.rule == "Array.Overflow" and e.value.numbers["axis"] == 1
+    r.wait_idle()
