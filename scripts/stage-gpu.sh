@@ -11,4 +11,4 @@ mkdir -p target/release/examples
 cp target/release/libcuvk.so target/release/examples/libcuvk.so
 cc -std=c11 -Wall -Wextra -Werror -O1 -I capi/include capi/examples/example.c \
    -L target/release -lcuvk -lvulkan -ldl '-Wl,-rpath,$ORIGIN' -o target/release/examples/capi_example
-bash ../shared/gpu/stage.sh -p cuvk -p cuvk-capi
+bash ../shared/gpu/stage.sh -p cuvk -p cuvk-capi --features cuvk/wgpu

@@ -252,7 +252,7 @@ pub fn open_devices(
 /// Particles and frames a CPU Vulkan device (lavapipe: 1.5 fps at 1M particles) draws in
 /// seconds rather than minutes, where the user did not choose them.
 const CPU_PARTICLES: usize = 100_000;
-const CPU_FRAMES: u64 = 120;
+const CPU_FRAMES: u64 = 90;
 
 /// On a CPU device (no GPU), smaller defaults for what the user did not set, said on screen.
 fn cpu_device_defaults(args: &mut Args, dev: &Devices) {
