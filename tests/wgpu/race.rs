@@ -94,24 +94,25 @@ fn racing_submissions_keep_cuvk_waits_and_signals_in_order() {
 
 /// The negative control: the racing thread breaks `submit`'s contract (it submits without the
 /// lock), and the misordering it makes possible is seen — on lavapipe, where it was measured
-/// reliable (13-17 of 60 rounds read stale, every run). On an H100 (driver 580) the GPU ran
-/// each round's work before the stale read could see it (0 of 60): there it is reported only.
+/// reliable (13-17 of 60 rounds read stale, every run). Elsewhere it does not run: on an H100
+/// (driver 580) the GPU ran each round's work before the stale read could see it (0 of 60),
+/// and the broken contract corrupted the process (a SIGSEGV in libEGL at the racing test's
+/// thread exit, or glibc's "double free or corruption", in each of 4 parallel runs of this
+/// binary; 0 of 10 without this test).
 #[test]
 fn without_the_submit_lock_a_racing_thread_misorders_cuvk_work() {
     let lavapipe = common::vulkan("without_the_submit_lock")
         .is_some_and(|ctx| ctx.info().vendor_id == 0x10005);
-    let Some((early, stale, raced)) = race_rounds("without_the_submit_lock", false) else {
-        return;
-    };
     if !lavapipe {
         eprintln!(
-            "without the lock: {} of {ROUNDS} rounds signalled early, {} read stale ({raced} \
-             racing submissions); not asserted on this driver",
-            early.len(),
-            stale.len()
+            "SKIP without_the_submit_lock_a_racing_thread_misorders_cuvk_work: breaking the \
+             submit lock's contract corrupts this driver's process; asserted on lavapipe"
         );
         return;
     }
+    let Some((early, stale, raced)) = race_rounds("without_the_submit_lock", false) else {
+        return;
+    };
     eprintln!(
         "without the lock: {} of {ROUNDS} rounds signalled early, {} read stale ({raced} racing \
          submissions)",
@@ -300,16 +301,12 @@ fn a_submission_that_never_runs_does_not_hang_the_teardown() {
     // can signal it, so its drop releases the wait (a host signal) and the queue drains;
     // nothing waits out the drop timeout, nothing is parked or leaked.
     let ctx = w.vulkan().clone();
-    let start = Instant::now();
     drop(gate);
+    // Released: the gated work runs (0.3 waited out the drop timeout here, then leaked).
     done.wait_host(1, Duration::from_secs(30)).unwrap();
     drop((done, buf, writer));
     drop(w);
-    let took = start.elapsed();
-    assert!(
-        took < timeout,
-        "the teardown took {took:?} with a drop timeout of {timeout:?}"
-    );
+    // No drop gave up (none waited out its timeout, nothing is parked or leaked).
     assert!(!ctx.is_wedged(), "a drop gave up and parked something");
     let msgs = ctx.validation_messages();
     assert!(msgs.is_empty(), "validation messages:\n{}", msgs.join("\n"));
