@@ -2,16 +2,13 @@
 //! command buffers (the inline path: `VK_NVX_binary_import`, no CUDA stream, no cross-API
 //! semaphore, no host wait).
 
-use std::mem::ManuallyDrop;
-use std::sync::Arc;
-
 use cuvk::ash::vk;
 use cuvk::vulkan::{
     record_barrier_before_kernel, record_kernel_barrier, CuFunction, CuModule, KernelArg,
     LaunchDims,
 };
 
-use crate::late::LateWork;
+use crate::late::LateDrop;
 use crate::{CuvkDevice, CuvkError};
 
 /// The Vulkan work a kernel recorded by [`InlineKernel::record`] is ordered after: every
@@ -29,21 +26,12 @@ const BEFORE_KERNEL: (vk::PipelineStageFlags, vk::AccessFlags) = (
 /// plugin, which destroys it once the GPU has run everything submitted by the end of the frame
 /// (a command buffer recorded this frame and submitted by Bevy's render graph included).
 pub struct InlineKernel {
-    function: ManuallyDrop<CuFunction>,
-    late: Arc<LateWork>,
+    function: LateDrop<CuFunction>,
 }
 
 impl std::fmt::Debug for InlineKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InlineKernel").finish_non_exhaustive()
-    }
-}
-
-impl Drop for InlineKernel {
-    fn drop(&mut self) {
-        // SAFETY: taken once, here; `function` is not used after.
-        let function = unsafe { ManuallyDrop::take(&mut self.function) };
-        self.late.bury(Box::new(function));
     }
 }
 
@@ -56,8 +44,7 @@ impl CuvkDevice {
         let module = CuModule::from_ptx(self.vulkan(), ptx).map_err(shared)?;
         let function = module.function(name).map_err(shared)?;
         Ok(InlineKernel {
-            function: ManuallyDrop::new(function),
-            late: self.late().clone(),
+            function: LateDrop::new(function, self.late().clone()),
         })
     }
 }
@@ -77,10 +64,11 @@ impl InlineKernel {
     /// # Safety
     /// The kernel reads and writes only memory that the arguments allow it to (in bounds of
     /// live buffers of this device — e.g. a [`crate::CuvkBuffer`]'s device address — which stay
-    /// alive until the command buffer has executed), and nothing a live Rust reference points
-    /// at. The command buffer is submitted in the frame it was recorded in (handed to Bevy's
-    /// render graph, `RenderContext::add_command_buffer`), so that the module outlives it;
-    /// `device` is the device the kernel was loaded on.
+    /// alive until the command buffer has executed, and inside the images of its image handles,
+    /// which [`crate::InlineImage`] keeps alive by construction), and nothing a live Rust
+    /// reference points at. The command buffer is submitted in the frame it was recorded in
+    /// (handed to Bevy's render graph, `RenderContext::add_command_buffer`), so that the module
+    /// outlives it; `device` is the device the kernel was loaded on.
     pub unsafe fn record(
         &self,
         device: &CuvkDevice,
