@@ -246,6 +246,17 @@ impl CuvkDevice {
     /// the format is one CUDA shares ([`vk_format`], else [`CuvkError::ImageFormat`]) and cuvk's
     /// rules for the device ([`CuvkError::Shared`] with the rule).
     ///
+    /// `usage` is what Bevy's (wgpu's) side may do with the texture; CUDA needs none of it. The
+    /// `VkImage` always has `STORAGE` (what CUDA surfaces and [`CuvkImage::inline_surface`]
+    /// write through) and transfer usage, so a kernel may write an image created with
+    /// `TextureUsages::TEXTURE_BINDING` alone. Ask for:
+    ///
+    /// - `TEXTURE_BINDING` where Bevy samples it (sprites, materials, UI) and for
+    ///   [`CuvkImage::inline_texture`] (Vulkan `SAMPLED`);
+    /// - `STORAGE_BINDING` only where a WGSL pass binds it as a storage texture;
+    /// - `COPY_SRC` / `COPY_DST` for wgpu copies from / to it;
+    /// - `RENDER_ATTACHMENT` to render into it.
+    ///
     /// Its first transition (to `GENERAL`, released to CUDA) is submitted on Bevy's queue and
     /// waited for before this returns, so CUDA may write it at once. Call it in the render
     /// world outside the render graph — in a `Render` system before `RenderSystems::Render`
@@ -421,6 +432,15 @@ impl CuvkDevice {
 /// `RenderAssetUsages::MAIN_WORLD` (e.g. `Image::new_uninit`): Bevy then makes no `GpuImage`
 /// of its own for it, so what uses the handle waits until the shared image is there (Bevy's
 /// sprites, materials and UI cache bind groups per image and would otherwise keep Bevy's).
+///
+/// # Sampler
+///
+/// The `GpuImage` the plugin puts under the handle samples with Bevy's default image sampler
+/// (the render world's `DefaultImageSampler`: `ImagePlugin::default_sampler`, linear unless
+/// the app adds `ImagePlugin::default_nearest()`, clamped to the edge). The `Image` asset's own
+/// `sampler` field is not used: with `RenderAssetUsages::MAIN_WORLD` the asset never reaches
+/// the render world. For another sampler in a pass of your own, bind [`CuvkImage::view`] with
+/// it, or make the `GpuImage` with [`CuvkImage::gpu_image`].
 #[derive(Resource, Default)]
 pub struct CuvkImages {
     images: HashMap<AssetId<Image>, CuvkImage>,
