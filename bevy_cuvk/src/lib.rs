@@ -21,7 +21,8 @@
 //! What Bevy's command buffers of a frame may still name is never freed under them: dropped
 //! buffers, kernels and image handles (and whatever [`CuvkDevice::drop_after_frame`] is
 //! given) are freed once the GPU has run everything submitted by the end of that frame, the
-//! app's exit included.
+//! app's exit included. The README has a whole app: a CUDA kernel writing the image a
+//! `Sprite` shows.
 //!
 //! ```no_run
 //! use bevy::prelude::*;
@@ -72,3 +73,8 @@ pub use stream::StreamSync;
 pub use cuvk;
 /// Re-exported: the wgpu Bevy 0.19.1 renders with (29), as this crate names it.
 pub use wgpu;
+
+/// The README's code, compiled as doctests so that it stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
