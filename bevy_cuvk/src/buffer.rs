@@ -48,7 +48,7 @@ impl<T: bytemuck::Pod> Drop for Inner<T> {
         self.buffer.destroy();
         // SAFETY: taken once, here; `shared` is not used after.
         let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
-        self.late.bury(Box::new(Dropped(shared)));
+        self.late.bury(Dropped(shared));
     }
 }
 

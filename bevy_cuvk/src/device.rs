@@ -78,6 +78,22 @@ impl CuvkDevice {
     pub(crate) fn late(&self) -> &Arc<LateWork> {
         &self.late
     }
+    /// Drops `value` once the GPU has run everything submitted by the end of this frame —
+    /// what the plugin does with dropped [`crate::CuvkBuffer`]s, [`crate::InlineKernel`]s and
+    /// [`crate::InlineImage`]s — for other objects that Bevy's command buffers of this frame
+    /// may name: an `InlineImageHandle` made through [`Self::bridge`] or
+    /// `SharedImage::inline_surface`, memory made through the bridge, a `CuModule`.
+    ///
+    /// "The end of this frame" is the plugin's own empty submission in
+    /// `RenderGraphSystems::Finish`, after Bevy's; `value` is dropped on the thread that next
+    /// polls Bevy's device (or submits to its queue) after the GPU has run it. Handed over after
+    /// the last frame (the app ending), it is dropped when the last owner of this device's
+    /// state goes (this resource, its clones, and every buffer, kernel and handle made from it),
+    /// after a wait for Bevy's GPU work bounded by the context's drop timeout; past the timeout
+    /// it is leaked, with an error logged.
+    pub fn drop_after_frame<T: Send + 'static>(&self, value: T) {
+        self.late.bury(value);
+    }
     /// "name (UUID)" of the GPU.
     pub fn describe(&self) -> String {
         self.vulkan().info().describe()

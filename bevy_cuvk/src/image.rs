@@ -1,6 +1,7 @@
 //! [`CuvkImage`]: one Vulkan image that is a Bevy `Image` (sprites, materials, UI sample it)
-//! and a CUDA array (surfaces, textures, inline image handles), and [`CuvkImages`], which
-//! puts it behind a `Handle<Image>` and hands it between CUDA and Bevy each frame.
+//! and a CUDA array (surfaces, textures, inline image handles: [`InlineImage`]), and
+//! [`CuvkImages`], which puts it behind a `Handle<Image>` and hands it between CUDA and Bevy
+//! each frame.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,10 +15,14 @@ use bevy::render::render_resource::{Texture, TextureView};
 use bevy::render::renderer::RenderContext;
 use bevy::render::texture::{DefaultImageSampler, GpuImage};
 use cuvk::ash::vk;
-use cuvk::vulkan::{BoundImage, ImageOptions, SHARED_LAYOUT};
+use cuvk::vulkan::{
+    BoundImage, ImageOptions, InlineImageHandle, InlineTextureDesc, KernelArg, ViewLayers,
+    SHARED_LAYOUT,
+};
 use cuvk::{ImageDesc, SharedImage};
 use wgpu::hal;
 
+use crate::late::{LateDrop, LateWork};
 use crate::{CuvkDevice, CuvkError};
 
 /// A texture descriptor as Bevy's `GpuImage` keeps it.
@@ -86,8 +91,9 @@ fn hal_uses(usage: wgpu::TextureUsages) -> wgpu::TextureUses {
 }
 
 /// A 2D image in memory CUDA and Bevy share: a Bevy [`Texture`] (what a `GpuImage` holds) and
-/// a cuvk [`SharedImage`] (the CUDA mipmapped array: `surface(0)` for kernels on a stream,
-/// `inline_surface` for kernels inside Bevy's queue). Clones share it.
+/// a cuvk [`SharedImage`] (the CUDA mipmapped array: `shared().surface(0)` for kernels on a CUDA
+/// stream, [`Self::inline_surface`] for kernels inside Bevy's queue). Clones share it. Made by
+/// [`CuvkDevice::create_image`].
 ///
 /// Ownership by construction: wgpu's texture is cuvk's own `VkImage`, wrapped with a drop
 /// callback that holds the image, its memory and the CUDA array until wgpu has destroyed its
@@ -107,6 +113,8 @@ struct ImageInner {
     view: TextureView,
     shared: SharedImage,
     descriptor: StaticTextureDescriptor,
+    /// Where its inline handles go when dropped.
+    late: Arc<LateWork>,
 }
 
 impl std::fmt::Debug for CuvkImage {
@@ -127,7 +135,11 @@ impl CuvkImage {
     pub fn view(&self) -> &TextureView {
         &self.inner.view
     }
-    /// The CUDA side (and the `VkImage`).
+    /// The CUDA side (and the `VkImage`): `surface(0)` / `texture(..)` for kernels on a CUDA
+    /// stream. For kernels inside Bevy's queue take [`Self::inline_surface`] /
+    /// [`Self::inline_texture`] rather than `shared().inline_surface(..)`: the latter's handle
+    /// destroys its view as soon as it drops, frames in flight or not (hand it to
+    /// [`CuvkDevice::drop_after_frame`] instead of dropping it).
     pub fn shared(&self) -> &SharedImage {
         &self.inner.shared
     }
@@ -140,7 +152,37 @@ impl CuvkImage {
     pub fn format(&self) -> wgpu::TextureFormat {
         self.inner.descriptor.format
     }
-    /// The `GpuImage` Bevy's pipelines use for this image, sampled with `sampler`.
+    /// A surface handle of the image for CUDA kernels inside Bevy's queue: the kernel's
+    /// `cudaSurfaceObject_t` (`surf2Dwrite(value, surface, x * texel_bytes, y)`: x in bytes),
+    /// passed as [`InlineImage::kernel_arg`] to [`crate::InlineKernel::record`]. Every shared
+    /// image has Vulkan `STORAGE` usage, whatever `usage` it was created with. Needs inline
+    /// kernels ([`crate::CuvkStatus::Ready`]'s `inline_kernels`; else [`CuvkError::Shared`]
+    /// with cuvk's reason). Make it once and keep it with the kernel: dropping it is safe at any
+    /// time, frames in flight or not (see [`InlineImage`]).
+    pub fn inline_surface(&self) -> Result<InlineImage, CuvkError> {
+        let handle = self
+            .inner
+            .shared
+            .inline_surface(0, ViewLayers::All)
+            .map_err(|source| CuvkError::Shared { source })?;
+        Ok(InlineImage::new(handle, &self.inner.late))
+    }
+
+    /// A texture handle of the image, sampled as `desc` says, for CUDA kernels inside Bevy's
+    /// queue: the kernel's `cudaTextureObject_t` (`tex2D<float4>(texture, x, y)`). Needs an
+    /// image created with `TextureUsages::TEXTURE_BINDING` (Vulkan `SAMPLED`) and inline kernels
+    /// ([`CuvkError::Shared`] otherwise); dropped as [`Self::inline_surface`]'s.
+    pub fn inline_texture(&self, desc: &InlineTextureDesc) -> Result<InlineImage, CuvkError> {
+        let handle = self
+            .inner
+            .shared
+            .inline_texture(desc)
+            .map_err(|source| CuvkError::Shared { source })?;
+        Ok(InlineImage::new(handle, &self.inner.late))
+    }
+
+    /// The `GpuImage` Bevy's pipelines use for this image, sampled with `sampler` ([`CuvkImages`]
+    /// publishes it with Bevy's default image sampler).
     pub fn gpu_image(&self, sampler: bevy::render::render_resource::Sampler) -> GpuImage {
         GpuImage {
             texture: self.inner.texture.clone(),
@@ -153,11 +195,67 @@ impl CuvkImage {
     }
 }
 
+/// An image handle of a [`CuvkImage`] for CUDA kernels inside Bevy's queue
+/// ([`CuvkImage::inline_surface`], [`CuvkImage::inline_texture`]): cuvk's
+/// [`InlineImageHandle`] (it reads as one; [`Self::kernel_arg`] is the kernel's
+/// `cudaSurfaceObject_t` / `cudaTextureObject_t` argument), whose drop the plugin defers.
+///
+/// A command buffer that launched a kernel with the handle names its image view until the GPU
+/// has run it, which is after the frame that recorded it. Dropped — in a system, with a
+/// resource, or with the app while frames are still in flight — the handle goes to the plugin,
+/// which destroys the view (and sampler) once the GPU has run everything submitted by the end
+/// of that frame, as it does for dropped buffers and kernels; dropped after the last frame
+/// (the app ending), once Bevy's queue has finished, waited for within the context's drop
+/// timeout. So it may be dropped at any time; the image itself stays alive while the handle
+/// does.
+pub struct InlineImage {
+    handle: LateDrop<InlineImageHandle>,
+}
+
+impl InlineImage {
+    fn new(handle: InlineImageHandle, late: &Arc<LateWork>) -> Self {
+        Self {
+            handle: LateDrop::new(handle, late.clone()),
+        }
+    }
+
+    /// The kernel argument: the handle as a 64-bit integer, what the kernel's
+    /// `cudaSurfaceObject_t` / `cudaTextureObject_t` parameter takes
+    /// ([`InlineImageHandle::kernel_arg`]).
+    pub fn kernel_arg(&self) -> KernelArg {
+        self.handle.kernel_arg()
+    }
+}
+
+impl std::ops::Deref for InlineImage {
+    type Target = InlineImageHandle;
+    fn deref(&self) -> &InlineImageHandle {
+        &self.handle
+    }
+}
+
+impl std::fmt::Debug for InlineImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("InlineImage").field(&*self.handle).finish()
+    }
+}
+
 impl CuvkDevice {
     /// A `width` x `height` image of `format` shared by CUDA and Bevy, which Bevy uses with
     /// `usage` (sampling, storage, copies, render attachment). Checked before anything is made:
     /// the format is one CUDA shares ([`vk_format`], else [`CuvkError::ImageFormat`]) and cuvk's
     /// rules for the device ([`CuvkError::Shared`] with the rule).
+    ///
+    /// `usage` is what Bevy's (wgpu's) side may do with the texture; CUDA needs none of it. The
+    /// `VkImage` always has `STORAGE` (what CUDA surfaces and [`CuvkImage::inline_surface`]
+    /// write through) and transfer usage, so a kernel may write an image created with
+    /// `TextureUsages::TEXTURE_BINDING` alone. Ask for:
+    ///
+    /// - `TEXTURE_BINDING` where Bevy samples it (sprites, materials, UI) and for
+    ///   [`CuvkImage::inline_texture`] (Vulkan `SAMPLED`);
+    /// - `STORAGE_BINDING` only where a WGSL pass binds it as a storage texture;
+    /// - `COPY_SRC` / `COPY_DST` for wgpu copies from / to it;
+    /// - `RENDER_ATTACHMENT` to render into it.
     ///
     /// Its first transition (to `GENERAL`, released to CUDA) is submitted on Bevy's queue and
     /// waited for before this returns, so CUDA may write it at once. Call it in the render
@@ -211,6 +309,7 @@ impl CuvkDevice {
                 view: TextureView::from(view),
                 shared,
                 descriptor,
+                late: self.late().clone(),
             }),
         })
     }
@@ -333,6 +432,15 @@ impl CuvkDevice {
 /// `RenderAssetUsages::MAIN_WORLD` (e.g. `Image::new_uninit`): Bevy then makes no `GpuImage`
 /// of its own for it, so what uses the handle waits until the shared image is there (Bevy's
 /// sprites, materials and UI cache bind groups per image and would otherwise keep Bevy's).
+///
+/// # Sampler
+///
+/// The `GpuImage` the plugin puts under the handle samples with Bevy's default image sampler
+/// (the render world's `DefaultImageSampler`: `ImagePlugin::default_sampler`, linear unless
+/// the app adds `ImagePlugin::default_nearest()`, clamped to the edge). The `Image` asset's own
+/// `sampler` field is not used: with `RenderAssetUsages::MAIN_WORLD` the asset never reaches
+/// the render world. For another sampler in a pass of your own, bind [`CuvkImage::view`] with
+/// it, or make the `GpuImage` with [`CuvkImage::gpu_image`].
 #[derive(Resource, Default)]
 pub struct CuvkImages {
     images: HashMap<AssetId<Image>, CuvkImage>,

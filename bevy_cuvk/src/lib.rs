@@ -14,8 +14,15 @@
 //!   frames ([`StreamSync`]: the stream path);
 //! - [`CuvkDevice::create_image`]: a [`CuvkImage`], one image that is a Bevy `Image` (put it
 //!   behind a `Handle<Image>` with [`CuvkImages`]: sprites, materials and UI sample it) and a
-//!   CUDA array; the plugin hands it between CUDA and Bevy's queue every frame;
+//!   CUDA array; the plugin hands it between CUDA and Bevy's queue every frame; inline kernels
+//!   write it through an [`InlineImage`] ([`CuvkImage::inline_surface`]);
 //! - the rest of cuvk (pools, semaphores) through [`CuvkDevice::bridge`].
+//!
+//! What Bevy's command buffers of a frame may still name is never freed under them: dropped
+//! buffers, kernels and image handles (and whatever [`CuvkDevice::drop_after_frame`] is
+//! given) are freed once the GPU has run everything submitted by the end of that frame, the
+//! app's exit included. The README has a whole app: a CUDA kernel writing the image a
+//! `Sprite` shows.
 //!
 //! ```no_run
 //! use bevy::prelude::*;
@@ -56,7 +63,7 @@ mod stream;
 
 pub use buffer::CuvkBuffer;
 pub use device::CuvkDevice;
-pub use image::{vk_format, CuvkImage, CuvkImages};
+pub use image::{vk_format, CuvkImage, CuvkImages, InlineImage};
 pub use kernel::InlineKernel;
 pub use plugin::{CuvkPlugin, CuvkPluginGroupExt, CuvkSystems};
 pub use status::{CuvkError, CuvkStatus};
@@ -66,3 +73,8 @@ pub use stream::StreamSync;
 pub use cuvk;
 /// Re-exported: the wgpu Bevy 0.19.1 renders with (29), as this crate names it.
 pub use wgpu;
+
+/// The README's code, compiled as doctests so that it stays true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

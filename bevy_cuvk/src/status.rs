@@ -5,11 +5,24 @@ use bevy::prelude::Resource;
 /// Whether CUDA shares memory with Bevy's renderer: a resource in the main world and in the
 /// render world.
 ///
-/// It is [`CuvkStatus::Pending`] until the renderer has started (the render world's
-/// `RenderStartup`), then [`CuvkStatus::Ready`] or [`CuvkStatus::Unavailable`] with the
-/// reason; the main world sees the outcome from its second update on (watch it with
-/// `resource_changed::<CuvkStatus>`). Bevy keeps running either way: use a fallback (WGSL
-/// compute) where it is unavailable.
+/// # When it is known
+///
+/// It is [`CuvkStatus::Pending`] until the renderer has started. The plugin decides in the
+/// render world's `RenderStartup` schedule, which Bevy runs at the first extraction (at the end
+/// of the main world's first `App::update`, pipelined rendering or not), and the same
+/// extraction (`ExtractSchedule`) copies the outcome into the main world, with a clone of
+/// [`crate::CuvkDevice`] when it is [`CuvkStatus::Ready`]. So:
+///
+/// - render world: `Ready` or `Unavailable` (and `CuvkDevice` when ready) in every `Render`
+///   and `RenderGraph` system from the first frame on; create shared resources there, in a
+///   system that takes `Option<Res<CuvkDevice>>`;
+/// - main world: `Pending` during the first update, the outcome from the second update on; a
+///   system with `run_if(resource_changed::<CuvkStatus>)` runs in the first update (the
+///   resource was added: `Pending`), then once with the outcome (and again if the renderer is
+///   recreated, when `RenderStartup` runs again and the plugin decides anew).
+///
+/// Bevy keeps running either way: use a fallback (WGSL compute) where it is
+/// [`CuvkStatus::Unavailable`].
 #[derive(Resource, Debug, Clone, PartialEq, Eq, Default)]
 pub enum CuvkStatus {
     /// The renderer has not started yet.

@@ -33,6 +33,26 @@ use crate::{CuvkDevice, CuvkError};
 /// A frame: in `Render`'s prepare sets `cuda_wait_for_bevy`, launch on [`Self::stream`],
 /// `cuda_done`; in the render graph (before `RenderGraphSystems::Submit`) `host_wait_for_cuda`,
 /// record Bevy's commands, `signal_after_frame`.
+///
+/// # "After the frame"
+///
+/// The value [`Self::signal_after_frame`] asks for is signalled by a submission the plugin
+/// makes on Bevy's queue in `RenderGraphSystems::Finish`, right after Bevy's own submission of
+/// the `RenderGraph` schedule's command buffers (`RenderGraphSystems::Submit`). A Vulkan
+/// signal covers every command submitted to the queue before it, so the GPU reaches the value
+/// once it has finished executing all of these:
+///
+/// - every command buffer the `RenderGraph` systems of that frame added — the cameras' passes,
+///   compute passes, copies, the plugin's release of the shared images to CUDA;
+/// - everything submitted to Bevy's queue earlier: previous frames, `RenderQueue::write_buffer`
+///   / `write_texture` data (flushed by Bevy's submission or by the plugin's, which also
+///   carries writes made after Bevy's).
+///
+/// Not covered: what Bevy submits after the `RenderGraph` schedule in the same frame — its
+/// screenshot and `Readback` copies (`render_system` submits them after `Finish`) — and the
+/// swapchain's present. A CUDA write to memory those read waits for a later frame's value.
+/// "After the frame" is GPU completion, not the CPU's return from the submission: the CUDA
+/// stream's wait ([`Self::cuda_wait_for_bevy`]) blocks on the GPU only, never on the CPU.
 pub struct StreamSync {
     semaphore: Arc<SharedSemaphore>,
     late: Arc<LateWork>,
@@ -128,13 +148,14 @@ impl StreamSync {
         }
     }
 
-    /// Asks the plugin to signal the next frame number after Bevy's submission of this frame
-    /// (in `RenderGraphSystems::Finish`, on an empty submission of its own that follows every
-    /// command submitted so far): [`Self::cuda_wait_for_bevy`] then makes CUDA wait for it.
-    /// Call it once Bevy's commands that read what CUDA writes are recorded (in the render
-    /// graph, before `Finish`); called later, the signal comes after the next frame instead —
-    /// later, never early, and [`Self::cuda_wait_for_bevy`] waits only for what was
-    /// submitted.
+    /// Asks the plugin to signal the next value (this `StreamSync`'s own count of calls: 1, 2,
+    /// ...; not Bevy's `FrameCount`) after Bevy's submission of this frame (in
+    /// `RenderGraphSystems::Finish`, on an empty submission of its own that follows every
+    /// command submitted so far: see "After the frame" above): [`Self::cuda_wait_for_bevy`]
+    /// then makes CUDA wait for it. Call it once Bevy's commands that read what CUDA writes are
+    /// recorded (in the render graph, before `Finish`); called later, the signal comes after
+    /// the next frame instead — later, never early, and [`Self::cuda_wait_for_bevy`] waits
+    /// only for what was submitted.
     pub fn signal_after_frame(&mut self) {
         let value = self.attached + 1;
         self.late

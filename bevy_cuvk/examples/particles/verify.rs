@@ -38,10 +38,10 @@ use bevy::render::{Render, RenderApp, RenderStartup, RenderSystems};
 use bevy::shader::Shader;
 use bevy_cuvk::cuvk::cuda::SurfaceObject;
 use bevy_cuvk::cuvk::cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
-use bevy_cuvk::cuvk::vulkan::{InlineImageHandle, KernelArg, LaunchDims, ViewLayers};
+use bevy_cuvk::cuvk::vulkan::{KernelArg, LaunchDims};
 use bevy_cuvk::wgpu;
 use bevy_cuvk::{
-    CuvkBuffer, CuvkDevice, CuvkError, CuvkImage, CuvkImages, InlineKernel, StreamSync,
+    CuvkBuffer, CuvkDevice, CuvkError, CuvkImage, CuvkImages, InlineImage, InlineKernel, StreamSync,
 };
 
 /// Threads per block / workgroup on both sides.
@@ -366,8 +366,8 @@ enum Target {
         image: CuvkImage,
         /// The stream path's CUDA surface object.
         surface: Option<SurfaceObject>,
-        /// The inline path's image handle.
-        handle: Option<InlineImageHandle>,
+        /// The inline path's image handle (its drop deferred by the plugin, as the kernel's).
+        handle: Option<InlineImage>,
     },
 }
 
@@ -376,7 +376,7 @@ impl Target {
     fn inline_arg(&self) -> Option<KernelArg> {
         match self {
             Target::Buffer(b) => b.shared().device_address().map(KernelArg::address),
-            Target::Image { handle, .. } => handle.as_ref().map(KernelArg::image),
+            Target::Image { handle, .. } => handle.as_ref().map(InlineImage::kernel_arg),
         }
     }
 }
@@ -384,8 +384,9 @@ impl Target {
 /// The render world's state of the run.
 #[derive(Resource)]
 struct VerifyState {
-    // Dropped first: an inline kernel's drop waits for Bevy's GPU work, which may still use
-    // the target's handles.
+    // Dropped in any order, frames in flight or not (`--exit-at`): the plugin frees an inline
+    // kernel's module, an inline image handle's view and a shared buffer's memory once Bevy's
+    // GPU work that names them has run.
     writer: Writer,
     target: Target,
     params: Buffer,
@@ -442,8 +443,7 @@ fn new_state(
         images.insert(sprite.shared, image.clone());
         let (surface, handle) = if settings.inline {
             let handle = image
-                .shared()
-                .inline_surface(0, ViewLayers::All)
+                .inline_surface()
                 .map_err(|e| format!("inline surface handle: {e}"))?;
             (None, Some(handle))
         } else {

@@ -21,11 +21,17 @@ fn statuses(cuvk: CuvkPlugin, order: Order) -> (CuvkStatus, Option<CuvkStatus>, 
         Some(&CuvkStatus::Pending),
         "the main world's status exists from the start"
     );
-    update_until(&mut app, 20, |app| {
+    let updates = update_until(&mut app, 20, |app| {
         app.world()
             .get_resource::<CuvkStatus>()
             .is_some_and(|s| *s != CuvkStatus::Pending)
     });
+    // As CuvkStatus's docs say: decided at the first extraction (the end of the first update),
+    // so the main world's systems see it from the second update on.
+    assert_eq!(
+        updates, 1,
+        "the main world's status is known after its first update"
+    );
     let main = app.world().resource::<CuvkStatus>().clone();
     let render = app
         .get_sub_app(RenderApp)
