@@ -2,7 +2,7 @@
 //! to Python tensors through DLPack and `__cuda_array_interface__` with no copy. Every export
 //! holds the memory: a tensor keeps it alive after the cuvk objects are gone.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cuvk::ash::vk;
@@ -38,7 +38,7 @@ pub struct BufferCore {
     /// Where it stands on the ordering timelines.
     pub marks: Marks,
     // Host-visible memory for `vulkan_read` / `vulkan_write`, made on first use and kept.
-    staging: Mutex<Option<DevBuffer>>,
+    staging: Mutex<Option<Arc<DevBuffer>>>,
 }
 
 impl BufferCore {
@@ -107,6 +107,8 @@ impl BufferCore {
 
     /// Waits on the host for Vulkan's last use and the last CUDA release of the buffer.
     fn wait_host(&self, timeout: Duration) -> cuvk::Result<()> {
+        // One deadline for both waits: the caller's timeout bounds the whole call.
+        let deadline = Deadline::after(timeout);
         let t = &self.shared.timelines;
         t.wait_vulkan(
             self.marks
@@ -118,13 +120,32 @@ impl BufferCore {
             self.marks
                 .cuda_release
                 .load(std::sync::atomic::Ordering::Acquire),
-            timeout,
+            deadline.left(),
         )
     }
 
-    /// The staging buffer's slot, locked.
-    fn staging(&self) -> cuvk::Result<MutexGuard<'_, Option<DevBuffer>>> {
-        Ok(self.staging.lock().unwrap_or_else(|p| p.into_inner()))
+    /// The staging buffer, taken out of its slot (made on first use): a copy that completes
+    /// puts it back ([`Self::return_staging`]); one that times out leaves it parked with its
+    /// submission, and the next copy makes another.
+    fn take_staging(&self) -> cuvk::Result<Arc<DevBuffer>> {
+        let kept = self.staging.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match kept {
+            Some(b) => Ok(b),
+            // Host-visible and coherent (cached where the device has it): the host reads it
+            // after Vulkan's copy, or writes it before.
+            None => Ok(Arc::new(DevBuffer::new(
+                &self.shared.allocator()?,
+                "cuvk staging",
+                self.nbytes() as u64,
+                vk::BufferUsageFlags::empty(),
+                cuvk_dev::MemoryLocation::GpuToCpu,
+            )?)),
+        }
+    }
+
+    /// Puts the staging buffer back for the next copy.
+    fn return_staging(&self, b: Arc<DevBuffer>) {
+        *self.staging.lock().unwrap_or_else(|p| p.into_inner()) = Some(b);
     }
 
     fn strides(&self) -> Vec<i64> {
@@ -153,29 +174,6 @@ impl BufferCore {
         // compact shape and strides; the context (an Arc of the buffer) keeps it alive until
         // the consumer calls the deleter.
         Ok(unsafe { init.finish() })
-    }
-}
-
-/// Host-visible memory (read and written by the host) the size of a buffer.
-trait StagingSlot {
-    fn insert_staging(&mut self, core: &BufferCore) -> cuvk::Result<&mut DevBuffer>;
-}
-
-impl StagingSlot for MutexGuard<'_, Option<DevBuffer>> {
-    fn insert_staging(&mut self, core: &BufferCore) -> cuvk::Result<&mut DevBuffer> {
-        let b = match self.take() {
-            Some(b) => b,
-            // Host-visible and coherent (cached where the device has it): the host reads it
-            // after Vulkan's copy, or writes it before.
-            None => DevBuffer::new(
-                &core.shared.allocator()?,
-                "cuvk staging",
-                core.nbytes() as u64,
-                vk::BufferUsageFlags::empty(),
-                cuvk_dev::MemoryLocation::GpuToCpu,
-            )?,
-        };
-        Ok(self.insert(b))
     }
 }
 
@@ -306,11 +304,13 @@ impl PySharedBuffer {
         let core = self.core.clone();
         let bytes = py
             .detach(move || -> cuvk::Result<Vec<u8>> {
-                core.wait_host(timeout)?;
-                let mut staging = core.staging()?;
-                let host = staging.insert_staging(&core)?;
-                vulkan_copy(&core, host, false)?;
-                host.read::<u8>()
+                let deadline = Deadline::after(timeout);
+                core.wait_host(deadline.left())?;
+                let host = core.take_staging()?;
+                vulkan_copy(&core, &host, false, deadline.left())?;
+                let bytes = host.read::<u8>()?;
+                core.return_staging(host);
+                Ok(bytes)
             })
             .py()?;
         Ok(PyBytes::new(py, &bytes))
@@ -324,11 +324,16 @@ impl PySharedBuffer {
         let bytes = exact_bytes(&self.core, data)?;
         let core = self.core.clone();
         py.detach(move || -> cuvk::Result<()> {
-            core.wait_host(timeout)?;
-            let mut staging = core.staging()?;
-            let host = staging.insert_staging(&core)?;
-            host.write(&bytes)?;
-            vulkan_copy(&core, host, true)
+            let deadline = Deadline::after(timeout);
+            core.wait_host(deadline.left())?;
+            // Never shared: a copy that timed out keeps its own (parked), not the slot's.
+            let mut host = core.take_staging()?;
+            Arc::get_mut(&mut host)
+                .ok_or(cuvk::MemoryError::MemoryShared)?
+                .write(&bytes)?;
+            vulkan_copy(&core, &host, true, deadline.left())?;
+            core.return_staging(host);
+            Ok(())
         })
         .py()
     }
@@ -456,7 +461,12 @@ fn layout_refusal(e: impl std::fmt::Display) -> PyErr {
 
 /// Copies the whole buffer to (`to_shared` false) or from `host` with one Vulkan submission,
 /// acquiring it from CUDA's queue family and releasing it back around the copy; waits.
-fn vulkan_copy(core: &BufferCore, host: &DevBuffer, to_shared: bool) -> cuvk::Result<()> {
+fn vulkan_copy(
+    core: &Arc<BufferCore>,
+    host: &Arc<DevBuffer>,
+    to_shared: bool,
+    timeout: Duration,
+) -> cuvk::Result<()> {
     let vk_ctx = core.shared.bridge.vulkan();
     let family = vk_ctx.queue_family_index();
     let shared: [&dyn AsVkBuffer; 1] = [&core.buffer];
@@ -476,13 +486,30 @@ fn vulkan_copy(core: &BufferCore, host: &DevBuffer, to_shared: bool) -> cuvk::Re
         size: core.nbytes() as u64,
     }];
     let stage = vk::PipelineStageFlags::TRANSFER;
-    // SAFETY: both buffers are alive for the call (it waits) and on the bridge's device; the
-    // copy covers exactly their common size; the host view of `host` is not borrowed.
+    let keep_alive = (core.clone(), host.clone());
+    // SAFETY: both buffers are on the bridge's device and alive until the copy has run: for
+    // the call, and past it (a timeout) in the parked clones of `core` and `host`; the copy
+    // covers exactly their common size; the host view of `host` is not borrowed.
     unsafe {
-        vk_ctx.submit_and_wait(|d, cmd| {
+        vk_ctx.submit_and_wait_timeout(timeout, keep_alive, |d, cmd| {
             cmd_acquire_buffers(d, cmd, family, &shared, stage, access);
             d.cmd_copy_buffer(cmd, src, dst, &region);
             cmd_release_buffers(d, cmd, family, &shared, stage, access);
+        })
+    }
+}
+
+/// The end of a call's timeout: what is left of it for each of its waits.
+struct Deadline(Option<std::time::Instant>);
+
+impl Deadline {
+    fn after(timeout: Duration) -> Self {
+        Self(std::time::Instant::now().checked_add(timeout))
+    }
+    /// What is left (none once passed; `Duration::MAX` for a timeout too long to represent).
+    fn left(&self) -> Duration {
+        self.0.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(std::time::Instant::now())
         })
     }
 }

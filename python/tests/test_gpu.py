@@ -363,3 +363,36 @@ def test_writes_must_be_in_place(bridge):
         bridge.buffer((1 << 40, 1 << 40))
     assert e.value.rule == "Array.Overflow" and e.value.numbers["axis"] == 1
     r.wait_idle()
+
+
+def test_vulkan_read_and_write_behind_stuck_gpu_work_time_out_on_time(bridge):
+    """A draw whose Vulkan work waits (on the GPU) for 1.5 s of CUDA work holds the queue:
+    a one-shot Vulkan copy of another buffer queued behind it returns its timeout on time
+    (0.3 waited the 1.5 s), what the copy uses stays alive until the GPU ran it, and the next
+    call with room to wait reads and writes exactly."""
+    import time
+
+    torch = need("torch")
+    r = cuvk.ParticleRenderer(bridge, 64, 32)
+    pos = torch.from_dlpack(bridge.buffer((4096, 4), "float32"))
+    other = bridge.buffer(N, "int32")
+    words = struct.pack(f"<{N}i", *range(N))
+    other.vulkan_write(words)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(2_500_000_000)  # about 1.5 s on an H100
+        pos[:] = 0.0
+    r.draw(pos, stream=s)  # Vulkan's draw waits on the GPU for the stream
+    calls = (lambda: other.vulkan_read(timeout=0.05), lambda: other.vulkan_write(words, timeout=0.05))
+    for call in calls:
+        start = time.monotonic()
+        with pytest.raises(cuvk.CuvkTimeoutError):
+            call()
+        took = time.monotonic() - start
+        assert took < 0.5, f"returned after {took:.2f} s for a 0.05 s timeout"
+    s.synchronize()
+    assert other.vulkan_read(timeout=30.0) == words
+    again = struct.pack(f"<{N}i", *[3 * i + 1 for i in range(N)])
+    other.vulkan_write(again, timeout=30.0)
+    assert other.vulkan_read(timeout=30.0) == again
+    del r
