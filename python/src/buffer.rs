@@ -128,7 +128,11 @@ impl BufferCore {
     /// puts it back ([`Self::return_staging`]); one that times out leaves it parked with its
     /// submission, and the next copy makes another.
     fn take_staging(&self) -> cuvk::Result<Arc<DevBuffer>> {
-        let kept = self.staging.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let kept = self
+            .staging
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         match kept {
             Some(b) => Ok(b),
             // Host-visible and coherent (cached where the device has it): the host reads it

@@ -23,7 +23,7 @@
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ash::vk;
 use cudarc::driver::CudaStream;
@@ -104,7 +104,7 @@ impl Frame {
 }
 
 /// The pacer's semaphores and their CUDA imports: dropped only once the GPU is done with
-/// them, leaked otherwise.
+/// them, parked in the drop budget until then otherwise.
 struct Timelines {
     cuda_done: Arc<Semaphore>,
     vulkan_done: Arc<Semaphore>,
@@ -234,8 +234,8 @@ struct Timelines {
 ///
 /// Dropping the pacer waits for the frames scheduled on its timelines within the context's drop
 /// budget ([`crate::vulkan::VulkanContext::set_drop_timeout`], [`crate::DEFAULT_DROP_TIMEOUT`]
-/// by default); past it, it logs and leaks its semaphores, their CUDA imports and its command
-/// buffers rather than destroy them in use.
+/// by default); past it, it logs, and parks its semaphores, their CUDA imports and its command
+/// buffers until those frames have run, rather than destroy them in use.
 pub struct FramePacer {
     id: u64,
     frames_in_flight: u64,
@@ -622,7 +622,8 @@ impl FramePacer {
     /// queue as the previous frame's submission, or ordered after it): a timeline signal must
     /// exceed the value before it when it runs. The pacer cannot see a submission made outside
     /// `cuvk`: if none was made, nothing will signal the frame, later frames wait for it on
-    /// the GPU, and the pacer's drop gives up after its timeout and leaks.
+    /// the GPU, and the pacer's drop gives up after its timeout and parks what those frames
+    /// use (until they run, if ever).
     pub unsafe fn mark_submitted(&self, semaphores: &FrameSemaphores) -> Result<()> {
         let book = self.book();
         book.check(
@@ -810,37 +811,56 @@ impl FramePacer {
 impl Drop for FramePacer {
     fn drop(&mut self) {
         // Submissions an engine made itself (`mark_submitted`) are not on the context's
-        // progress timeline: wait for the last value scheduled on each timeline, within one
-        // deadline, so that nothing is destroyed under pending work.
-        // Within the context's one drop budget (the whole teardown is bounded by it).
+        // progress timeline: wait for the last value scheduled on each timeline, within the
+        // context's one drop budget, so that nothing is destroyed under pending work; past
+        // it, park the timelines, their imports and the command pools until it has run.
         let t = &*self.timelines;
         let ctx = t.frames_complete.context().clone();
-        let waited = ctx.drop_wait("a FramePacer's last frames", |allowance| {
-            let deadline = Instant::now().checked_add(allowance);
-            let remaining = || {
-                deadline.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                })
-            };
-            [&t.frames_complete, &t.vulkan_done, &t.cuda_done]
-                .into_iter()
-                .try_for_each(|s| s.wait_host(s.highest_signal(), remaining()))
+        let marks: Vec<(Arc<Semaphore>, u64)> = [&t.frames_complete, &t.vulkan_done, &t.cuda_done]
+            .into_iter()
+            .map(|s| (s.clone(), s.highest_signal()))
+            .collect();
+        // A semaphore that cannot be read (a lost device) runs nothing any more.
+        let mut done = move || {
+            marks
+                .iter()
+                .all(|(s, v)| s.value().map_or(true, |now| now >= *v))
+        };
+        let budget = ctx.drop_budget().clone();
+        let finished = budget.poll(&mut done);
+        let pools = CommandPools {
+            device: ctx.device().clone(),
+            pools: self
+                .commands
+                .iter()
+                .flatten()
+                .map(|&(pool, _)| pool)
+                .collect(),
+        };
+        // SAFETY: taken once, here; not used after (ManuallyDrop leaves nothing behind).
+        let timelines = unsafe { ManuallyDrop::take(&mut self.timelines) };
+        // The pools go before the timelines (their buffers signal them); the imports' drops
+        // (their CUDA events) share the same budget (import_semaphore).
+        budget.release("FramePacer", finished, (pools, timelines), || {
+            Box::new(done)
         });
-        if let Err(e) = waited {
-            log::error!(
-                "FramePacer dropped with frames still pending ({e}); leaking its semaphores, \
-                 their CUDA imports and its command buffers"
-            );
-            return;
+    }
+}
+
+/// The pacer's command pools, destroyed when dropped: at once, or once the drop budget says
+/// the frames that used them have completed.
+struct CommandPools {
+    device: ash::Device,
+    pools: Vec<vk::CommandPool>,
+}
+
+impl Drop for CommandPools {
+    fn drop(&mut self) {
+        for &pool in &self.pools {
+            // SAFETY: the pacer's pools; every frame that used their buffers has completed
+            // (the drop budget frees this only then), and the device outlives the budget.
+            unsafe { self.device.destroy_command_pool(pool, None) };
         }
-        let device = self.timelines.cuda_done.context().device();
-        for (pool, _) in self.commands.iter().flatten() {
-            // SAFETY: our pool; every frame that used its buffer has completed (waited above).
-            unsafe { device.destroy_command_pool(*pool, None) };
-        }
-        // The imports' drops (their CUDA events) share the context's budget (import_semaphore).
-        // SAFETY: dropped once, here; not used after.
-        unsafe { ManuallyDrop::drop(&mut self.timelines) };
     }
 }
 

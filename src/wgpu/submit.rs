@@ -568,10 +568,16 @@ impl Drop for WgpuFramePacer {
             });
         if let Err(e) = waited {
             log::error!(
-                "WgpuFramePacer dropped with frames still running ({e}); leaking their buffers"
+                "WgpuFramePacer dropped with frames still running ({e}); parking their \
+                 buffers until those frames have run"
             );
-            let held = self.held.get_mut().unwrap_or_else(|p| p.into_inner());
-            std::mem::forget(std::mem::take(held));
+            let held = std::mem::take(self.held.get_mut().unwrap_or_else(|p| p.into_inner()));
+            let complete = self.pacer.frames_complete().clone();
+            let last = complete.highest_signal();
+            // A timeline that cannot be read (a lost device) runs nothing any more.
+            let done = move || complete.value().map_or(true, |v| v >= last);
+            let budget = self.wgpu.vulkan().drop_budget().clone();
+            budget.release("WgpuFramePacer", false, held, || Box::new(done));
         }
     }
 }
