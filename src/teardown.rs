@@ -188,6 +188,17 @@ impl DropBudget {
         self.park(Some(probe()), Box::new(parts));
     }
 
+    /// Parks `parts` until `probe` says the GPU work that uses them has finished, for a call
+    /// that stopped waiting for its own work (a timeout the caller chose): logged as a
+    /// warning, and the budget is wedged meanwhile as after a drop that gave up.
+    pub fn park_until<P: Send + 'static>(&self, what: &'static str, parts: P, probe: Probe) {
+        log::warn!(
+            "{what} timed out with GPU work still using it: keeping what it uses alive until \
+             that work finishes; drops on this context will not wait meanwhile"
+        );
+        self.park(Some(probe), Box::new(parts));
+    }
+
     /// Records that a drop gave up on work `probe` watches, with nothing of its own to park
     /// (it leaked its handle itself): the budget is wedged until the probe says done.
     pub fn wedge(&self, probe: Probe) {

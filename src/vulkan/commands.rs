@@ -105,16 +105,13 @@ impl VulkanContext {
             Ok(()) => Ok(out),
             Err(vk::Result::TIMEOUT) => {
                 let (fence, probe_device) = (guard.fence, device.clone());
-                self.drop_budget().release(
+                self.drop_budget().park_until(
                     "a one-shot submission",
-                    false,
                     (guard, keep_alive),
-                    || {
-                        Box::new(move || {
-                            // SAFETY: the parked fence, destroyed only after this says done.
-                            unsafe { probe_device.get_fence_status(fence) }.unwrap_or(true)
-                        })
-                    },
+                    Box::new(move || {
+                        // SAFETY: the parked fence, destroyed only after this says done.
+                        unsafe { probe_device.get_fence_status(fence) }.unwrap_or(true)
+                    }),
                 );
                 Err(Error::Timeout {
                     what: "a one-shot submission",
