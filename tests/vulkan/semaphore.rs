@@ -300,3 +300,90 @@ fn a_one_shot_copy_behind_a_stuck_queue_times_out_on_time_and_parks() {
     drop((src, dst, gate));
     common::assert_clean(&ctx);
 }
+
+/// The environment variable that makes [`child_parks_a_semaphore_and_drops_the_device`] run.
+const PARK_CHILD: &str = "CUVK_TEST_PARK_CHILD";
+
+/// A semaphore whose drop gives up (its scheduled signal sits behind a wait nobody has
+/// signalled yet) is parked, then destroyed once its work ran, before the device: run as a
+/// child process whose validation messages, device destruction included, go to stderr.
+#[test]
+#[ignore = "run as a child process by a_semaphore_whose_drop_gives_up_is_destroyed_once_its_work_ran"]
+fn child_parks_a_semaphore_and_drops_the_device() {
+    if std::env::var_os(PARK_CHILD).is_none() {
+        return;
+    }
+    cuvk_dev::logger::init();
+    let Some(ctx) = common::vulkan("park child") else {
+        std::process::exit(3);
+    };
+    let timeout = Duration::from_millis(200);
+    ctx.set_drop_timeout(timeout);
+    let gate = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    let late = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    // SAFETY: an empty submission: it waits for the gate, then signals `late`.
+    unsafe {
+        ctx.submit_with_semaphores(
+            &[],
+            &[SemaphoreOp::wait(
+                &gate,
+                1,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+            )],
+            &[SemaphoreOp::signal(&late, 1)],
+            vk::Fence::null(),
+        )
+    }
+    .unwrap();
+    let t = Instant::now();
+    drop(late); // its signal is scheduled but cannot run: the drop waits the timeout, parks
+    let took = t.elapsed();
+    assert!(took >= timeout, "the drop returned after {took:?}");
+    assert!(ctx.is_wedged(), "the semaphore was not parked");
+    gate.signal_host(1).unwrap();
+    let t = Instant::now();
+    while ctx.is_wedged() {
+        assert!(t.elapsed() < Duration::from_secs(30), "never unparked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The next semaphore works, and the drop of one whose work ran does not wait.
+    let next = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
+    next.signal_host(1).unwrap();
+    next.wait_host(1, Duration::from_secs(5)).unwrap();
+    drop((next, gate));
+    assert!(!ctx.is_wedged());
+    common::assert_clean(&ctx);
+    drop(ctx); // the validation layer reports any object not destroyed
+    println!("CHILD dropped the device");
+}
+
+#[test]
+fn a_semaphore_whose_drop_gives_up_is_destroyed_once_its_work_ran() {
+    let _shared = common::shared();
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "semaphore::child_parks_a_semaphore_and_drops_the_device",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(PARK_CHILD, "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if out.status.code() == Some(3) {
+        eprintln!("SKIP a_semaphore_whose_drop_gives_up_is_destroyed_once_its_work_ran: no device");
+        return;
+    }
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("CHILD dropped the device"), "{stdout}");
+    // 0.3 never destroyed such a semaphore: the layer reported it at vkDestroyDevice.
+    assert!(
+        !stderr.contains("vulkan validation"),
+        "validation messages:\n{stderr}"
+    );
+}
