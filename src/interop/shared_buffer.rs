@@ -404,7 +404,6 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
     }
     /// The Vulkan buffer and the memory it is bound to, shared (a wgpu::Buffer made of this
     /// buffer keeps them alive until wgpu is done with it).
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn vulkan_buffer(&self) -> &Arc<BoundBuffer> {
         &self.bound
     }

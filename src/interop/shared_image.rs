@@ -216,7 +216,6 @@ impl SharedImage {
         &self.array
     }
     /// The Vulkan image and its memory, shared (what a wgpu texture's drop callback holds).
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn bound_arc(&self) -> &Arc<BoundImage> {
         &self.bound
     }

@@ -293,7 +293,6 @@ impl KernelArg {
 
 impl CuFunction {
     /// The context of the device the kernel's module was loaded into.
-    #[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
     pub fn context(&self) -> &Arc<VulkanContext> {
         &self.module.ctx
     }
