@@ -56,7 +56,7 @@ pub use error::{
 pub use error::{NotTextureReason, WgpuError, WgpuObject};
 pub use rules::image_format::{ImageError, TextureRule};
 pub use rules::layout::{AlignmentRule, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
-pub use rules::ptx::PtxError;
+pub use rules::ptx::{PtxError, MAX_KERNEL_PARAM_BYTES};
 
 // The image format table: which Vulkan formats CUDA can share, and how.
 pub use rules::image_format::{
