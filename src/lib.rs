@@ -50,7 +50,7 @@ pub mod wgpu;
 pub use error::{
     ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ErrorKind, Exportable,
     ExtensionState, FrameStep, Importer, InlineKernelsMissing, LaunchError, MemoryError, Result,
-    SyncError,
+    Rule, SyncError,
 };
 #[cfg(feature = "wgpu")]
 pub use error::{NotTextureReason, WgpuError, WgpuObject};

@@ -39,7 +39,7 @@
 //! fn report(status: Res<CuvkStatus>) {
 //!     match &*status {
 //!         CuvkStatus::Ready { inline_kernels, device } => info!("CUDA on {device} ({inline_kernels})"),
-//!         CuvkStatus::Unavailable { reason } => info!("WGSL fallback: {reason}"),
+//!         CuvkStatus::Unavailable { reason, .. } => info!("WGSL fallback: {reason}"),
 //!         CuvkStatus::Pending => {}
 //!     }
 //! }

@@ -134,9 +134,7 @@ impl Plugin for CuvkPlugin {
                     );
             }
             None => {
-                let status = CuvkStatus::Unavailable {
-                    reason: CuvkError::NoRenderer.to_string(),
-                };
+                let status = CuvkStatus::unavailable(&CuvkError::NoRenderer);
                 warn!("{status}");
                 app.insert_resource(status);
             }
@@ -182,9 +180,7 @@ fn adopt_device(
             commands.insert_resource(status);
         }
         Err(e) => {
-            let status = CuvkStatus::Unavailable {
-                reason: e.to_string(),
-            };
+            let status = CuvkStatus::unavailable(&e);
             match e {
                 CuvkError::Disabled => info!("{status}"),
                 _ => warn!("{status}"),

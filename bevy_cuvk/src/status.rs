@@ -42,6 +42,11 @@ pub enum CuvkStatus {
     Unavailable {
         /// Why, in words (the [`CuvkError`]'s message).
         reason: String,
+        /// The rule cuvk refused Bevy's device by, where it did ([`cuvk::Rule`]: the same code
+        /// and name the C ABI and the Python module report), to match on instead of the
+        /// words; `None` where no cuvk rule was broken (no renderer, CUDA turned off, no CUDA
+        /// driver, another backend, ...).
+        rule: Option<cuvk::Rule>,
     },
 }
 
@@ -53,8 +58,22 @@ impl CuvkStatus {
     /// Why CUDA is unavailable (`None` while pending or when ready).
     pub fn reason(&self) -> Option<&str> {
         match self {
-            CuvkStatus::Unavailable { reason } => Some(reason),
+            CuvkStatus::Unavailable { reason, .. } => Some(reason),
             _ => None,
+        }
+    }
+    /// The cuvk rule Bevy's device was refused by, if one was ([`CuvkStatus::Unavailable`]).
+    pub fn rule(&self) -> Option<cuvk::Rule> {
+        match self {
+            CuvkStatus::Unavailable { rule, .. } => *rule,
+            _ => None,
+        }
+    }
+    /// The status for `e`: its message and the cuvk rule it carries.
+    pub(crate) fn unavailable(e: &CuvkError) -> Self {
+        CuvkStatus::Unavailable {
+            reason: e.to_string(),
+            rule: e.rule(),
         }
     }
 }
@@ -75,7 +94,9 @@ impl std::fmt::Display for CuvkStatus {
                     "on CUDA streams"
                 }
             ),
-            CuvkStatus::Unavailable { reason } => write!(f, "CUDA interop unavailable: {reason}"),
+            CuvkStatus::Unavailable { reason, .. } => {
+                write!(f, "CUDA interop unavailable: {reason}")
+            }
         }
     }
 }
@@ -184,4 +205,14 @@ pub enum CuvkError {
         #[source]
         source: cuvk::Error,
     },
+}
+
+impl CuvkError {
+    /// The cuvk rule behind this error ([`cuvk::Error::rule`]), where cuvk refused something.
+    pub fn rule(&self) -> Option<cuvk::Rule> {
+        match self {
+            CuvkError::Vulkan { source, .. } | CuvkError::NoCudaDriver { source } => source.rule(),
+            _ => None,
+        }
+    }
 }

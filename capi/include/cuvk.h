@@ -41,8 +41,8 @@
  * message: a code to branch on, where the message is for people. The high byte is the group
  * (`rule >> 8`: 1 ranges and alignment, 2 images, 3 textures, 4 PTX, 5 memory and buffers,
  * 6 semaphores and frames, 7 kernel launches, 8 what the device or driver lacks, 9 the
- * engine's devices and what it enabled, 10 OS handles). Codes are never reused; a rule
- * without a code of its own yet is `CUVK_RULE_OTHER`, and this library may give it one later.
+ * engine's devices and what it enabled, 10 OS handles, 11 wgpu). The codes are cuvk's own
+ * (`cuvk::Rule::code`): every refusal has one, and a code is never reused.
  */
 enum CuvkRule
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -475,6 +475,92 @@ enum CuvkRule
    * An OS handle (file descriptor) that is not open, e.g. already imported.
    */
   CUVK_RULE_OS_HANDLE_NOT_OPEN = 2561,
+  /**
+   * Memory another owner still holds (a mapping, a view, a parked copy): the call needs it
+   * alone.
+   */
+  CUVK_RULE_MEMORY_SHARED = 1305,
+  /**
+   * A host signal while a signal already scheduled has not executed.
+   */
+  CUVK_RULE_SYNC_SIGNAL_PENDING = 1547,
+  /**
+   * A frame step out of order (a release before the acquire, a submission before the
+   * release, ...).
+   */
+  CUVK_RULE_SYNC_FRAME_OUT_OF_ORDER = 1548,
+  /**
+   * An image handle passed to a kernel parameter that is not a 64-bit integer.
+   */
+  CUVK_RULE_LAUNCH_IMAGE_HANDLE_TO_NON_INTEGER = 1802,
+  /**
+   * Linear filtering of a format the device cannot filter.
+   */
+  CUVK_RULE_UNSUPPORTED_LINEAR_FILTER = 2060,
+  /**
+   * A wgpu object that is not on the Vulkan backend.
+   */
+  CUVK_RULE_WGPU_WRONG_BACKEND = 2817,
+  /**
+   * wgpu gave no recording Vulkan command encoder.
+   */
+  CUVK_RULE_WGPU_NO_RAW_ENCODER = 2818,
+  /**
+   * wgpu features the adapter does not offer.
+   */
+  CUVK_RULE_WGPU_MISSING_FEATURES = 2819,
+  /**
+   * Experimental wgpu features required without enabling them.
+   */
+  CUVK_RULE_WGPU_EXPERIMENTAL_FEATURES = 2820,
+  /**
+   * A wgpu limit beyond what the adapter offers.
+   */
+  CUVK_RULE_WGPU_LIMIT_BEYOND_ADAPTER = 2821,
+  /**
+   * A Vulkan image cuvk cannot present to wgpu as a texture.
+   */
+  CUVK_RULE_WGPU_NOT_TEXTURE = 2822,
+  /**
+   * Vulkan image usages with no wgpu texture usage.
+   */
+  CUVK_RULE_WGPU_IMAGE_USAGE_NOT_IN_WGPU = 2823,
+  /**
+   * An empty wgpu buffer usage.
+   */
+  CUVK_RULE_WGPU_EMPTY_BUFFER_USAGE = 2824,
+  /**
+   * MAP_READ / MAP_WRITE on a buffer whose memory is cuvk's.
+   */
+  CUVK_RULE_WGPU_MAPPABLE_USAGE = 2825,
+  /**
+   * Acceleration-structure inputs, which cuvk does not share.
+   */
+  CUVK_RULE_WGPU_ACCELERATION_STRUCTURE_USAGE = 2826,
+  /**
+   * wgpu buffer usages cuvk cannot create a Vulkan buffer for.
+   */
+  CUVK_RULE_WGPU_UNKNOWN_BUFFER_USAGE = 2827,
+  /**
+   * A Vulkan buffer without a usage the wgpu usage needs.
+   */
+  CUVK_RULE_WGPU_MISSING_VULKAN_USAGE = 2828,
+  /**
+   * A buffer larger than the wgpu device's max_buffer_size.
+   */
+  CUVK_RULE_WGPU_BUFFER_TOO_LARGE = 2829,
+  /**
+   * A wgpu texture that cuvk did not pair with a shared image.
+   */
+  CUVK_RULE_WGPU_TEXTURE_NOT_PAIRED = 2830,
+  /**
+   * An image that is not shared with the wgpu device.
+   */
+  CUVK_RULE_WGPU_IMAGE_NOT_SHARED = 2831,
+  /**
+   * A cuvk submission from inside a wgpu callback of another.
+   */
+  CUVK_RULE_WGPU_REENTRANT_SUBMIT = 2832,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -900,8 +986,9 @@ const char *cuvk_last_error(void);
 
 /**
  * The rule the last failed call on this thread broke (`CUVK_RULE_NONE` after a success, or
- * where the `CuvkResult` says it all; `CUVK_RULE_OTHER` for a rule without a code of its
- * own yet). Valid until the next cuvk call on this thread, like `cuvk_last_error`.
+ * where the `CuvkResult` says it all): cuvk's own rule code (`cuvk::Rule`), the same the
+ * Python module and the Bevy plugin report. Valid until the next cuvk call on this thread,
+ * like `cuvk_last_error`.
  */
 CuvkRule cuvk_last_error_rule(void);
 

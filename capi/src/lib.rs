@@ -103,8 +103,8 @@ pub enum CuvkResult {
 /// message: a code to branch on, where the message is for people. The high byte is the group
 /// (`rule >> 8`: 1 ranges and alignment, 2 images, 3 textures, 4 PTX, 5 memory and buffers,
 /// 6 semaphores and frames, 7 kernel launches, 8 what the device or driver lacks, 9 the
-/// engine's devices and what it enabled, 10 OS handles). Codes are never reused; a rule
-/// without a code of its own yet is `CUVK_RULE_OTHER`, and this library may give it one later.
+/// engine's devices and what it enabled, 10 OS handles, 11 wgpu). The codes are cuvk's own
+/// (`cuvk::Rule::code`): every refusal has one, and a code is never reused.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CuvkRule {
@@ -332,6 +332,71 @@ pub enum CuvkRule {
 
     /// An OS handle (file descriptor) that is not open, e.g. already imported.
     CuvkRuleOsHandleNotOpen = 0x0A01,
+
+    /// Memory another owner still holds (a mapping, a view, a parked copy): the call needs it
+    /// alone.
+    CuvkRuleMemoryShared = 0x0519,
+
+    /// A host signal while a signal already scheduled has not executed.
+    CuvkRuleSyncSignalPending = 0x060B,
+
+    /// A frame step out of order (a release before the acquire, a submission before the
+    /// release, ...).
+    CuvkRuleSyncFrameOutOfOrder = 0x060C,
+
+    /// An image handle passed to a kernel parameter that is not a 64-bit integer.
+    CuvkRuleLaunchImageHandleToNonInteger = 0x070A,
+
+    /// Linear filtering of a format the device cannot filter.
+    CuvkRuleUnsupportedLinearFilter = 0x080C,
+
+    /// A wgpu object that is not on the Vulkan backend.
+    CuvkRuleWgpuWrongBackend = 0x0B01,
+
+    /// wgpu gave no recording Vulkan command encoder.
+    CuvkRuleWgpuNoRawEncoder = 0x0B02,
+
+    /// wgpu features the adapter does not offer.
+    CuvkRuleWgpuMissingFeatures = 0x0B03,
+
+    /// Experimental wgpu features required without enabling them.
+    CuvkRuleWgpuExperimentalFeatures = 0x0B04,
+
+    /// A wgpu limit beyond what the adapter offers.
+    CuvkRuleWgpuLimitBeyondAdapter = 0x0B05,
+
+    /// A Vulkan image cuvk cannot present to wgpu as a texture.
+    CuvkRuleWgpuNotTexture = 0x0B06,
+
+    /// Vulkan image usages with no wgpu texture usage.
+    CuvkRuleWgpuImageUsageNotInWgpu = 0x0B07,
+
+    /// An empty wgpu buffer usage.
+    CuvkRuleWgpuEmptyBufferUsage = 0x0B08,
+
+    /// MAP_READ / MAP_WRITE on a buffer whose memory is cuvk's.
+    CuvkRuleWgpuMappableUsage = 0x0B09,
+
+    /// Acceleration-structure inputs, which cuvk does not share.
+    CuvkRuleWgpuAccelerationStructureUsage = 0x0B0A,
+
+    /// wgpu buffer usages cuvk cannot create a Vulkan buffer for.
+    CuvkRuleWgpuUnknownBufferUsage = 0x0B0B,
+
+    /// A Vulkan buffer without a usage the wgpu usage needs.
+    CuvkRuleWgpuMissingVulkanUsage = 0x0B0C,
+
+    /// A buffer larger than the wgpu device's max_buffer_size.
+    CuvkRuleWgpuBufferTooLarge = 0x0B0D,
+
+    /// A wgpu texture that cuvk did not pair with a shared image.
+    CuvkRuleWgpuTextureNotPaired = 0x0B0E,
+
+    /// An image that is not shared with the wgpu device.
+    CuvkRuleWgpuImageNotShared = 0x0B0F,
+
+    /// A cuvk submission from inside a wgpu callback of another.
+    CuvkRuleWgpuReentrantSubmit = 0x0B10,
 }
 
 /// A bridge: the engine's Vulkan device (and the CUDA device with the same UUID).
@@ -819,8 +884,9 @@ pub extern "C" fn cuvk_last_error() -> *const c_char {
 }
 
 /// The rule the last failed call on this thread broke (`CUVK_RULE_NONE` after a success, or
-/// where the `CuvkResult` says it all; `CUVK_RULE_OTHER` for a rule without a code of its
-/// own yet). Valid until the next cuvk call on this thread, like `cuvk_last_error`.
+/// where the `CuvkResult` says it all): cuvk's own rule code (`cuvk::Rule`), the same the
+/// Python module and the Bevy plugin report. Valid until the next cuvk call on this thread,
+/// like `cuvk_last_error`.
 #[no_mangle]
 pub extern "C" fn cuvk_last_error_rule() -> CuvkRule {
     LAST_RULE.with(Cell::get)

@@ -1,201 +1,173 @@
-//! Which [`CuvkRule`] a `cuvk::Error` broke: one code per structured refusal of cuvk's
-//! public error types. Errors that are not a rule (a driver, compiler or OS call that failed,
-//! a timeout) are `CUVK_RULE_NONE`; a variant added to cuvk later is `CUVK_RULE_OTHER` until
-//! it gets a code here (codes are never reused: a new one takes the next number of its group).
+//! Which [`CuvkRule`] a `cuvk::Error` broke: cuvk's own [`cuvk::Rule`] (`Error::rule`, the one
+//! home of the mapping from refusals to rules) as the C enum constant of the same code. Errors
+//! that are not a rule (a driver, compiler or OS call that failed, a timeout) are
+//! `CUVK_RULE_NONE`; `CUVK_RULE_OTHER` is kept for the ABI and is no longer returned (a test
+//! keeps this enum's codes equal to cuvk's).
 
-use cuvk::{
-    Capability, Error, ImageError, LaunchError, LayoutError, MemoryError, PtxError, SyncError,
-    TextureRule,
-};
+use cuvk::Error;
 
 use crate::CuvkRule as R;
 
 /// The rule `e` broke.
 pub(crate) fn rule_of(e: &Error) -> R {
-    match e {
-        Error::Layout(e) => layout(e),
-        Error::Image(e) => image(e),
-        Error::Ptx(e) => ptx(e),
-        Error::Memory(e) => memory(e),
-        Error::Sync(e) => sync(e),
-        Error::Launch(e) => launch(e),
-        Error::Unsupported(c) => capability(c),
-        Error::WrongDevice { .. } => R::CuvkRuleDeviceWrongDevice,
-        Error::NoCudaDevice { .. } => R::CuvkRuleDeviceNoCudaDevice,
-        Error::NoVulkanDevice { .. } => R::CuvkRuleDeviceNoVulkanDevice,
-        Error::DeviceMismatch { .. } => R::CuvkRuleDeviceMismatch,
-        Error::MissingExtension { .. } => R::CuvkRuleDeviceMissingExtension,
-        Error::FeatureNotEnabled { .. } => R::CuvkRuleDeviceFeatureNotEnabled,
-        Error::MissingFunction { .. } => R::CuvkRuleDeviceMissingFunction,
-        Error::ApiVersion { .. } => R::CuvkRuleDeviceApiVersion,
-        Error::ValidationLayerMissing => R::CuvkRuleDeviceValidationLayerMissing,
-        Error::NoQueueFamily(_) => R::CuvkRuleDeviceNoQueueFamily,
-        Error::NoQueue { .. } => R::CuvkRuleDeviceNoQueue,
-        Error::HandleNotOpen { .. } => R::CuvkRuleOsHandleNotOpen,
-        // Not a rule: the call itself failed, and the result code says which API.
-        Error::VulkanLoader(_)
-        | Error::Vulkan { .. }
-        | Error::CudaUnavailable
-        | Error::Cuda { .. }
-        | Error::Nvrtc { .. }
-        | Error::NoHandleReturned { .. }
-        | Error::Timeout { .. }
-        | Error::HostOutOfMemory { .. }
-        | Error::Io { .. } => R::CuvkRuleNone,
-        // `Error` is #[non_exhaustive] (and has feature-gated variants, e.g. wgpu's).
-        _ => R::CuvkRuleOther,
+    match e.rule() {
+        None => R::CuvkRuleNone,
+        Some(rule) => from_code(rule.code()).unwrap_or(R::CuvkRuleOther),
     }
 }
 
-// LayoutError, ImageError, TextureRule and PtxError are exhaustive today; the wildcard arms
-// keep this building if cuvk marks them #[non_exhaustive].
-#[allow(unreachable_patterns)]
-fn layout(e: &LayoutError) -> R {
-    match e {
-        LayoutError::ZeroSize { .. } => R::CuvkRuleLayoutZeroSize,
-        LayoutError::Overflow { .. } => R::CuvkRuleLayoutOverflow,
-        LayoutError::ElementCountOverflow { .. } => R::CuvkRuleLayoutElementCountOverflow,
-        LayoutError::PartialElement { .. } => R::CuvkRuleLayoutPartialElement,
-        LayoutError::OutOfBounds { .. } => R::CuvkRuleLayoutOutOfBounds,
-        LayoutError::Misaligned { .. } => R::CuvkRuleLayoutMisaligned,
-        LayoutError::BadAlignment { .. } => R::CuvkRuleLayoutBadAlignment,
-        LayoutError::DedicatedOffset { .. } => R::CuvkRuleLayoutDedicatedOffset,
-        LayoutError::NonZeroAllocationOffset { .. } => R::CuvkRuleLayoutNonZeroAllocationOffset,
-        LayoutError::Overlap { .. } => R::CuvkRuleLayoutOverlap,
-        _ => R::CuvkRuleOther,
-    }
+/// The constant with `code`, if the C enum has one.
+pub(crate) fn from_code(code: u32) -> Option<R> {
+    ALL.iter().copied().find(|&r| r as u32 == code)
 }
 
-#[allow(unreachable_patterns)]
-fn image(e: &ImageError) -> R {
-    match e {
-        ImageError::UnsupportedFormat { .. } => R::CuvkRuleImageUnsupportedFormat,
-        ImageError::UnsupportedImageType { .. } => R::CuvkRuleImageUnsupportedType,
-        ImageError::ZeroExtent { .. } => R::CuvkRuleImageZeroExtent,
-        ImageError::CubeNotSquare { .. } => R::CuvkRuleImageCubeNotSquare,
-        ImageError::CubeLayers { .. } => R::CuvkRuleImageCubeLayers,
-        ImageError::CubeNot2D => R::CuvkRuleImageCubeNot2d,
-        ImageError::LayersOn3D { .. } => R::CuvkRuleImageLayersOn3d,
-        ImageError::DepthOn2D { .. } => R::CuvkRuleImageDepthOn2d,
-        ImageError::MipLevels { .. } => R::CuvkRuleImageMipLevels,
-        ImageError::OverLimit { .. } => R::CuvkRuleImageOverLimit,
-        ImageError::LinearTiling => R::CuvkRuleImageLinearTiling,
-        ImageError::MissingUsage { .. } => R::CuvkRuleImageMissingUsage,
-        ImageError::NoSurfaceFlag => R::CuvkRuleImageNoSurfaceFlag,
-        ImageError::LayeredMipChain { .. } => R::CuvkRuleImageLayeredMipChain,
-        ImageError::LevelOutOfRange { .. } => R::CuvkRuleImageLevelOutOfRange,
-        ImageError::LayerOutOfRange { .. } => R::CuvkRuleImageLayerOutOfRange,
-        ImageError::DescriptorMismatch { .. } => R::CuvkRuleImageDescriptorMismatch,
-        ImageError::HostSize { .. } => R::CuvkRuleImageHostSize,
-        ImageError::NoUsage => R::CuvkRuleImageNoUsage,
-        ImageError::Texture(t) => texture(*t),
-        _ => R::CuvkRuleOther,
-    }
-}
+/// Every rule constant of the C enum (not `NONE` and `OTHER`), in code order.
+pub(crate) const ALL: &[R] = &[
+    R::CuvkRuleLayoutZeroSize,
+    R::CuvkRuleLayoutOverflow,
+    R::CuvkRuleLayoutElementCountOverflow,
+    R::CuvkRuleLayoutPartialElement,
+    R::CuvkRuleLayoutOutOfBounds,
+    R::CuvkRuleLayoutMisaligned,
+    R::CuvkRuleLayoutBadAlignment,
+    R::CuvkRuleLayoutDedicatedOffset,
+    R::CuvkRuleLayoutNonZeroAllocationOffset,
+    R::CuvkRuleLayoutOverlap,
+    R::CuvkRuleImageUnsupportedFormat,
+    R::CuvkRuleImageUnsupportedType,
+    R::CuvkRuleImageZeroExtent,
+    R::CuvkRuleImageCubeNotSquare,
+    R::CuvkRuleImageCubeLayers,
+    R::CuvkRuleImageCubeNot2d,
+    R::CuvkRuleImageLayersOn3d,
+    R::CuvkRuleImageDepthOn2d,
+    R::CuvkRuleImageMipLevels,
+    R::CuvkRuleImageOverLimit,
+    R::CuvkRuleImageLinearTiling,
+    R::CuvkRuleImageMissingUsage,
+    R::CuvkRuleImageNoSurfaceFlag,
+    R::CuvkRuleImageLayeredMipChain,
+    R::CuvkRuleImageLevelOutOfRange,
+    R::CuvkRuleImageLayerOutOfRange,
+    R::CuvkRuleImageDescriptorMismatch,
+    R::CuvkRuleImageHostSize,
+    R::CuvkRuleImageNoUsage,
+    R::CuvkRuleTextureLinearFilterNeedsFloatReads,
+    R::CuvkRuleTextureMipChainNeedsNormalizedCoordinates,
+    R::CuvkRuleTextureWrapNeedsNormalizedCoordinates,
+    R::CuvkRuleTextureRawReadsNeedNormalizedFormat,
+    R::CuvkRuleTextureNormalizedReadsNeedNarrowIntegers,
+    R::CuvkRulePtxNoEntry,
+    R::CuvkRulePtxMalformed,
+    R::CuvkRulePtxParamSizeOverflow,
+    R::CuvkRulePtxParamsTooLarge,
+    R::CuvkRuleMemoryDedicatedRequired,
+    R::CuvkRuleMemoryDedicatedOnlyUsage,
+    R::CuvkRuleMemoryDedicatedToAnother,
+    R::CuvkRuleMemoryDedicatedHoldsOneBuffer,
+    R::CuvkRuleMemoryDedicatedSize,
+    R::CuvkRuleMemoryTypeNotAllowed,
+    R::CuvkRuleMemoryDeviceAddressNotAllocated,
+    R::CuvkRuleMemoryNotExportable,
+    R::CuvkRuleMemoryNoMemoryType,
+    R::CuvkRuleMemoryExceedsHeap,
+    R::CuvkRuleMemoryBufferExceedsHeaps,
+    R::CuvkRuleMemoryUsageNotInPool,
+    R::CuvkRuleMemoryNotHostVisible,
+    R::CuvkRuleMemoryPoolBlockTooSmall,
+    R::CuvkRuleMemoryPoolThreshold,
+    R::CuvkRuleMemoryPoolRequestTooLarge,
+    R::CuvkRuleMemoryChunkNotWholeElements,
+    R::CuvkRuleMemoryCopyLength,
+    R::CuvkRuleMemoryMissingBufferUsage,
+    R::CuvkRuleMemoryHostSizeOverflow,
+    R::CuvkRuleMemoryNotInMulticastTeam,
+    R::CuvkRuleMemoryMulticastNeedsShareable,
+    R::CuvkRuleMemoryEmptyMulticastTeam,
+    R::CuvkRuleMemoryImportNeedsSource,
+    R::CuvkRuleSyncNeedsTimeline,
+    R::CuvkRuleSyncImportKind,
+    R::CuvkRuleSyncTimelineNotIncreasing,
+    R::CuvkRuleSyncSignalledTwice,
+    R::CuvkRuleSyncWaitNeverSignalled,
+    R::CuvkRuleSyncEmptyWaitStage,
+    R::CuvkRuleSyncBinaryNotAccepted,
+    R::CuvkRuleSyncFramesInFlight,
+    R::CuvkRuleSyncForeignFrame,
+    R::CuvkRuleSyncWrongFrame,
+    R::CuvkRuleLaunchArgumentCount,
+    R::CuvkRuleLaunchArgumentSize,
+    R::CuvkRuleLaunchAddressToNonPointer,
+    R::CuvkRuleLaunchParameterBytes,
+    R::CuvkRuleLaunchZeroDimension,
+    R::CuvkRuleLaunchThreadsPerBlock,
+    R::CuvkRuleLaunchDimensionLimit,
+    R::CuvkRuleLaunchSharedMemory,
+    R::CuvkRuleLaunchNulByte,
+    R::CuvkRuleUnsupportedSparseBinding,
+    R::CuvkRuleUnsupportedSparseImport,
+    R::CuvkRuleUnsupportedExternalBuffer,
+    R::CuvkRuleUnsupportedImageCreate,
+    R::CuvkRuleUnsupportedExternalImage,
+    R::CuvkRuleUnsupportedSemaphoreExport,
+    R::CuvkRuleUnsupportedTimelineSemaphore,
+    R::CuvkRuleUnsupportedNvrtc,
+    R::CuvkRuleUnsupportedMulticast,
+    R::CuvkRuleUnsupportedCudaMemoryImport,
+    R::CuvkRuleUnsupportedInlineKernels,
+    R::CuvkRuleDeviceWrongDevice,
+    R::CuvkRuleDeviceNoCudaDevice,
+    R::CuvkRuleDeviceNoVulkanDevice,
+    R::CuvkRuleDeviceMismatch,
+    R::CuvkRuleDeviceMissingExtension,
+    R::CuvkRuleDeviceFeatureNotEnabled,
+    R::CuvkRuleDeviceMissingFunction,
+    R::CuvkRuleDeviceApiVersion,
+    R::CuvkRuleDeviceValidationLayerMissing,
+    R::CuvkRuleDeviceNoQueueFamily,
+    R::CuvkRuleDeviceNoQueue,
+    R::CuvkRuleOsHandleNotOpen,
+    R::CuvkRuleMemoryShared,
+    R::CuvkRuleSyncSignalPending,
+    R::CuvkRuleSyncFrameOutOfOrder,
+    R::CuvkRuleLaunchImageHandleToNonInteger,
+    R::CuvkRuleUnsupportedLinearFilter,
+    R::CuvkRuleWgpuWrongBackend,
+    R::CuvkRuleWgpuNoRawEncoder,
+    R::CuvkRuleWgpuMissingFeatures,
+    R::CuvkRuleWgpuExperimentalFeatures,
+    R::CuvkRuleWgpuLimitBeyondAdapter,
+    R::CuvkRuleWgpuNotTexture,
+    R::CuvkRuleWgpuImageUsageNotInWgpu,
+    R::CuvkRuleWgpuEmptyBufferUsage,
+    R::CuvkRuleWgpuMappableUsage,
+    R::CuvkRuleWgpuAccelerationStructureUsage,
+    R::CuvkRuleWgpuUnknownBufferUsage,
+    R::CuvkRuleWgpuMissingVulkanUsage,
+    R::CuvkRuleWgpuBufferTooLarge,
+    R::CuvkRuleWgpuTextureNotPaired,
+    R::CuvkRuleWgpuImageNotShared,
+    R::CuvkRuleWgpuReentrantSubmit,
+];
 
-#[allow(unreachable_patterns)]
-fn texture(t: TextureRule) -> R {
-    match t {
-        TextureRule::LinearFilterNeedsFloatReads => R::CuvkRuleTextureLinearFilterNeedsFloatReads,
-        TextureRule::MipChainNeedsNormalizedCoordinates => {
-            R::CuvkRuleTextureMipChainNeedsNormalizedCoordinates
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C enum and cuvk's rules are the same codes with the same names: a rule cuvk adds
+    /// without a constant here (or a constant whose code cuvk gave another rule) fails this.
+    #[test]
+    fn every_cuvk_rule_has_its_constant_of_the_same_code_and_name() {
+        assert_eq!(ALL.len(), cuvk::Rule::ALL.len());
+        for &rule in cuvk::Rule::ALL {
+            let c = from_code(rule.code());
+            let Some(c) = c else {
+                panic!(
+                    "cuvk::Rule::{rule:?} ({:#06x}) has no CuvkRule",
+                    rule.code()
+                );
+            };
+            assert_eq!(format!("{c:?}"), format!("CuvkRule{rule:?}"));
         }
-        TextureRule::WrapNeedsNormalizedCoordinates => {
-            R::CuvkRuleTextureWrapNeedsNormalizedCoordinates
-        }
-        TextureRule::RawReadsNeedNormalizedFormat => R::CuvkRuleTextureRawReadsNeedNormalizedFormat,
-        TextureRule::NormalizedReadsNeedNarrowIntegers => {
-            R::CuvkRuleTextureNormalizedReadsNeedNarrowIntegers
-        }
-        _ => R::CuvkRuleOther,
-    }
-}
-
-#[allow(unreachable_patterns)]
-fn ptx(e: &PtxError) -> R {
-    match e {
-        PtxError::NoEntry { .. } => R::CuvkRulePtxNoEntry,
-        PtxError::Malformed { .. } => R::CuvkRulePtxMalformed,
-        PtxError::ParamSizeOverflow { .. } => R::CuvkRulePtxParamSizeOverflow,
-        PtxError::ParamsTooLarge { .. } => R::CuvkRulePtxParamsTooLarge,
-        _ => R::CuvkRuleOther,
-    }
-}
-
-fn memory(e: &MemoryError) -> R {
-    match e {
-        MemoryError::DedicatedRequired { .. } => R::CuvkRuleMemoryDedicatedRequired,
-        MemoryError::DedicatedOnlyUsage { .. } => R::CuvkRuleMemoryDedicatedOnlyUsage,
-        MemoryError::DedicatedToAnother => R::CuvkRuleMemoryDedicatedToAnother,
-        MemoryError::DedicatedHoldsOneBuffer => R::CuvkRuleMemoryDedicatedHoldsOneBuffer,
-        MemoryError::DedicatedSize { .. } => R::CuvkRuleMemoryDedicatedSize,
-        MemoryError::MemoryTypeNotAllowed { .. } => R::CuvkRuleMemoryTypeNotAllowed,
-        MemoryError::DeviceAddressNotAllocated => R::CuvkRuleMemoryDeviceAddressNotAllocated,
-        MemoryError::NotExportable { .. } => R::CuvkRuleMemoryNotExportable,
-        MemoryError::NoMemoryType { .. } => R::CuvkRuleMemoryNoMemoryType,
-        MemoryError::ExceedsHeap { .. } => R::CuvkRuleMemoryExceedsHeap,
-        MemoryError::BufferExceedsHeaps { .. } => R::CuvkRuleMemoryBufferExceedsHeaps,
-        MemoryError::UsageNotInPool { .. } => R::CuvkRuleMemoryUsageNotInPool,
-        MemoryError::NotHostVisible => R::CuvkRuleMemoryNotHostVisible,
-        MemoryError::PoolBlockTooSmall { .. } => R::CuvkRuleMemoryPoolBlockTooSmall,
-        MemoryError::PoolThreshold { .. } => R::CuvkRuleMemoryPoolThreshold,
-        MemoryError::PoolRequestTooLarge { .. } => R::CuvkRuleMemoryPoolRequestTooLarge,
-        MemoryError::ChunkNotWholeElements { .. } => R::CuvkRuleMemoryChunkNotWholeElements,
-        MemoryError::CopyLength { .. } => R::CuvkRuleMemoryCopyLength,
-        MemoryError::MissingBufferUsage { .. } => R::CuvkRuleMemoryMissingBufferUsage,
-        MemoryError::HostSizeOverflow { .. } => R::CuvkRuleMemoryHostSizeOverflow,
-        MemoryError::NotInMulticastTeam { .. } => R::CuvkRuleMemoryNotInMulticastTeam,
-        MemoryError::MulticastNeedsShareable => R::CuvkRuleMemoryMulticastNeedsShareable,
-        MemoryError::EmptyMulticastTeam => R::CuvkRuleMemoryEmptyMulticastTeam,
-        MemoryError::ImportNeedsSource => R::CuvkRuleMemoryImportNeedsSource,
-        _ => R::CuvkRuleOther,
-    }
-}
-
-fn sync(e: &SyncError) -> R {
-    match e {
-        SyncError::NeedsTimeline { .. } => R::CuvkRuleSyncNeedsTimeline,
-        SyncError::ImportKind { .. } => R::CuvkRuleSyncImportKind,
-        SyncError::TimelineNotIncreasing { .. } => R::CuvkRuleSyncTimelineNotIncreasing,
-        SyncError::SignalledTwice => R::CuvkRuleSyncSignalledTwice,
-        SyncError::WaitNeverSignalled { .. } => R::CuvkRuleSyncWaitNeverSignalled,
-        SyncError::EmptyWaitStage => R::CuvkRuleSyncEmptyWaitStage,
-        SyncError::BinaryNotAccepted { .. } => R::CuvkRuleSyncBinaryNotAccepted,
-        SyncError::FramesInFlight { .. } => R::CuvkRuleSyncFramesInFlight,
-        SyncError::ForeignFrame { .. } => R::CuvkRuleSyncForeignFrame,
-        SyncError::WrongFrame { .. } => R::CuvkRuleSyncWrongFrame,
-        _ => R::CuvkRuleOther,
-    }
-}
-
-fn launch(e: &LaunchError) -> R {
-    match e {
-        LaunchError::ArgumentCount { .. } => R::CuvkRuleLaunchArgumentCount,
-        LaunchError::ArgumentSize { .. } => R::CuvkRuleLaunchArgumentSize,
-        LaunchError::AddressToNonPointer { .. } => R::CuvkRuleLaunchAddressToNonPointer,
-        LaunchError::ParameterBytes { .. } => R::CuvkRuleLaunchParameterBytes,
-        LaunchError::ZeroDimension { .. } => R::CuvkRuleLaunchZeroDimension,
-        LaunchError::ThreadsPerBlock { .. } => R::CuvkRuleLaunchThreadsPerBlock,
-        LaunchError::DimensionLimit { .. } => R::CuvkRuleLaunchDimensionLimit,
-        LaunchError::SharedMemory { .. } => R::CuvkRuleLaunchSharedMemory,
-        LaunchError::NulByte { .. } => R::CuvkRuleLaunchNulByte,
-        _ => R::CuvkRuleOther,
-    }
-}
-
-fn capability(c: &Capability) -> R {
-    match c {
-        Capability::SparseBinding => R::CuvkRuleUnsupportedSparseBinding,
-        Capability::SparseImport { .. } => R::CuvkRuleUnsupportedSparseImport,
-        Capability::ExternalBuffer { .. } => R::CuvkRuleUnsupportedExternalBuffer,
-        Capability::ImageCreate { .. } => R::CuvkRuleUnsupportedImageCreate,
-        Capability::ExternalImage { .. } => R::CuvkRuleUnsupportedExternalImage,
-        Capability::SemaphoreExport { .. } => R::CuvkRuleUnsupportedSemaphoreExport,
-        Capability::TimelineSemaphore => R::CuvkRuleUnsupportedTimelineSemaphore,
-        Capability::Nvrtc => R::CuvkRuleUnsupportedNvrtc,
-        Capability::Multicast { .. } => R::CuvkRuleUnsupportedMulticast,
-        Capability::CudaMemoryImport { .. } => R::CuvkRuleUnsupportedCudaMemoryImport,
-        Capability::InlineKernels { .. } => R::CuvkRuleUnsupportedInlineKernels,
-        _ => R::CuvkRuleOther,
     }
 }

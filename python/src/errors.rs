@@ -58,7 +58,11 @@ pub fn describe(e: &cuvk::Error) -> Refusal {
     let debug = format!("{e:?}");
     Refusal {
         kind: kind_name(e.kind()),
-        rule: rule_path(&debug),
+        // cuvk's own rule (the C ABI and Bevy report the same); the error's path where no
+        // rule was broken (a driver call that failed: "Vulkan", "Cuda", "Timeout").
+        rule: e
+            .rule()
+            .map_or_else(|| rule_path(&debug), |r| r.name().to_owned()),
         numbers: numbers(&debug),
         vuid: e.vuid(),
         message: message_chain(e),

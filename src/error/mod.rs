@@ -9,6 +9,7 @@ use crate::rules::layout::LayoutError;
 use crate::Uuid;
 
 mod refusal;
+mod rule;
 #[cfg(feature = "wgpu")]
 mod wgpu;
 
@@ -16,6 +17,7 @@ pub use refusal::{
     Capability, DeviceObject, DeviceOwner, Exportable, FrameStep, InlineKernelsMissing,
     LaunchError, MemoryError, SyncError,
 };
+pub use rule::Rule;
 #[cfg(feature = "wgpu")]
 pub use wgpu::{NotTextureReason, WgpuError, WgpuObject};
 

@@ -374,6 +374,7 @@ pub const FORMATS: &[FormatInfo] = &[
 
 /// Why a format is not in the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FormatRefusal {
     /// `VK_FORMAT_UNDEFINED`.
     Undefined,
@@ -829,6 +830,7 @@ pub fn check_descriptor(image: &ArrayDesc, given: &ArrayDesc) -> Result<(), Imag
 
 /// Which texture rule a request broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TextureRule {
     /// Linear filtering of a texture that reads integers.
     LinearFilterNeedsFloatReads,
@@ -869,6 +871,7 @@ impl fmt::Display for TextureRule {
 
 /// A broken image rule, with the numbers that broke it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ImageError {
     /// The format is not in [`FORMATS`].
     #[error(

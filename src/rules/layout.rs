@@ -15,6 +15,7 @@ pub const CUDA_MAPPED_OFFSET_ALIGNMENT: u64 = 16;
 
 /// Which rule asked for an alignment, so that an error can say where the number came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AlignmentRule {
     /// `VkMemoryRequirements::alignment` of the Vulkan buffer that views the range.
     VulkanBuffer,
@@ -51,6 +52,7 @@ impl fmt::Display for AlignmentRule {
 
 /// A broken range or alignment rule, with the numbers that broke it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// A range of zero bytes was requested.
     #[error("zero-size range requested at offset {offset}: sizes must be at least 1 byte")]

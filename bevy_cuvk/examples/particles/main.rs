@@ -442,7 +442,7 @@ fn report_status(status: Res<CuvkStatus>) {
             "cuvk: CUDA ready on {device} (inline kernels: {inline_kernels}); \
              simulating with a CUDA kernel on a shared buffer"
         ),
-        CuvkStatus::Unavailable { reason } => {
+        CuvkStatus::Unavailable { reason, .. } => {
             println!("cuvk: CUDA unavailable: {reason}");
             println!("cuvk: simulating in WGSL compute (the fallback path)");
         }

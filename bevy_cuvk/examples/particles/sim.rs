@@ -275,7 +275,7 @@ fn prepare_buffers(
                 _ if inline.is_some() => None,
                 _ => {
                     let why = match status.as_deref() {
-                        Some(bevy_cuvk::CuvkStatus::Unavailable { reason }) => reason.clone(),
+                        Some(bevy_cuvk::CuvkStatus::Unavailable { reason, .. }) => reason.clone(),
                         _ if !sim.allow_cuda => "CUDA not allowed".into(),
                         _ => "no CuvkDevice".into(),
                     };

@@ -606,7 +606,7 @@ fn prepare(
                     Err(e) => fail(e),
                 }
             }
-            (None, Some(bevy_cuvk::CuvkStatus::Unavailable { reason })) => {
+            (None, Some(bevy_cuvk::CuvkStatus::Unavailable { reason, .. })) => {
                 fail(format!("CUDA unavailable: {reason}"))
             }
             _ => {}
