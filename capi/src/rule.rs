@@ -151,6 +151,7 @@ pub(crate) const ALL: &[R] = &[
 ];
 
 #[cfg(test)]
+#[allow(clippy::panic)]
 mod tests {
     use super::*;
 

@@ -587,20 +587,20 @@ impl Error {
             Error::Image(ImageError::ZeroExtent { .. }) => Rule::ImageZeroExtent,
             Error::Image(ImageError::CubeNotSquare { .. }) => Rule::ImageCubeNotSquare,
             Error::Image(ImageError::CubeLayers { .. }) => Rule::ImageCubeLayers,
-            Error::Image(ImageError::CubeNot2D { .. }) => Rule::ImageCubeNot2d,
+            Error::Image(ImageError::CubeNot2D) => Rule::ImageCubeNot2d,
             Error::Image(ImageError::LayersOn3D { .. }) => Rule::ImageLayersOn3d,
             Error::Image(ImageError::DepthOn2D { .. }) => Rule::ImageDepthOn2d,
             Error::Image(ImageError::MipLevels { .. }) => Rule::ImageMipLevels,
             Error::Image(ImageError::OverLimit { .. }) => Rule::ImageOverLimit,
-            Error::Image(ImageError::LinearTiling { .. }) => Rule::ImageLinearTiling,
+            Error::Image(ImageError::LinearTiling) => Rule::ImageLinearTiling,
             Error::Image(ImageError::MissingUsage { .. }) => Rule::ImageMissingUsage,
-            Error::Image(ImageError::NoSurfaceFlag { .. }) => Rule::ImageNoSurfaceFlag,
+            Error::Image(ImageError::NoSurfaceFlag) => Rule::ImageNoSurfaceFlag,
             Error::Image(ImageError::LayeredMipChain { .. }) => Rule::ImageLayeredMipChain,
             Error::Image(ImageError::LevelOutOfRange { .. }) => Rule::ImageLevelOutOfRange,
             Error::Image(ImageError::LayerOutOfRange { .. }) => Rule::ImageLayerOutOfRange,
             Error::Image(ImageError::DescriptorMismatch { .. }) => Rule::ImageDescriptorMismatch,
             Error::Image(ImageError::HostSize { .. }) => Rule::ImageHostSize,
-            Error::Image(ImageError::NoUsage { .. }) => Rule::ImageNoUsage,
+            Error::Image(ImageError::NoUsage) => Rule::ImageNoUsage,
             Error::Image(ImageError::Texture(TextureRule::LinearFilterNeedsFloatReads)) => {
                 Rule::TextureLinearFilterNeedsFloatReads
             }
@@ -622,13 +622,13 @@ impl Error {
             Error::Ptx(PtxError::ParamsTooLarge { .. }) => Rule::PtxParamsTooLarge,
             Error::Memory(MemoryError::DedicatedRequired { .. }) => Rule::MemoryDedicatedRequired,
             Error::Memory(MemoryError::DedicatedOnlyUsage { .. }) => Rule::MemoryDedicatedOnlyUsage,
-            Error::Memory(MemoryError::DedicatedToAnother { .. }) => Rule::MemoryDedicatedToAnother,
-            Error::Memory(MemoryError::DedicatedHoldsOneBuffer { .. }) => {
+            Error::Memory(MemoryError::DedicatedToAnother) => Rule::MemoryDedicatedToAnother,
+            Error::Memory(MemoryError::DedicatedHoldsOneBuffer) => {
                 Rule::MemoryDedicatedHoldsOneBuffer
             }
             Error::Memory(MemoryError::DedicatedSize { .. }) => Rule::MemoryDedicatedSize,
             Error::Memory(MemoryError::MemoryTypeNotAllowed { .. }) => Rule::MemoryTypeNotAllowed,
-            Error::Memory(MemoryError::DeviceAddressNotAllocated { .. }) => {
+            Error::Memory(MemoryError::DeviceAddressNotAllocated) => {
                 Rule::MemoryDeviceAddressNotAllocated
             }
             Error::Memory(MemoryError::NotExportable { .. }) => Rule::MemoryNotExportable,
@@ -636,7 +636,7 @@ impl Error {
             Error::Memory(MemoryError::ExceedsHeap { .. }) => Rule::MemoryExceedsHeap,
             Error::Memory(MemoryError::BufferExceedsHeaps { .. }) => Rule::MemoryBufferExceedsHeaps,
             Error::Memory(MemoryError::UsageNotInPool { .. }) => Rule::MemoryUsageNotInPool,
-            Error::Memory(MemoryError::NotHostVisible { .. }) => Rule::MemoryNotHostVisible,
+            Error::Memory(MemoryError::NotHostVisible) => Rule::MemoryNotHostVisible,
             Error::Memory(MemoryError::PoolBlockTooSmall { .. }) => Rule::MemoryPoolBlockTooSmall,
             Error::Memory(MemoryError::PoolThreshold { .. }) => Rule::MemoryPoolThreshold,
             Error::Memory(MemoryError::PoolRequestTooLarge { .. }) => {
@@ -649,18 +649,18 @@ impl Error {
             Error::Memory(MemoryError::MissingBufferUsage { .. }) => Rule::MemoryMissingBufferUsage,
             Error::Memory(MemoryError::HostSizeOverflow { .. }) => Rule::MemoryHostSizeOverflow,
             Error::Memory(MemoryError::NotInMulticastTeam { .. }) => Rule::MemoryNotInMulticastTeam,
-            Error::Memory(MemoryError::MulticastNeedsShareable { .. }) => {
+            Error::Memory(MemoryError::MulticastNeedsShareable) => {
                 Rule::MemoryMulticastNeedsShareable
             }
-            Error::Memory(MemoryError::EmptyMulticastTeam { .. }) => Rule::MemoryEmptyMulticastTeam,
-            Error::Memory(MemoryError::ImportNeedsSource { .. }) => Rule::MemoryImportNeedsSource,
+            Error::Memory(MemoryError::EmptyMulticastTeam) => Rule::MemoryEmptyMulticastTeam,
+            Error::Memory(MemoryError::ImportNeedsSource) => Rule::MemoryImportNeedsSource,
             Error::Memory(MemoryError::MemoryShared) => Rule::MemoryShared,
             Error::Sync(SyncError::NeedsTimeline { .. }) => Rule::SyncNeedsTimeline,
             Error::Sync(SyncError::ImportKind { .. }) => Rule::SyncImportKind,
             Error::Sync(SyncError::TimelineNotIncreasing { .. }) => Rule::SyncTimelineNotIncreasing,
-            Error::Sync(SyncError::SignalledTwice { .. }) => Rule::SyncSignalledTwice,
+            Error::Sync(SyncError::SignalledTwice) => Rule::SyncSignalledTwice,
             Error::Sync(SyncError::WaitNeverSignalled { .. }) => Rule::SyncWaitNeverSignalled,
-            Error::Sync(SyncError::EmptyWaitStage { .. }) => Rule::SyncEmptyWaitStage,
+            Error::Sync(SyncError::EmptyWaitStage) => Rule::SyncEmptyWaitStage,
             Error::Sync(SyncError::BinaryNotAccepted { .. }) => Rule::SyncBinaryNotAccepted,
             Error::Sync(SyncError::FramesInFlight { .. }) => Rule::SyncFramesInFlight,
             Error::Sync(SyncError::ForeignFrame { .. }) => Rule::SyncForeignFrame,
@@ -681,7 +681,7 @@ impl Error {
             Error::Launch(LaunchError::ImageHandleToNonInteger { .. }) => {
                 Rule::LaunchImageHandleToNonInteger
             }
-            Error::Unsupported(Capability::SparseBinding { .. }) => Rule::UnsupportedSparseBinding,
+            Error::Unsupported(Capability::SparseBinding) => Rule::UnsupportedSparseBinding,
             Error::Unsupported(Capability::SparseImport { .. }) => Rule::UnsupportedSparseImport,
             Error::Unsupported(Capability::ExternalBuffer { .. }) => {
                 Rule::UnsupportedExternalBuffer
@@ -691,10 +691,8 @@ impl Error {
             Error::Unsupported(Capability::SemaphoreExport { .. }) => {
                 Rule::UnsupportedSemaphoreExport
             }
-            Error::Unsupported(Capability::TimelineSemaphore { .. }) => {
-                Rule::UnsupportedTimelineSemaphore
-            }
-            Error::Unsupported(Capability::Nvrtc { .. }) => Rule::UnsupportedNvrtc,
+            Error::Unsupported(Capability::TimelineSemaphore) => Rule::UnsupportedTimelineSemaphore,
+            Error::Unsupported(Capability::Nvrtc) => Rule::UnsupportedNvrtc,
             Error::Unsupported(Capability::Multicast { .. }) => Rule::UnsupportedMulticast,
             Error::Unsupported(Capability::CudaMemoryImport { .. }) => {
                 Rule::UnsupportedCudaMemoryImport
@@ -716,7 +714,7 @@ impl Error {
             #[cfg(feature = "wgpu")]
             Error::Wgpu(WgpuError::WrongBackend { .. }) => Rule::WgpuWrongBackend,
             #[cfg(feature = "wgpu")]
-            Error::Wgpu(WgpuError::NoRawEncoder { .. }) => Rule::WgpuNoRawEncoder,
+            Error::Wgpu(WgpuError::NoRawEncoder) => Rule::WgpuNoRawEncoder,
             #[cfg(feature = "wgpu")]
             Error::Wgpu(WgpuError::MissingFeatures { .. }) => Rule::WgpuMissingFeatures,
             #[cfg(feature = "wgpu")]
@@ -728,7 +726,7 @@ impl Error {
             #[cfg(feature = "wgpu")]
             Error::Wgpu(WgpuError::ImageUsageNotInWgpu { .. }) => Rule::WgpuImageUsageNotInWgpu,
             #[cfg(feature = "wgpu")]
-            Error::Wgpu(WgpuError::EmptyBufferUsage { .. }) => Rule::WgpuEmptyBufferUsage,
+            Error::Wgpu(WgpuError::EmptyBufferUsage) => Rule::WgpuEmptyBufferUsage,
             #[cfg(feature = "wgpu")]
             Error::Wgpu(WgpuError::MappableUsage { .. }) => Rule::WgpuMappableUsage,
             #[cfg(feature = "wgpu")]
@@ -742,11 +740,11 @@ impl Error {
             #[cfg(feature = "wgpu")]
             Error::Wgpu(WgpuError::BufferTooLarge { .. }) => Rule::WgpuBufferTooLarge,
             #[cfg(feature = "wgpu")]
-            Error::Wgpu(WgpuError::TextureNotPaired { .. }) => Rule::WgpuTextureNotPaired,
+            Error::Wgpu(WgpuError::TextureNotPaired) => Rule::WgpuTextureNotPaired,
             #[cfg(feature = "wgpu")]
-            Error::Wgpu(WgpuError::ImageNotShared { .. }) => Rule::WgpuImageNotShared,
+            Error::Wgpu(WgpuError::ImageNotShared) => Rule::WgpuImageNotShared,
             #[cfg(feature = "wgpu")]
-            Error::Wgpu(WgpuError::ReentrantSubmit { .. }) => Rule::WgpuReentrantSubmit,
+            Error::Wgpu(WgpuError::ReentrantSubmit) => Rule::WgpuReentrantSubmit,
             #[cfg(feature = "wgpu")]
             Error::Wgpu(
                 WgpuError::Call { .. }
