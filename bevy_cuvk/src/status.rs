@@ -216,3 +216,21 @@ impl CuvkError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same refusal as the C ABI's and Python's tests: the status carries cuvk's rule.
+    #[test]
+    fn refusals_carry_cuvks_rule_as_every_front_end_does() {
+        let e = CuvkError::Vulkan {
+            device: "test".into(),
+            source: cuvk::Error::Layout(cuvk::LayoutError::ZeroSize { offset: 64 }),
+        };
+        let status = CuvkStatus::unavailable(&e);
+        assert_eq!(status.rule(), Some(cuvk::Rule::LayoutZeroSize));
+        assert_eq!(status.reason(), Some(e.to_string().as_str()));
+        assert_eq!(CuvkStatus::unavailable(&CuvkError::NoRenderer).rule(), None);
+    }
+}

@@ -157,6 +157,19 @@ mod tests {
 
     /// The C enum and cuvk's rules are the same codes with the same names: a rule cuvk adds
     /// without a constant here (or a constant whose code cuvk gave another rule) fails this.
+    /// The same refusal as the Python and Bevy tests: the C ABI reports cuvk's rule code.
+    #[test]
+    fn refusals_carry_cuvks_rule_as_every_front_end_does() {
+        let e = Error::Layout(cuvk::LayoutError::ZeroSize { offset: 64 });
+        assert_eq!(rule_of(&e) as u32, cuvk::Rule::LayoutZeroSize.code());
+        assert_eq!(rule_of(&e), R::CuvkRuleLayoutZeroSize);
+        let t = Error::Timeout {
+            what: "x",
+            timeout_ns: 5,
+        };
+        assert_eq!(rule_of(&t), R::CuvkRuleNone);
+    }
+
     #[test]
     fn every_cuvk_rule_has_its_constant_of_the_same_code_and_name() {
         assert_eq!(ALL.len(), cuvk::Rule::ALL.len());

@@ -197,6 +197,22 @@ impl<T> IntoPyResult<T> for cuvk::Result<T> {
 mod tests {
     use super::*;
 
+    /// The same refusal as the C ABI's and Bevy's tests: Python reports cuvk's rule name
+    /// (`cuvk::Rule`), with the numbers; a failed call (no rule) keeps its error path.
+    #[test]
+    fn refusals_carry_cuvks_rule_as_every_front_end_does() {
+        let e = cuvk::Error::Layout(cuvk::LayoutError::ZeroSize { offset: 64 });
+        let r = describe(&e);
+        assert_eq!(r.rule, cuvk::Rule::LayoutZeroSize.name());
+        assert_eq!(r.rule, "Layout.ZeroSize");
+        assert_eq!(r.numbers, vec![("offset".to_owned(), 64)]);
+        let t = describe(&cuvk::Error::Timeout {
+            what: "x",
+            timeout_ns: 5,
+        });
+        assert_eq!(t.rule, "Timeout");
+    }
+
     #[test]
     fn rule_paths_follow_the_enum_nesting() {
         assert_eq!(
