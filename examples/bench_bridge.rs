@@ -59,8 +59,7 @@ fn setup_once(bridge: &Bridge, size: u64) -> anyhow::Result<Setup> {
         ImportedMemory::import(
             bridge.cuda(),
             fd,
-            memory.size(),
-            memory.is_dedicated(),
+            memory.import_layout(),
             Some(memory.clone()),
         )
     }?;

@@ -96,11 +96,7 @@ fn pacer(
             )?;
             pacer.vulkan_submit(
                 &f,
-                &[cmd],
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                &[],
-                &[],
-                vk::Fence::null(),
+                &cuvk::FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
             )?;
         }
     }

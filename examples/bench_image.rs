@@ -346,11 +346,7 @@ fn run_frames(
             dev.end_command_buffer(cmd)?;
             pacer.vulkan_submit(
                 &frame,
-                &[cmd],
-                vk::PipelineStageFlags::TRANSFER,
-                &[],
-                &[],
-                vk::Fence::null(),
+                &cuvk::FrameSubmit::new(&[cmd], vk::PipelineStageFlags::TRANSFER),
             )?;
         }
     }

@@ -66,9 +66,9 @@ pub use rules::image_format::{
 // The pairings users build on: where Vulkan and CUDA meet.
 pub use interop::{
     import_semaphore, AcquireWait, Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame,
-    FramePacer, FrameSemaphores, GrowableBuffer, SemaphoreSubmit, SharedAllocation, SharedBuffer,
-    SharedImage, SharedPool, SharedSemaphore, StagingBuffer, TextureLevels, TextureOptions,
-    TextureRead, VulkanView, DEFAULT_SLOT_TIMEOUT,
+    FramePacer, FrameSemaphores, FrameSubmit, GrowableBuffer, SemaphoreSubmit, SharedAllocation,
+    SharedBuffer, SharedImage, SharedPool, SharedSemaphore, StagingBuffer, TextureLevels,
+    TextureOptions, TextureRead, VulkanView, DEFAULT_SLOT_TIMEOUT,
 };
 pub use vulkan::image::ImageDesc;
 pub use vulkan::memory::Dedicated;

@@ -360,9 +360,12 @@ impl Sync {
         // SAFETY: forwarded from the caller.
         unsafe {
             match (self, frame) {
-                (Sync::Pacer(p), LoopFrame::Paced(f)) => {
-                    p.vulkan_submit(f, &[cmd], wait_stage, waits, &signals, vk::Fence::null())?
-                }
+                (Sync::Pacer(p), LoopFrame::Paced(f)) => p.vulkan_submit(
+                    f,
+                    &cuvk::FrameSubmit::new(&[cmd], wait_stage)
+                        .waits(waits)
+                        .signals(&signals),
+                )?,
                 (Sync::Pacer(_), LoopFrame::Local(_)) => bail!("an unpaced frame under the pacer"),
                 (Sync::Local { timeline, .. }, _) => {
                     signals.push(cuvk::vulkan::SemaphoreOp {

@@ -64,22 +64,26 @@ impl std::fmt::Debug for ImportedMemory {
 }
 
 impl ImportedMemory {
-    /// Imports `handle` with `cuImportExternalMemory`, with `CUDA_EXTERNAL_MEMORY_DEDICATED`
-    /// when `dedicated`. On Unix the descriptor passes to CUDA only on success; on failure it
-    /// is closed here, once. `exporter` is kept alive until the import is destroyed.
+    /// Imports `handle` with `cuImportExternalMemory` as `layout` says: its allocation size,
+    /// and `CUDA_EXTERNAL_MEMORY_DEDICATED` where the memory is a dedicated allocation. On
+    /// Unix the descriptor passes to CUDA only on success; on failure it is closed here, once.
+    /// `exporter` is kept alive until the import is destroyed.
     ///
     /// # Safety
-    /// `handle` must be an opaque handle to memory of exactly `size` bytes (the allocation
-    /// size, not a buffer size), `dedicated` must say whether that memory is a dedicated
-    /// allocation, and `exporter` must keep that memory alive (or the caller must, for as long
-    /// as the returned value and its mappings live).
+    /// `handle` must be an opaque handle to memory of exactly `layout.allocation_size` bytes
+    /// (the allocation size, not a buffer size), `layout.dedicated` must say whether that
+    /// memory is a dedicated allocation, and `exporter` must keep that memory alive (or the
+    /// caller must, for as long as the returned value and its mappings live).
     pub unsafe fn import(
         ctx: &Arc<CudaContext>,
         handle: OwnedExternalHandle,
-        size: u64,
-        dedicated: bool,
+        layout: ImportLayout,
         exporter: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<Arc<Self>> {
+        let ImportLayout {
+            allocation_size: size,
+            dedicated,
+        } = layout;
         if size == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
@@ -89,10 +93,7 @@ impl ImportedMemory {
         Ok(Arc::new(Self {
             ctx: ctx.clone(),
             handle: ext,
-            layout: ImportLayout {
-                allocation_size: size,
-                dedicated,
-            },
+            layout,
             live: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(0),
             _exporter: exporter,

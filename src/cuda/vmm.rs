@@ -15,22 +15,33 @@ use crate::error::{Exportable, MemoryError};
 use crate::platform::{self, OwnedExternalHandle};
 use crate::rules::layout::{self, VmmMapRequest};
 
-fn prop(device: i32, exportable: bool) -> sys::CUmemAllocationProp {
+/// Whether a virtual-memory allocation can be shared with another API or process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VmmExport {
+    /// Used by this CUDA context only.
+    #[default]
+    Local,
+    /// Exportable as the platform's OS handle (a POSIX file descriptor; a Win32 handle on
+    /// Windows), e.g. for Vulkan to import.
+    OsHandle,
+}
+
+fn prop(device: i32, export: VmmExport) -> sys::CUmemAllocationProp {
     // SAFETY: all-zero is a valid value of this plain C struct (then filled in below).
     let mut p: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
     p.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = device;
-    if exportable {
+    if export == VmmExport::OsHandle {
         p.requestedHandleTypes = platform::VMM_HANDLE_TYPE;
     }
     p
 }
 
 /// `cuMemGetAllocationGranularity` for `ctx`'s device: (minimum, recommended).
-pub fn allocation_granularity(ctx: &Arc<CudaContext>, exportable: bool) -> Result<(u64, u64)> {
+pub fn allocation_granularity(ctx: &Arc<CudaContext>, export: VmmExport) -> Result<(u64, u64)> {
     ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
-    let p = prop(ctx.cu_device(), exportable);
+    let p = prop(ctx.cu_device(), export);
     let get = |flag| {
         let mut g = 0usize;
         // SAFETY: valid prop and out-pointer.
@@ -62,14 +73,15 @@ unsafe impl Sync for VmmAllocation {}
 
 impl VmmAllocation {
     /// Allocates `size` bytes (a multiple of the minimum granularity: checked) on `ctx`'s
-    /// device; with `exportable`, shareable as a POSIX file descriptor (Win32 handle on Windows).
-    pub fn new(ctx: &Arc<CudaContext>, size: u64, exportable: bool) -> Result<Arc<Self>> {
-        let (g, _) = allocation_granularity(ctx, exportable)?;
+    /// device; with [`VmmExport::OsHandle`], shareable as a POSIX file descriptor (Win32
+    /// handle on Windows).
+    pub fn new(ctx: &Arc<CudaContext>, size: u64, export: VmmExport) -> Result<Arc<Self>> {
+        let (g, _) = allocation_granularity(ctx, export)?;
         if size == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }
         layout::check_aligned("size", size, g, layout::AlignmentRule::Granularity)?;
-        let p = prop(ctx.cu_device(), exportable);
+        let p = prop(ctx.cu_device(), export);
         let mut handle = 0;
         // SAFETY: valid prop; the size is a granularity multiple (checked).
         unsafe { sys::cuMemCreate(&mut handle, size as usize, &p, 0) }
@@ -79,7 +91,7 @@ impl VmmAllocation {
             ctx: ctx.clone(),
             handle,
             size,
-            exportable,
+            exportable: export == VmmExport::OsHandle,
         }))
     }
 
@@ -189,7 +201,7 @@ unsafe impl Sync for AddressReservation {}
 impl AddressReservation {
     /// Reserves `size` bytes (a multiple of the granularity) aligned to the granularity.
     pub fn new(ctx: &Arc<CudaContext>, size: u64) -> Result<Arc<Self>> {
-        let (g, _) = allocation_granularity(ctx, true)?;
+        let (g, _) = allocation_granularity(ctx, VmmExport::OsHandle)?;
         if size == 0 {
             return Err(layout::LayoutError::ZeroSize { offset: 0 }.into());
         }

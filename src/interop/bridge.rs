@@ -98,7 +98,7 @@ impl Bridge {
         if let Some(&g) = self.granularity.get() {
             return Ok(g);
         }
-        let (g, _) = cuda::vmm::allocation_granularity(&self.cuda, true)?;
+        let (g, _) = cuda::vmm::allocation_granularity(&self.cuda, cuda::vmm::VmmExport::OsHandle)?;
         Ok(*self.granularity.get_or_init(|| g))
     }
 }

@@ -31,7 +31,7 @@ impl Bridge {
             offset: bytes,
             size: granularity,
         })?;
-        let memory = VmmAllocation::new(&self.cuda, size, true)?;
+        let memory = VmmAllocation::new(&self.cuda, size, crate::cuda::vmm::VmmExport::OsHandle)?;
         let reservation = AddressReservation::new(&self.cuda, size)?;
         let mapping = reservation.map(0, &memory, size)?.enable_access()?;
         let bound = import_into_vulkan(&self.vulkan, &memory, bytes, usage | transfer_usage())?;

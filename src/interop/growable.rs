@@ -134,7 +134,11 @@ impl<T: bytemuck::Pod> GrowableBuffer<T> {
     /// into Vulkan (a new buffer, or bound into the sparse buffer at the same offset).
     pub fn add_chunk(&mut self) -> Result<()> {
         let offset = self.capacity_bytes();
-        let memory = VmmAllocation::new(&self.cuda, self.chunk_bytes, true)?;
+        let memory = VmmAllocation::new(
+            &self.cuda,
+            self.chunk_bytes,
+            crate::cuda::vmm::VmmExport::OsHandle,
+        )?;
         let mapping = self
             .reservation
             .map(offset, &memory, self.chunk_bytes)?

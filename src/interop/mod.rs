@@ -16,7 +16,8 @@ mod staging;
 pub use bridge::{Bridge, BridgeConfig, BufferUsage};
 pub use growable::{GrowableBuffer, VulkanView};
 pub use pacer::{
-    AcquireWait, Frame, FramePacer, FrameSemaphores, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT,
+    AcquireWait, Frame, FramePacer, FrameSemaphores, FrameSubmit, SemaphoreSubmit,
+    DEFAULT_SLOT_TIMEOUT,
 };
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};

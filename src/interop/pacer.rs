@@ -136,7 +136,7 @@ struct Timelines {
 /// use cuvk::ash::vk;
 /// use cuvk::cudarc::driver::CudaStream;
 /// use cuvk::vulkan::{AsVkBuffer, AsVkImage, HostBuffer};
-/// use cuvk::{Bridge, BridgeConfig, FramePacer, ImageDesc, SharedImage};
+/// use cuvk::{Bridge, BridgeConfig, FramePacer, FrameSubmit, ImageDesc, SharedImage};
 ///
 /// /// CUDA writes the frame into the image (a kernel on `image.surface(0)?`, say).
 /// fn write_image(stream: &CudaStream, image: &SharedImage, frame: u64) -> cuvk::Result<()> {
@@ -200,7 +200,7 @@ struct Timelines {
 ///     // SAFETY: the frame's own command buffer, just recorded; what it uses outlives it.
 ///     unsafe {
 ///         let stage = vk::PipelineStageFlags::TRANSFER;
-///         pacer.vulkan_submit(&frame, &[cmd], stage, &[], &[], vk::Fence::null())?
+///         pacer.vulkan_submit(&frame, &FrameSubmit::new(&[cmd], stage))?
 ///     };
 /// }
 /// pacer.wait_idle(Duration::from_secs(10))?; // now every readback holds its last frame
@@ -517,11 +517,11 @@ impl FramePacer {
         Ok((pool, cmd))
     }
 
-    /// Submits the frame's Vulkan work: it waits for `cuda_done >= frame.number()` at
-    /// `wait_stage` and signals `vulkan_done` and `frames_complete` with the frame number,
-    /// plus the extra semaphores given (e.g. binary swapchain semaphores; a timeline wait
-    /// among them should be for a value already scheduled, see
-    /// [`Semaphore::check_scheduled`]).
+    /// Submits the frame's Vulkan work (`submit.command_buffers`): it waits for
+    /// `cuda_done >= frame.number()` at `submit.wait_stage` and signals `vulkan_done` and
+    /// `frames_complete` with the frame number, plus the extra semaphores `submit` names (e.g.
+    /// binary swapchain semaphores; a timeline wait among them should be for a value already
+    /// scheduled, see [`Semaphore::check_scheduled`]) and its fence.
     ///
     /// Refused before the driver, changing nothing (the same frame can then be submitted):
     /// another pacer's frame, a frame that is not the current one, a frame CUDA has not
@@ -533,30 +533,30 @@ impl FramePacer {
     /// be executable and of the pacer's device, and everything they use must stay alive until
     /// the frame completes. A command buffer from [`Self::record_commands`] may be submitted
     /// only here, with its own frame.
-    pub unsafe fn vulkan_submit(
-        &self,
-        frame: &Frame,
-        command_buffers: &[vk::CommandBuffer],
-        wait_stage: vk::PipelineStageFlags,
-        extra_waits: &[SemaphoreOp<'_>],
-        extra_signals: &[SemaphoreOp<'_>],
-        fence: vk::Fence,
-    ) -> Result<()> {
+    pub unsafe fn vulkan_submit(&self, frame: &Frame, submit: &FrameSubmit<'_>) -> Result<()> {
         let book = self.book();
         self.check(&book, frame, FrameStep::Submit)?;
         let t = &*self.timelines;
-        let mut waits = vec![SemaphoreOp::wait(&t.cuda_done, frame.number, wait_stage)];
-        waits.extend_from_slice(extra_waits);
+        let mut waits = vec![SemaphoreOp::wait(
+            &t.cuda_done,
+            frame.number,
+            submit.wait_stage,
+        )];
+        waits.extend_from_slice(submit.waits);
         let mut signals = vec![
             SemaphoreOp::signal(&t.vulkan_done, frame.number),
             SemaphoreOp::signal(&t.frames_complete, frame.number),
         ];
-        signals.extend_from_slice(extra_signals);
+        signals.extend_from_slice(submit.signals);
         // SAFETY: forwarded from the caller; the frame's wait is for a value scheduled
         // (checked above, under the book's lock).
         unsafe {
-            self.context()
-                .submit_with_semaphores(command_buffers, &waits, &signals, fence)
+            self.context().submit_with_semaphores(
+                submit.command_buffers,
+                &waits,
+                &signals,
+                submit.fence,
+            )
         }
     }
 
@@ -861,6 +861,52 @@ impl Drop for CommandPools {
             // (the drop budget frees this only then), and the device outlives the budget.
             unsafe { self.device.destroy_command_pool(pool, None) };
         }
+    }
+}
+
+/// A frame's Vulkan submission for [`FramePacer::vulkan_submit`]: its command buffers, the
+/// stages that wait for CUDA's release, and what else it waits on, signals and fences.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameSubmit<'a> {
+    /// The command buffers (the frame's own from [`FramePacer::record_commands`], or the
+    /// engine's).
+    pub command_buffers: &'a [vk::CommandBuffer],
+    /// The stages that wait for CUDA's release of the frame (not empty).
+    pub wait_stage: vk::PipelineStageFlags,
+    /// Further waits (a swapchain's acquire semaphore, say).
+    pub waits: &'a [SemaphoreOp<'a>],
+    /// Further signals (a swapchain's present semaphore, say).
+    pub signals: &'a [SemaphoreOp<'a>],
+    /// A fence to signal, or `vk::Fence::null()`.
+    pub fence: vk::Fence,
+}
+
+impl<'a> FrameSubmit<'a> {
+    /// `command_buffers`, waiting for CUDA's release at `wait_stage`; no further semaphores,
+    /// no fence.
+    pub fn new(
+        command_buffers: &'a [vk::CommandBuffer],
+        wait_stage: vk::PipelineStageFlags,
+    ) -> Self {
+        Self {
+            command_buffers,
+            wait_stage,
+            waits: &[],
+            signals: &[],
+            fence: vk::Fence::null(),
+        }
+    }
+    /// With further waits.
+    pub fn waits(self, waits: &'a [SemaphoreOp<'a>]) -> Self {
+        Self { waits, ..self }
+    }
+    /// With further signals.
+    pub fn signals(self, signals: &'a [SemaphoreOp<'a>]) -> Self {
+        Self { signals, ..self }
+    }
+    /// With a fence.
+    pub fn fence(self, fence: vk::Fence) -> Self {
+        Self { fence, ..self }
     }
 }
 

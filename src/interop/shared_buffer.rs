@@ -164,17 +164,11 @@ impl SharedAllocation {
         stream: Arc<CudaStream>,
     ) -> Result<Arc<Self>> {
         let fd = memory.export()?;
-        // SAFETY: the handle was just exported from `memory`, whose allocation size is
-        // `memory.size()` and whose dedicated-ness is `memory.is_dedicated()`; the import keeps
-        // `memory` alive through the exporter Arc.
+        // SAFETY: the handle was just exported from `memory`, whose allocation size and
+        // dedicated-ness its import layout says; the import keeps `memory` alive through the
+        // exporter Arc.
         let imported = unsafe {
-            ImportedMemory::import(
-                cuda,
-                fd,
-                memory.size(),
-                memory.is_dedicated(),
-                Some(memory.clone()),
-            )
+            ImportedMemory::import(cuda, fd, memory.import_layout(), Some(memory.clone()))
         }?;
         Ok(Arc::new(Self {
             memory,

@@ -131,17 +131,11 @@ impl Bridge {
     ) -> Result<SharedImage> {
         let memory: Arc<DeviceMemory> = bound.memory().clone();
         let fd = memory.export()?;
-        // SAFETY: the handle was just exported from `memory`, whose allocation size is
-        // `memory.size()` and whose dedicated-ness is `memory.is_dedicated()`; the import
-        // keeps `memory` alive through the exporter Arc.
+        // SAFETY: the handle was just exported from `memory`, whose allocation size and
+        // dedicated-ness its import layout says; the import keeps `memory` alive through the
+        // exporter Arc.
         let imported = unsafe {
-            ImportedMemory::import(
-                &self.cuda,
-                fd,
-                memory.size(),
-                memory.is_dedicated(),
-                Some(memory.clone()),
-            )
+            ImportedMemory::import(&self.cuda, fd, memory.import_layout(), Some(memory.clone()))
         }?;
         let desc = *bound.desc();
         let cuda_desc = image_format::array_desc(&desc.shape(), &format, desc.usage);

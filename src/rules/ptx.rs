@@ -76,8 +76,8 @@ pub enum PtxError {
         param: String,
         /// Bytes per element.
         element_size: u64,
-        /// The declared length (up to 2^128 - 1 as written).
-        count: u128,
+        /// The declared length (`u64::MAX` where the length written is larger still).
+        count: u64,
     },
     /// The parameters take more bytes than a kernel launch may pass
     /// ([`MAX_KERNEL_PARAM_BYTES`]).
@@ -203,21 +203,26 @@ fn parse_param(entry: &str, text: &str) -> Result<PtxParam, PtxError> {
     let element = element_size(&ty).ok_or_else(bad)?;
     let (name, count) = match name.split_once('[') {
         Some((n, len)) => {
-            let len: u128 = len.trim_end_matches(']').parse().map_err(|_| bad())?;
+            let digits = len.trim_end_matches(']');
+            // A length past u64 as written (None) is a length whose size overflows.
+            let len = match digits.parse::<u64>() {
+                Ok(n) => Some(n),
+                Err(_) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => None,
+                Err(_) => return Err(bad()),
+            };
             (n.to_string(), len)
         }
-        None => (name, 1),
+        None => (name, Some(1)),
     };
     // `a[N]` with a huge N: a wrapped size would pass the launch checks; refuse it here, with
     // the numbers, and anything past the launch limit too.
-    let size = u64::try_from(count)
-        .ok()
+    let size = count
         .and_then(|n| n.checked_mul(element as u64))
         .ok_or_else(|| PtxError::ParamSizeOverflow {
             entry: entry.to_string(),
             param: name.clone(),
             element_size: element as u64,
-            count,
+            count: count.unwrap_or(u64::MAX),
         })?;
     let too_large = || PtxError::ParamsTooLarge {
         entry: entry.to_string(),
@@ -286,13 +291,19 @@ mod tests {
                 entry: "k".into(),
                 param: "a".into(),
                 element_size: 8,
-                count: u128::from(half),
+                count: half,
             })
         );
-        // Past u64 as written: still the overflow, with the number.
+        // Past u64 as written: still the overflow, the count saturated.
         let e = entry(&one_param(".param .b8 a[18446744073709551616]"), "k");
         assert!(
-            matches!(e, Err(PtxError::ParamSizeOverflow { count, .. }) if count == 1 << 64),
+            matches!(
+                e,
+                Err(PtxError::ParamSizeOverflow {
+                    count: u64::MAX,
+                    ..
+                })
+            ),
             "{e:?}"
         );
     }

@@ -643,6 +643,14 @@ impl DeviceMemory {
         // SAFETY: our live allocation, allocated exportable as this platform's type (checked).
         unsafe { platform::vk_export_memory(loader, self.memory) }
     }
+    /// What a CUDA import of this memory must be told ([`crate::cuda::ImportedMemory::import`]):
+    /// its allocation size, and whether it is a dedicated allocation.
+    pub fn import_layout(&self) -> crate::rules::layout::ImportLayout {
+        crate::rules::layout::ImportLayout {
+            allocation_size: self.size(),
+            dedicated: self.is_dedicated(),
+        }
+    }
 
     /// The raw handle.
     pub fn handle(&self) -> vk::DeviceMemory {

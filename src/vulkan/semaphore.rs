@@ -454,7 +454,7 @@ fn check_exportable(ctx: &VulkanContext, kind: SemaphoreKind) -> Result<()> {
 /// done.wait_host(1, std::time::Duration::from_secs(5))?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SemaphoreOp<'a> {
     /// The semaphore.
     pub semaphore: &'a Semaphore,

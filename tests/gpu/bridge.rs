@@ -377,8 +377,7 @@ fn same_descriptor_imported_twice_is_refused() {
         ImportedMemory::import(
             bridge.cuda(),
             fd,
-            memory.size(),
-            false,
+            memory.import_layout(),
             Some(memory.clone()),
         )
     }
@@ -393,7 +392,7 @@ fn same_descriptor_imported_twice_is_refused() {
         let again = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
         // SAFETY: the import must refuse the handle before the driver sees it.
         let res =
-            unsafe { ImportedMemory::import(bridge.cuda(), again, memory.size(), false, None) };
+            unsafe { ImportedMemory::import(bridge.cuda(), again, memory.import_layout(), None) };
         assert_err!(res, Error::HandleNotOpen { .. });
     }
     drop(first);
@@ -405,8 +404,7 @@ fn same_descriptor_imported_twice_is_refused() {
         ImportedMemory::import(
             bridge.cuda(),
             fd,
-            memory.size(),
-            false,
+            memory.import_layout(),
             Some(memory.clone()),
         )
     }

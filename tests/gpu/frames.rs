@@ -122,7 +122,7 @@ fn run_frames(
                     .unwrap();
             } else {
                 pacer
-                    .vulkan_submit(&frame, &[cmd], stage, &[], &[], vk::Fence::null())
+                    .vulkan_submit(&frame, &cuvk::FrameSubmit::new(&[cmd], stage))
                     .unwrap();
             }
         }
@@ -374,8 +374,9 @@ fn refused_frame_submission_changes_nothing_and_the_frame_then_submits() {
         }];
         let stage = vk::PipelineStageFlags::ALL_COMMANDS;
         // SAFETY: no command buffers; refused before the driver.
-        let res =
-            unsafe { pacer.vulkan_submit(&frame, &[], stage, &[], &stale, vk::Fence::null()) };
+        let res = unsafe {
+            pacer.vulkan_submit(&frame, &cuvk::FrameSubmit::new(&[], stage).signals(&stale))
+        };
         assert_err!(
             res,
             Error::Sync(cuvk::SyncError::TimelineNotIncreasing { value: 3, last: 3 })
@@ -389,7 +390,7 @@ fn refused_frame_submission_changes_nothing_and_the_frame_then_submits() {
         assert_eq!(infos.waits[0].value, expected);
         assert!(infos.signals.iter().all(|s| s.value == expected));
         // SAFETY: no command buffers; the pacer outlives the submission (waited below).
-        unsafe { pacer.vulkan_submit(&frame, &[], stage, &[], &[], vk::Fence::null()) }.unwrap();
+        unsafe { pacer.vulkan_submit(&frame, &cuvk::FrameSubmit::new(&[], stage)) }.unwrap();
     }
     pacer.wait_idle(Duration::from_secs(5)).unwrap();
     stream.synchronize().unwrap();

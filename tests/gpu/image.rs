@@ -680,11 +680,7 @@ fn the_frame_pacer_hands_images_between_cuda_and_vulkan() {
             pacer
                 .vulkan_submit(
                     &frame,
-                    &[cmd],
-                    vk::PipelineStageFlags::TRANSFER,
-                    &[],
-                    &[],
-                    vk::Fence::null(),
+                    &cuvk::FrameSubmit::new(&[cmd], vk::PipelineStageFlags::TRANSFER),
                 )
                 .unwrap();
         }

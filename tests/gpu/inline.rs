@@ -351,7 +351,7 @@ fn cuda_context_and_inline_kernels_on_one_buffer_in_one_frame() {
         .unwrap();
         let stage = vk::PipelineStageFlags::ALL_COMMANDS;
         // SAFETY: as above.
-        unsafe { pacer.vulkan_submit(&frame, &[cmd], stage, &[], &[], vk::Fence::null()) }.unwrap();
+        unsafe { pacer.vulkan_submit(&frame, &cuvk::FrameSubmit::new(&[cmd], stage)) }.unwrap();
     }
     pacer.wait_idle(Duration::from_secs(60)).unwrap();
     stream.synchronize().unwrap();

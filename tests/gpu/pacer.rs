@@ -30,7 +30,7 @@ fn finish(pacer: &FramePacer, frame: &Frame, stream: &CudaStream) {
 /// Submits `frame` with no command buffers.
 fn submit(pacer: &FramePacer, frame: &Frame) -> cuvk::Result<()> {
     // SAFETY: no command buffers; the pacer waits for the frame before its semaphores go.
-    unsafe { pacer.vulkan_submit(frame, &[], STAGE, &[], &[], vk::Fence::null()) }
+    unsafe { pacer.vulkan_submit(frame, &cuvk::FrameSubmit::new(&[], STAGE)) }
 }
 
 /// Begins and finishes `n` frames, expecting the numbers `first..first + n`.
@@ -272,11 +272,7 @@ fn steps_out_of_order_and_waits_never_signalled_are_refused() {
     let r = unsafe {
         pacer.vulkan_submit(
             &frame,
-            &[],
-            vk::PipelineStageFlags::empty(),
-            &[],
-            &[],
-            vk::Fence::null(),
+            &cuvk::FrameSubmit::new(&[], vk::PipelineStageFlags::empty()),
         )
     };
     assert_err!(r, Error::Sync(SyncError::EmptyWaitStage));
@@ -442,11 +438,7 @@ fn record_commands_and_a_readback_per_command_slot() {
         unsafe {
             pacer.vulkan_submit(
                 &frame,
-                &[cmd],
-                vk::PipelineStageFlags::TRANSFER,
-                &[],
-                &[],
-                vk::Fence::null(),
+                &cuvk::FrameSubmit::new(&[cmd], vk::PipelineStageFlags::TRANSFER),
             )
         }
         .unwrap();

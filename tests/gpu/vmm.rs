@@ -8,7 +8,7 @@ use cuvk_dev::kernels;
 use cuvk_dev::testing as common;
 
 use cuvk::cuda::multicast::{multicast_supported, MulticastGroup};
-use cuvk::cuda::vmm::{allocation_granularity, AddressReservation, VmmAllocation};
+use cuvk::cuda::vmm::{allocation_granularity, AddressReservation, VmmAllocation, VmmExport};
 use cuvk::{BufferUsage, Error, GrowableBuffer, LayoutError, SharedBuffer};
 use kernels::{pattern, Kernels};
 
@@ -56,7 +56,7 @@ fn growing_to_one_gib_keeps_the_pointer_and_the_data() {
         return;
     };
     let k = Kernels::load(bridge.cuda()).unwrap();
-    let (g, _) = allocation_granularity(bridge.cuda(), true).unwrap();
+    let (g, _) = allocation_granularity(bridge.cuda(), VmmExport::OsHandle).unwrap();
     eprintln!("allocation granularity: {g} bytes");
     let mut buf =
         GrowableBuffer::<u32>::new(&bridge, 1 << 30, g, BufferUsage::STORAGE_BUFFER).unwrap();
@@ -112,16 +112,16 @@ fn vmm_rules_are_checked_before_the_driver() {
         return;
     };
     let ctx = bridge.cuda();
-    let (g, _) = allocation_granularity(ctx, true).unwrap();
+    let (g, _) = allocation_granularity(ctx, VmmExport::OsHandle).unwrap();
     assert_err!(
-        VmmAllocation::new(ctx, g / 2, true),
+        VmmAllocation::new(ctx, g / 2, VmmExport::OsHandle),
         Error::Layout(LayoutError::Misaligned { what: "size", .. })
     );
     assert_err!(
         AddressReservation::new(ctx, g + 4096),
         Error::Layout(LayoutError::Misaligned { what: "size", .. })
     );
-    let mem = VmmAllocation::new(ctx, 2 * g, true).unwrap();
+    let mem = VmmAllocation::new(ctx, 2 * g, VmmExport::OsHandle).unwrap();
     let res = AddressReservation::new(ctx, 8 * g).unwrap();
     assert_err!(
         res.map(4096, &mem, g),
@@ -210,7 +210,7 @@ fn sparse_view_grows_as_one_vulkan_buffer() {
         return;
     };
     let k = Kernels::load(bridge.cuda()).unwrap();
-    let (g, _) = allocation_granularity(bridge.cuda(), true).unwrap();
+    let (g, _) = allocation_granularity(bridge.cuda(), VmmExport::OsHandle).unwrap();
     let total: u64 = 256 << 20;
     let mut buf = match GrowableBuffer::<u32>::with_view(
         &bridge,
