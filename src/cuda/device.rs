@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::{result, CudaContext};
 
 use crate::error::{CudaResultExt, Error, Result};
-use crate::Uuid;
+use crate::uuid::Uuid;
 
 /// Whether the CUDA driver library can be loaded on this machine (checked once).
 pub fn driver_present() -> bool {

@@ -6,7 +6,7 @@ use cudarc::driver::sys::CUresult;
 
 use crate::rules::image_format::ImageError;
 use crate::rules::layout::LayoutError;
-use crate::Uuid;
+use crate::uuid::Uuid;
 
 mod refusal;
 mod rule;

@@ -15,31 +15,15 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaStream};
+use cudarc::driver::CudaStream;
 
-use crate::cuda::{MapOptions, MappedRange};
+use crate::cuda::MapOptions;
 use crate::error::Result;
-use crate::interop::shared_buffer::{shared_usage, CudaSide};
+use crate::interop::shared_buffer::{shared_usage, CudaBlock, CudaSide};
 use crate::interop::{Bridge, BufferUsage, SharedAllocation, SharedBuffer};
 use crate::rules::layout::{self, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
 use crate::rules::suballoc::{PoolReport, PoolStats};
 use crate::vulkan::{PoolCore, PoolDesc};
-
-/// What a pool block carries besides its Vulkan memory: the one CUDA import and the one
-/// mapping of the whole block.
-pub(crate) struct CudaBlock {
-    // Freed first (cuMemFree), then the import (cuDestroyExternalMemory), which holds the
-    // Vulkan memory.
-    mapping: MappedRange,
-    pub(crate) allocation: Arc<SharedAllocation>,
-}
-
-impl CudaBlock {
-    /// The CUDA address of the block's first byte.
-    pub(crate) fn device_ptr(&self) -> sys::CUdeviceptr {
-        self.mapping.device_ptr()
-    }
-}
 
 /// An allocator for memory shared with CUDA: exportable blocks imported into CUDA once and
 /// mapped once, handing out [`SharedBuffer`]s as sub-ranges — a `VkBuffer` bound at the

@@ -19,7 +19,6 @@ use crate::cuda::vmm::VmmMapping;
 use crate::cuda::{ImportedMemory, MappedRange};
 use crate::error::MemoryError;
 use crate::error::{CudaResultExt, Result};
-use crate::interop::pool::CudaBlock;
 use crate::interop::Bridge;
 use crate::rules::layout::{self, ImportLayout, PlacementRequest};
 use crate::vulkan::{
@@ -264,6 +263,22 @@ impl SharedAllocation {
     /// The CUDA import.
     pub fn cuda_memory(&self) -> &Arc<ImportedMemory> {
         &self.imported
+    }
+}
+
+/// What a pool block carries besides its Vulkan memory: the one CUDA import and the one
+/// mapping of the whole block.
+pub(crate) struct CudaBlock {
+    // Freed first (cuMemFree), then the import (cuDestroyExternalMemory), which holds the
+    // Vulkan memory.
+    pub(crate) mapping: MappedRange,
+    pub(crate) allocation: Arc<SharedAllocation>,
+}
+
+impl CudaBlock {
+    /// The CUDA address of the block's first byte.
+    pub(crate) fn device_ptr(&self) -> sys::CUdeviceptr {
+        self.mapping.device_ptr()
     }
 }
 

@@ -11,7 +11,7 @@ use ash::{ext, vk};
 use crate::error::{ApiVersion, Error, ExtensionState, Result, VkResultExt};
 use crate::platform::{self, MEMORY_EXTENSION, SEMAPHORE_EXTENSION};
 use crate::teardown::{duration_ns, DropBudget, Probe, DEFAULT_DROP_TIMEOUT};
-use crate::Uuid;
+use crate::uuid::Uuid;
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 /// The lowest Vulkan version the bridge uses (timeline semaphores, `*2` queries are core).

@@ -12,6 +12,7 @@ mod driver_lock;
 mod host_memory;
 pub(crate) mod image;
 mod image_handles;
+mod image_transfer;
 pub(crate) mod memory;
 pub(crate) mod pool;
 mod semaphore;
@@ -34,14 +35,14 @@ pub use cuda_kernels::{
 pub use driver_lock::{driver_lock, DriverLockGuard};
 pub use host_memory::HostImportedBuffer;
 pub use image::{
-    AsVkImage, BoundImage, Image, ImageOptions, ImageRegion, ImageRequirements, ImageSupport,
-    SHARED_LAYOUT,
+    AsVkImage, BoundImage, Image, ImageOptions, ImageRequirements, ImageSupport, SHARED_LAYOUT,
 };
 pub(crate) use image_handles::ImageViewHandleLoader;
 pub use image_handles::{
     image_handles_supported, BorderColor, InlineImageHandle, InlineImageKind, InlineLevels,
     InlineTextureDesc, RawViewDescriptor, SamplerAddressMode, SamplerFilter, ViewLayers,
 };
+pub use image_transfer::ImageRegion;
 pub use memory::{
     shared_buffer_usage, AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc,
     BufferRequirements, DeviceMemory, ExternalUse, HostBuffer,

@@ -8,7 +8,7 @@ use ::wgpu::hal;
 use ash::vk;
 
 use crate::vulkan::{AsVkBuffer, BoundBuffer};
-use crate::wgpu::device::Vk;
+use crate::wgpu::hal_vk::Vk;
 use crate::wgpu::{WgpuBridge, WgpuDevice};
 use crate::{Dedicated, DeviceObject, DeviceOwner, Error, Result, SharedBuffer, WgpuError};
 

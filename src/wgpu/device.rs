@@ -13,14 +13,12 @@ use crate::vulkan::{
     physical_device_uuids, timeline_semaphore_supported, DeviceChoice, ExistingVulkan, Validation,
     VulkanContext, MIN_API_VERSION,
 };
-use crate::wgpu::submit::QueueOrder;
+use crate::wgpu::hal_vk::{wrong_backend, Vk};
+use crate::wgpu::queue_order::QueueOrder;
 use crate::{
     ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ExtensionState, Result, Uuid,
     WgpuError, WgpuObject, MEMORY_EXTENSION, SEMAPHORE_EXTENSION,
 };
-
-/// The wgpu-hal Vulkan API marker every `as_hal` call names.
-pub(crate) type Vk = hal::api::Vulkan;
 
 /// The highest instance `apiVersion` wgpu-hal 30 creates its instance with
 /// (`wgpu_hal::vulkan::Instance::init`): what the instance's core functions are bounded by.
@@ -123,15 +121,6 @@ fn wrong_backend_adapter(adapter: &::wgpu::Adapter) -> Error {
     WgpuError::WrongBackend {
         object: WgpuObject::Adapter,
         backend: adapter.get_info().backend.to_str(),
-    }
-    .into()
-}
-
-/// [`WgpuError::WrongBackend`] for `object`, an object of `device`.
-pub(crate) fn wrong_backend(device: &::wgpu::Device, object: WgpuObject) -> Error {
-    WgpuError::WrongBackend {
-        object,
-        backend: device.adapter_info().backend.to_str(),
     }
     .into()
 }

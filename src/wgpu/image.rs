@@ -10,7 +10,8 @@ use ::wgpu::hal;
 use ash::vk;
 
 use crate::vulkan::{AsVkImage, BoundImage, Image, ImageOptions, SHARED_LAYOUT};
-use crate::wgpu::device::{call_failed, wrong_backend, Vk};
+use crate::wgpu::device::call_failed;
+use crate::wgpu::hal_vk::{wrong_backend, Vk};
 use crate::wgpu::{WgpuBridge, WgpuDevice};
 use crate::{
     DeviceObject, DeviceOwner, Error, ImageDesc, ImageError, ImageKind, NotTextureReason, Result,

@@ -80,7 +80,9 @@
 
 mod buffer;
 mod device;
+mod hal_vk;
 mod image;
+mod queue_order;
 mod submit;
 
 /// Re-exported so users name the wgpu version this crate was built with.
