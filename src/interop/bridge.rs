@@ -7,8 +7,8 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::cuda;
 use crate::error::{Error, Result};
-use crate::vulkan::{DeviceChoice, Validation, VulkanConfig, VulkanContext};
 use crate::uuid::Uuid;
+use crate::vulkan::{DeviceChoice, Validation, VulkanConfig, VulkanContext};
 
 /// Buffer usages for shared buffers (Vulkan's flags). Every shared buffer is also a transfer
 /// source and destination.
