@@ -1,8 +1,8 @@
-//! Which [`CuvkRule`] a `cuvk::Error` broke: cuvk's own [`cuvk::Rule`] (`Error::rule`, the one
-//! home of the mapping from refusals to rules) as the C enum constant of the same code. Errors
-//! that are not a rule (a driver, compiler or OS call that failed, a timeout) are
-//! `CUVK_RULE_NONE`; `CUVK_RULE_OTHER` is kept for the ABI and is no longer returned (a test
-//! keeps this enum's codes equal to cuvk's).
+//! Which [`CuvkRule`](crate::CuvkRule) a `cuvk::Error` broke: cuvk's own [`cuvk::Rule`]
+//! (`Error::rule`, the one home of the mapping from refusals to rules) as the C enum constant
+//! of the same code. Errors that are not a rule (a driver, compiler or OS call that failed, a
+//! timeout) are `CUVK_RULE_NONE`; `CUVK_RULE_OTHER` is kept for the ABI and is no longer
+//! returned (a test keeps this enum's codes equal to cuvk's).
 
 use cuvk::Error;
 
