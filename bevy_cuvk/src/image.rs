@@ -16,8 +16,8 @@ use bevy::render::renderer::RenderContext;
 use bevy::render::texture::{DefaultImageSampler, GpuImage};
 use cuvk::ash::vk;
 use cuvk::vulkan::{
-    BoundImage, ImageOptions, InlineImageHandle, InlineTextureDesc, KernelArg, ViewLayers,
-    SHARED_LAYOUT,
+    ownership_barriers, AsVkImage, BoundImage, ImageOptions, InlineImageHandle, InlineTextureDesc,
+    KernelArg, OwnershipTransfer, ViewLayers, SHARED_LAYOUT,
 };
 use cuvk::{ImageDesc, SharedImage};
 use wgpu::hal;
@@ -337,7 +337,11 @@ impl CuvkDevice {
             }),
         );
         let family = self.vulkan().queue_family_index();
-        let release = ownership_barriers([shared], (family, vk::QUEUE_FAMILY_EXTERNAL));
+        let release = ownership_barriers(
+            [shared as &dyn AsVkImage],
+            family,
+            OwnershipTransfer::Release,
+        );
         let vk_device = self.vulkan().device().clone();
         // SAFETY: one release barrier of a live image of this device (the texture submitted
         // with it keeps the image alive until the submission completed), in GENERAL after the
@@ -503,35 +507,6 @@ pub(crate) fn publish_gpu_images(
     );
 }
 
-/// Queue-family transfers of `images` between `VK_QUEUE_FAMILY_EXTERNAL` and `family`, in
-/// `GENERAL`.
-fn ownership_barriers<'a>(
-    images: impl IntoIterator<Item = &'a SharedImage>,
-    (src, dst): (u32, u32),
-) -> Vec<vk::ImageMemoryBarrier<'static>> {
-    let acquire = src == vk::QUEUE_FAMILY_EXTERNAL;
-    let all = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
-    let (src_access, dst_access) = if acquire {
-        (vk::AccessFlags::empty(), all)
-    } else {
-        (all, vk::AccessFlags::empty())
-    };
-    images
-        .into_iter()
-        .map(|image| {
-            vk::ImageMemoryBarrier::default()
-                .src_access_mask(src_access)
-                .dst_access_mask(dst_access)
-                .old_layout(SHARED_LAYOUT)
-                .new_layout(SHARED_LAYOUT)
-                .src_queue_family_index(src)
-                .dst_queue_family_index(dst)
-                .image(image.vk_image())
-                .subresource_range(image.desc().full_range())
-        })
-        .collect()
-}
-
 /// Records one raw pipeline barrier of `barriers` into a command buffer for the render graph.
 fn add_barriers(
     ctx: &mut RenderContext,
@@ -594,8 +569,9 @@ pub(crate) fn acquire_images(
     }
     let family = device.vulkan().queue_family_index();
     let barriers = ownership_barriers(
-        acquired.0.iter().map(CuvkImage::shared),
-        (vk::QUEUE_FAMILY_EXTERNAL, family),
+        acquired.0.iter().map(|i| i.shared() as &dyn AsVkImage),
+        family,
+        OwnershipTransfer::Acquire,
     );
     let stages = (
         vk::PipelineStageFlags::TOP_OF_PIPE,
@@ -628,8 +604,9 @@ pub(crate) fn release_images(
         .transition_resources(std::iter::empty(), transitions.into_iter());
     let family = device.vulkan().queue_family_index();
     let barriers = ownership_barriers(
-        images.iter().map(CuvkImage::shared),
-        (family, vk::QUEUE_FAMILY_EXTERNAL),
+        images.iter().map(|i| i.shared() as &dyn AsVkImage),
+        family,
+        OwnershipTransfer::Release,
     );
     let stages = (
         vk::PipelineStageFlags::ALL_COMMANDS,

@@ -159,6 +159,34 @@ pub fn release_barrier(
         .subresource_range(image.vk_image_desc().full_range())
 }
 
+/// Which way [`ownership_barriers`] move shared images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnershipTransfer {
+    /// From CUDA (`VK_QUEUE_FAMILY_EXTERNAL`) to the queue family, before Vulkan's use.
+    Acquire,
+    /// From the queue family back to CUDA, after Vulkan's use.
+    Release,
+}
+
+/// The protocol's ownership barriers of `images` for an engine whose own render graph records
+/// the layout transitions (wgpu, Bevy): each image stays in [`SHARED_LAYOUT`] and moves between
+/// `VK_QUEUE_FAMILY_EXTERNAL` and `queue_family` ([`acquire_barrier`] / [`release_barrier`]),
+/// with every memory access made available and visible.
+pub fn ownership_barriers<'a>(
+    images: impl IntoIterator<Item = &'a dyn AsVkImage>,
+    queue_family: u32,
+    transfer: OwnershipTransfer,
+) -> Vec<vk::ImageMemoryBarrier<'static>> {
+    let all = vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE;
+    images
+        .into_iter()
+        .map(|image| match transfer {
+            OwnershipTransfer::Acquire => acquire_barrier(image, queue_family, SHARED_LAYOUT, all),
+            OwnershipTransfer::Release => release_barrier(image, queue_family, SHARED_LAYOUT, all),
+        })
+        .collect()
+}
+
 /// Records the acquire of each image (with the layout Vulkan will use it in), in one barrier:
 /// `ALL_COMMANDS` → `dst_stage`.
 ///

@@ -20,7 +20,7 @@ mod sparse;
 
 pub use barriers::{
     acquire_barrier, cmd_acquire_buffers, cmd_acquire_images, cmd_release_buffers,
-    cmd_release_images, release_barrier,
+    cmd_release_images, ownership_barriers, release_barrier, OwnershipTransfer,
 };
 pub use context::{
     physical_device_uuids, timeline_semaphore_supported, validation_layer_available, Capabilities,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ::wgpu::hal;
 use ash::vk;
 
-use crate::vulkan::{AsVkImage, BoundImage, Image, ImageOptions, SHARED_LAYOUT};
+use crate::vulkan::{AsVkImage, BoundImage, Image, ImageOptions, OwnershipTransfer};
 use crate::wgpu::device::call_failed;
 use crate::wgpu::hal_vk::{wrong_backend, Vk};
 use crate::wgpu::{WgpuBridge, WgpuDevice};
@@ -280,7 +280,7 @@ impl WgpuDevice {
     ///
     /// # Safety
     /// `raw` is a live image of this device created as `desc` says (no `MUTABLE_FORMAT`),
-    /// bound to memory, in [`SHARED_LAYOUT`] once the work submitted so far on wgpu's queue has
+    /// bound to memory, in [`SHARED_LAYOUT`](crate::vulkan::SHARED_LAYOUT) once the work submitted so far on wgpu's queue has
     /// run, and kept alive with its memory until `keep` runs.
     unsafe fn wrap_image_unchecked(
         &self,
@@ -346,7 +346,7 @@ impl WgpuDevice {
     }
 
     /// A command buffer that acquires `images` from `VK_QUEUE_FAMILY_EXTERNAL` (CUDA, another
-    /// device) for wgpu's queue, in [`SHARED_LAYOUT`], after `wait_stage` (the stage of the
+    /// device) for wgpu's queue, in [`SHARED_LAYOUT`](crate::vulkan::SHARED_LAYOUT), after `wait_stage` (the stage of the
     /// semaphore wait that orders it after the other side). Submit it first, then wgpu's
     /// command buffers using the textures, then [`Self::release_images`], all in one
     /// submission. Images not shared (not external) need no acquire: refused.
@@ -363,7 +363,7 @@ impl WgpuDevice {
     ) -> Result<::wgpu::CommandBuffer> {
         self.check_pairs(images)?;
         let family = self.vulkan().queue_family_index();
-        let barriers = ownership_barriers(images, (vk::QUEUE_FAMILY_EXTERNAL, family))?;
+        let barriers = ownership_barriers(images, family, OwnershipTransfer::Acquire)?;
         let stages = (wait_stage, vk::PipelineStageFlags::ALL_COMMANDS);
         // SAFETY: ownership barriers of live images of this device (checked); the caller keeps
         // them alive until the submission completes (this function's contract).
@@ -371,7 +371,7 @@ impl WgpuDevice {
     }
 
     /// The two command buffers that hand `images` back to `VK_QUEUE_FAMILY_EXTERNAL` after
-    /// wgpu's use: a wgpu-tracked transition of each texture to [`SHARED_LAYOUT`], then the
+    /// wgpu's use: a wgpu-tracked transition of each texture to [`SHARED_LAYOUT`](crate::vulkan::SHARED_LAYOUT), then the
     /// ownership release. Submit them after wgpu's command buffers, in the same submission as
     /// [`Self::acquire_images`].
     ///
@@ -384,7 +384,7 @@ impl WgpuDevice {
     ) -> Result<[::wgpu::CommandBuffer; 2]> {
         self.check_pairs(images)?;
         let family = self.vulkan().queue_family_index();
-        let barriers = ownership_barriers(images, (family, vk::QUEUE_FAMILY_EXTERNAL))?;
+        let barriers = ownership_barriers(images, family, OwnershipTransfer::Release)?;
         let mut encoder = self
             .device()
             .create_command_encoder(&::wgpu::CommandEncoderDescriptor {
@@ -468,40 +468,24 @@ fn hal_uses(usage: ::wgpu::TextureUsages) -> ::wgpu::TextureUses {
         .fold(H::empty(), |a, (_, h)| a | *h)
 }
 
-/// Queue-family transfers of `images` in [`SHARED_LAYOUT`], every level and layer.
+/// The ownership barriers of `images` (cuvk's protocol, `vulkan::ownership_barriers`), refused
+/// for an image whose memory is not shared.
 fn ownership_barriers(
     images: &[TextureImage<'_>],
-    (src_family, dst_family): (u32, u32),
+    family: u32,
+    transfer: OwnershipTransfer,
 ) -> Result<Vec<vk::ImageMemoryBarrier<'static>>> {
-    let acquire = src_family == vk::QUEUE_FAMILY_EXTERNAL;
-    images
+    if images
         .iter()
-        .map(|(_, image)| {
-            if !image.vk_image_is_external() {
-                return Err(WgpuError::ImageNotShared.into());
-            }
-            let (src_access, dst_access) = if acquire {
-                (
-                    vk::AccessFlags::empty(),
-                    vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
-                )
-            } else {
-                (
-                    vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
-                    vk::AccessFlags::empty(),
-                )
-            };
-            Ok(vk::ImageMemoryBarrier::default()
-                .src_access_mask(src_access)
-                .dst_access_mask(dst_access)
-                .old_layout(SHARED_LAYOUT)
-                .new_layout(SHARED_LAYOUT)
-                .src_queue_family_index(src_family)
-                .dst_queue_family_index(dst_family)
-                .image(image.vk_image())
-                .subresource_range(image.vk_image_desc().full_range()))
-        })
-        .collect()
+        .any(|(_, image)| !image.vk_image_is_external())
+    {
+        return Err(WgpuError::ImageNotShared.into());
+    }
+    Ok(crate::vulkan::ownership_barriers(
+        images.iter().map(|&(_, image)| image),
+        family,
+        transfer,
+    ))
 }
 
 /// An image shared by CUDA and wgpu: one `VkImage` seen as a `wgpu::Texture` and as a
