@@ -16,25 +16,13 @@ use std::time::{Duration, Instant};
 use cuvk::ash::vk;
 use cuvk::vulkan::{CuModule, VulkanConfig, VulkanContext};
 
-const SOURCE: &str = include_str!("../../shaders/inline.cu");
 /// Threads that open and close devices, and as many that load and unload modules.
 const THREADS: usize = 3;
 const ROUNDS: usize = 25;
 /// Far more than the whole test takes (seconds): past it the process is declared hung.
 const LIMIT: Duration = Duration::from_secs(240);
 
-/// The bridge's Vulkan context and the PTX of `shaders/inline.cu`, or `None` (printed) where
-/// there is no GPU with `VK_NVX_binary_import`.
-fn setup(test: &str) -> Option<(cuvk::Bridge, String)> {
-    let bridge = common::bridge(test)?;
-    if let Err(e) = cuvk::vulkan::cuda_kernels_supported(bridge.vulkan()) {
-        assert!(e.is_unavailable(), "{test}: {e}");
-        eprintln!("SKIP {test}: {e}");
-        return None;
-    }
-    let ptx = cuvk::cuda::compile_ptx(bridge.cuda(), "inline.cu", SOURCE).unwrap();
-    Some((bridge, ptx))
-}
+use crate::inline::inline_ptx as setup;
 
 /// Aborts the process with a message if not disarmed within `limit`: a deadlocked test must
 /// fail, not hang the suite.

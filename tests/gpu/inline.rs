@@ -22,8 +22,9 @@ use cuvk::{Bridge, BufferUsage, Error, FramePacer, LaunchError, SharedBuffer};
 
 const SOURCE: &str = include_str!("../../shaders/inline.cu");
 
-/// The bridge and the inline module, or `None` (printed) where the GPU lacks the extension.
-fn setup(test: &str) -> Option<(Bridge, Arc<CuModule>)> {
+/// The bridge and the PTX of `shaders/inline.cu`, or `None` (printed) where the GPU lacks
+/// `VK_NVX_binary_import`.
+pub(crate) fn inline_ptx(test: &str) -> Option<(Bridge, String)> {
     let bridge = common::bridge(test)?;
     if let Err(e) = cuvk::vulkan::cuda_kernels_supported(bridge.vulkan()) {
         assert!(e.is_unavailable(), "{test}: {e}");
@@ -31,6 +32,12 @@ fn setup(test: &str) -> Option<(Bridge, Arc<CuModule>)> {
         return None;
     }
     let ptx = cuvk::cuda::compile_ptx(bridge.cuda(), "inline.cu", SOURCE).unwrap();
+    Some((bridge, ptx))
+}
+
+/// The bridge and the inline module, or `None` (printed) where the GPU lacks the extension.
+fn setup(test: &str) -> Option<(Bridge, Arc<CuModule>)> {
+    let (bridge, ptx) = inline_ptx(test)?;
     let module = CuModule::from_ptx(bridge.vulkan(), &ptx).unwrap();
     Some((bridge, module))
 }

@@ -8,7 +8,7 @@ use cuvk_dev::testing as common;
 use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
-use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
+use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, VulkanContext};
 use cuvk::{Error, ErrorKind};
 
 const TIMELINE: SemaphoreKind = SemaphoreKind::Timeline { initial: 0 };
@@ -233,6 +233,19 @@ fn dropping_a_semaphore_waits_for_its_own_submissions_only() {
     common::assert_clean(&ctx);
 }
 
+/// An empty submission that waits for value 1 of `gate` (nobody has signalled it yet), then
+/// makes `signals`: it holds the queue until the gate opens.
+fn submit_behind(ctx: &VulkanContext, gate: &Semaphore, signals: &[SemaphoreOp<'_>]) {
+    let wait = [SemaphoreOp::wait(
+        gate,
+        1,
+        vk::PipelineStageFlags::ALL_COMMANDS,
+    )];
+    // SAFETY: no command buffers; the semaphores outlive the submission (a semaphore's drop
+    // waits for, or parks until, the submissions that used it).
+    unsafe { ctx.submit_with_semaphores(&[], &wait, signals, vk::Fence::null()) }.unwrap();
+}
+
 /// A one-shot copy queued behind a submission that waits for a value nobody has signalled
 /// yet: the copy returns its timeout on time, what it copies stays alive (parked) while the
 /// GPU may use it, and once the gate opens the copy runs, everything parked is freed and the
@@ -254,20 +267,7 @@ fn a_one_shot_copy_behind_a_stuck_queue_times_out_on_time_and_parks() {
     src.write(&words).unwrap();
     let mut dst = HostBuffer::new(&ctx, 4096, vk::BufferUsageFlags::empty()).unwrap();
     let gate = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
-    // SAFETY: an empty submission: it only holds the queue until the gate opens.
-    unsafe {
-        ctx.submit_with_semaphores(
-            &[],
-            &[SemaphoreOp::wait(
-                &gate,
-                1,
-                vk::PipelineStageFlags::ALL_COMMANDS,
-            )],
-            &[],
-            vk::Fence::null(),
-        )
-    }
-    .unwrap();
+    submit_behind(&ctx, &gate, &[]);
     let start = Instant::now();
     let e = assert_err!(
         ctx.copy_buffer(&src, 0, &mut dst, 0, 4096),
@@ -321,20 +321,7 @@ fn child_parks_a_semaphore_and_drops_the_device() {
     ctx.set_drop_timeout(timeout);
     let gate = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
     let late = Semaphore::new(&ctx, local(TIMELINE)).unwrap();
-    // SAFETY: an empty submission: it waits for the gate, then signals `late`.
-    unsafe {
-        ctx.submit_with_semaphores(
-            &[],
-            &[SemaphoreOp::wait(
-                &gate,
-                1,
-                vk::PipelineStageFlags::ALL_COMMANDS,
-            )],
-            &[SemaphoreOp::signal(&late, 1)],
-            vk::Fence::null(),
-        )
-    }
-    .unwrap();
+    submit_behind(&ctx, &gate, &[SemaphoreOp::signal(&late, 1)]);
     let t = Instant::now();
     drop(late); // its signal is scheduled but cannot run: the drop waits the timeout, parks
     let took = t.elapsed();
