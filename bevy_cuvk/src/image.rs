@@ -17,7 +17,7 @@ use bevy::render::texture::{DefaultImageSampler, GpuImage};
 use cuvk::ash::vk;
 use cuvk::vulkan::{
     ownership_barriers, AsVkImage, BoundImage, ImageOptions, InlineImageHandle, InlineTextureDesc,
-    KernelArg, OwnershipTransfer, ViewLayers, SHARED_LAYOUT,
+    KernelArg, OwnershipTransfer, ViewLayers,
 };
 use cuvk::{ImageDesc, SharedImage};
 use wgpu::hal;
