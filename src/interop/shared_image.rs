@@ -342,6 +342,9 @@ unsafe impl AsVkImage for SharedImage {
     fn vk_image_is_external(&self) -> bool {
         true
     }
+    fn vk_image_keep_alive(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        Some(self.bound_arc().clone())
+    }
 }
 
 /// Every check of [`Bridge::create_image`], made before anything is created: the format is

@@ -126,14 +126,15 @@ impl VulkanContext {
         }
     }
 
-    /// The bound of the safe one-shot helpers' waits: the drop timeout where every buffer can
-    /// be kept alive past the call ([`AsVkBuffer::vk_keep_alive`]), none otherwise; and what
-    /// keeps them alive.
-    fn one_shot_bound(
+    /// The bound of the safe one-shot helpers' waits: the drop timeout where everything the
+    /// submission uses can be kept alive past the call (every keep-alive is `Some`:
+    /// [`AsVkBuffer::vk_keep_alive`], [`AsVkImage::vk_image_keep_alive`](crate::vulkan::AsVkImage::vk_image_keep_alive)), none otherwise; and
+    /// what keeps it alive.
+    pub(crate) fn one_shot_bound(
         &self,
-        buffers: &[&dyn AsVkBuffer],
+        keep_alives: impl IntoIterator<Item = Option<Arc<dyn Any + Send + Sync>>>,
     ) -> (Duration, Vec<Arc<dyn Any + Send + Sync>>) {
-        let kept: Option<Vec<_>> = buffers.iter().map(|b| b.vk_keep_alive()).collect();
+        let kept: Option<Vec<_>> = keep_alives.into_iter().collect();
         match kept {
             Some(kept) => (self.drop_timeout(), kept),
             None => (Duration::MAX, Vec::new()),
@@ -182,7 +183,7 @@ impl VulkanContext {
             size,
         }];
         let (s, d) = (src.vk_buffer(), dst.vk_buffer());
-        let (timeout, kept) = self.one_shot_bound(&[src, &*dst]);
+        let (timeout, kept) = self.one_shot_bound([src.vk_keep_alive(), dst.vk_keep_alive()]);
         // SAFETY: both buffers belong to this device, ranges checked; they are alive across
         // the call (borrowed), and past it until the copy has run (`kept`) where it may
         // return early.
@@ -216,7 +217,7 @@ impl VulkanContext {
         layout::check_aligned("offset", offset, 4, layout::AlignmentRule::VulkanBuffer)?;
         layout::check_aligned("size", size, 4, layout::AlignmentRule::VulkanBuffer)?;
         let d = dst.vk_buffer();
-        let (timeout, kept) = self.one_shot_bound(&[&*dst]);
+        let (timeout, kept) = self.one_shot_bound([dst.vk_keep_alive()]);
         // SAFETY: the buffer belongs to this device; range and alignment checked; alive
         // across the call (borrowed) and past it until the fill has run (`kept`) where it may
         // return early.

@@ -689,6 +689,13 @@ pub unsafe trait AsVkImage {
     /// Whether its memory is shared, so its barriers transfer ownership with
     /// `VK_QUEUE_FAMILY_EXTERNAL`.
     fn vk_image_is_external(&self) -> bool;
+    /// What keeps the image and its memory alive after `self` is gone, where there is such a
+    /// thing: the one-shot transfers ([`VulkanContext::copy_image_to_buffer`], ...) park it
+    /// when they stop waiting for their submission. `None` (the default): they wait for their
+    /// submission without bound.
+    fn vk_image_keep_alive(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        None
+    }
 }
 
 // SAFETY: the handle is owned by this value (destroyed only on its drop), created on the

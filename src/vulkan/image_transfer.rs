@@ -98,7 +98,8 @@ impl VulkanContext {
     }
 
     /// Copies `region` of `src` (tightly packed, all its layers in order) into `dst` at
-    /// `dst_offset`, and waits. The image follows the protocol: acquired from
+    /// `dst_offset`, and waits (bounded as [`VulkanContext::copy_buffer`]'s wait, with
+    /// [`AsVkImage::vk_image_keep_alive`] for the image). The image follows the protocol: acquired from
     /// [`SHARED_LAYOUT`](crate::vulkan::SHARED_LAYOUT), released back to it. Its format must be in the table
     /// ([`image_format::FORMATS`]), which gives the texel size.
     pub fn copy_image_to_buffer(
@@ -125,29 +126,21 @@ impl VulkanContext {
         )?;
         let (copy, bytes) = copy_region(src.vk_image_desc(), region, dst_offset)?;
         layout::check_range(dst_offset, bytes, "destination buffer", dst.vk_size())?;
-        let (image, buffer, family) = (src.vk_image(), dst.vk_buffer(), self.queue_family_index());
+        let (image, buffer) = (src.vk_image(), dst.vk_buffer());
         let layout = vk::ImageLayout::TRANSFER_SRC_OPTIMAL;
-        // SAFETY: both objects are alive (borrowed) and belong to this device; the image is
-        // in the protocol's state between uses (its contract); region and range checked.
+        let transfer = Transfer {
+            image: src,
+            layout,
+            access: vk::AccessFlags::TRANSFER_READ,
+            release_access: vk::AccessFlags::empty(),
+            buffer: Some(&*dst),
+        };
+        // SAFETY: both objects are alive (borrowed), belong to this device, and are kept alive
+        // past the call where it may return early; the image is in the protocol's state
+        // between uses (its contract); region and range checked.
         unsafe {
-            self.submit_and_wait(|dev, cmd| {
-                cmd_acquire_images(
-                    dev,
-                    cmd,
-                    family,
-                    &[(src, layout)],
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::TRANSFER_READ,
-                );
+            self.transfer(transfer, |dev, cmd| {
                 dev.cmd_copy_image_to_buffer(cmd, image, layout, buffer, &[copy]);
-                cmd_release_images(
-                    dev,
-                    cmd,
-                    family,
-                    &[(src, layout)],
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::empty(),
-                );
             })
         }
     }
@@ -178,29 +171,19 @@ impl VulkanContext {
         )?;
         let (copy, bytes) = copy_region(dst.vk_image_desc(), region, src_offset)?;
         layout::check_range(src_offset, bytes, "source buffer", src.vk_size())?;
-        let (image, buffer, family) = (dst.vk_image(), src.vk_buffer(), self.queue_family_index());
+        let (image, buffer) = (dst.vk_image(), src.vk_buffer());
         let layout = vk::ImageLayout::TRANSFER_DST_OPTIMAL;
-        let dst: &dyn AsVkImage = &*dst;
+        let transfer = Transfer {
+            image: &*dst,
+            layout,
+            access: vk::AccessFlags::TRANSFER_WRITE,
+            release_access: vk::AccessFlags::TRANSFER_WRITE,
+            buffer: Some(src),
+        };
         // SAFETY: as copy_image_to_buffer.
         unsafe {
-            self.submit_and_wait(|dev, cmd| {
-                cmd_acquire_images(
-                    dev,
-                    cmd,
-                    family,
-                    &[(dst, layout)],
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                );
+            self.transfer(transfer, |dev, cmd| {
                 dev.cmd_copy_buffer_to_image(cmd, buffer, image, layout, &[copy]);
-                cmd_release_images(
-                    dev,
-                    cmd,
-                    family,
-                    &[(dst, layout)],
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                );
             })
         }
     }
@@ -220,30 +203,64 @@ impl VulkanContext {
             "vkCmdClearColorImage",
             Some("VUID-vkCmdClearColorImage-image-00002"),
         )?;
-        let (handle, family) = (image.vk_image(), self.queue_family_index());
+        let handle = image.vk_image();
         let layout = vk::ImageLayout::TRANSFER_DST_OPTIMAL;
-        let image: &dyn AsVkImage = &*image;
+        let transfer = Transfer {
+            image: &*image,
+            layout,
+            access: vk::AccessFlags::TRANSFER_WRITE,
+            release_access: vk::AccessFlags::TRANSFER_WRITE,
+            buffer: None,
+        };
         // SAFETY: as copy_image_to_buffer.
         unsafe {
-            self.submit_and_wait(|dev, cmd| {
-                cmd_acquire_images(
-                    dev,
-                    cmd,
-                    family,
-                    &[(image, layout)],
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                );
+            self.transfer(transfer, |dev, cmd| {
                 dev.cmd_clear_color_image(cmd, handle, layout, &color, &[desc.full_range()]);
-                cmd_release_images(
-                    dev,
-                    cmd,
-                    family,
-                    &[(image, layout)],
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                );
             })
         }
     }
+
+    /// Records `command` between the acquire of `t.image` (into `t.layout`, for `t.access`)
+    /// and its release back to the protocol's state, submits it and waits: at most the drop
+    /// timeout where the image and the buffer can be kept alive past the call (parked with the
+    /// submission meanwhile), else without bound.
+    ///
+    /// # Safety
+    /// `command` must record valid transfer commands on `t.image` (in `t.layout`) and
+    /// `t.buffer` only; both must belong to this device and be in the state the protocol
+    /// promises between uses.
+    unsafe fn transfer(
+        &self,
+        t: Transfer<'_>,
+        command: impl FnOnce(&ash::Device, vk::CommandBuffer),
+    ) -> Result<()> {
+        let family = self.queue_family_index();
+        let (timeout, kept) = self.one_shot_bound(
+            std::iter::once(t.image.vk_image_keep_alive())
+                .chain(t.buffer.map(|b| b.vk_keep_alive())),
+        );
+        let image = [(t.image, t.layout)];
+        let stage = vk::PipelineStageFlags::TRANSFER;
+        // SAFETY: forwarded from the caller; what the commands use is alive across the call
+        // (borrowed) and past it (`kept`) where it may return early.
+        unsafe {
+            self.submit_and_wait_timeout(timeout, kept, |dev, cmd| {
+                cmd_acquire_images(dev, cmd, family, &image, stage, t.access);
+                command(dev, cmd);
+                cmd_release_images(dev, cmd, family, &image, stage, t.release_access);
+            })
+        }
+    }
+}
+
+/// One transfer of [`VulkanContext::transfer`]: the image, the layout and accesses of the
+/// command on it, and the buffer it copies to or from.
+struct Transfer<'a> {
+    image: &'a dyn AsVkImage,
+    layout: vk::ImageLayout,
+    /// The command's accesses to the image (the acquire's destination access).
+    access: vk::AccessFlags,
+    /// What the release makes available (the writes; none after a read).
+    release_access: vk::AccessFlags,
+    buffer: Option<&'a dyn AsVkBuffer>,
 }
