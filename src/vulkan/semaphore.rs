@@ -54,7 +54,10 @@ impl SemaphoreDesc {
 /// Drop waits only for this semaphore's own work: the submissions made through
 /// [`VulkanContext::submit_with_semaphores`] that used it, and (timelines) its highest
 /// scheduled signal; never for the whole device, and never longer than what is left of the
-/// context's drop budget ([`VulkanContext::set_drop_timeout`]): then it logs and leaks.
+/// context's drop budget ([`VulkanContext::set_drop_timeout`]): then it logs and parks the
+/// semaphore until that work has run. A timeline's GPU waits that no scheduled signal can
+/// satisfy any more are released by a host signal (at once where [`Self::export`] handed no
+/// handle out, else once the budget ran out), so that the queue drains.
 pub struct Semaphore {
     ctx: Arc<VulkanContext>,
     semaphore: vk::Semaphore,
