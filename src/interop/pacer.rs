@@ -29,7 +29,7 @@ use ash::vk;
 use cudarc::driver::CudaStream;
 
 use crate::cuda::ExternalSemaphore;
-use crate::error::{FrameStep, Result, SyncError, VkResultExt};
+use crate::error::{Error, FrameStep, Result, SyncError, VkResultExt};
 use crate::interop::{import_semaphore, Bridge};
 use crate::rules::timeline::{FrameBook, PacerMarks, SignalLedger};
 use crate::vulkan::{
@@ -820,11 +820,12 @@ impl Drop for FramePacer {
             .into_iter()
             .map(|s| (s.clone(), s.highest_signal()))
             .collect();
-        // A semaphore that cannot be read (a lost device) runs nothing any more.
+        // A zero-timeout host wait (it also tells the validation layer the frames completed);
+        // a semaphore that cannot be waited on (a lost device) runs nothing any more.
         let mut done = move || {
-            marks
-                .iter()
-                .all(|(s, v)| s.value().map_or(true, |now| now >= *v))
+            marks.iter().all(|(s, v)| {
+                !matches!(s.wait_host(*v, Duration::ZERO), Err(Error::Timeout { .. }))
+            })
         };
         let budget = ctx.drop_budget().clone();
         let finished = budget.poll(&mut done);

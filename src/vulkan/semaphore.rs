@@ -373,11 +373,20 @@ impl Semaphore {
             SemaphoreKind::Binary => None,
         };
         move || {
+            // A zero-timeout wait rather than a counter read: it also tells the validation
+            // layer that the batches up to `value` have completed (it does not learn that from
+            // vkGetSemaphoreCounterValue, and would report the semaphore in use).
             let reached = |semaphore, value| {
+                let (semaphores, values) = ([semaphore], [value]);
+                let info = vk::SemaphoreWaitInfo::default()
+                    .semaphores(&semaphores)
+                    .values(&values);
                 // SAFETY: a live timeline semaphore of this device (ours, destroyed only
                 // after this probe says done; or the context's progress timeline).
-                unsafe { device.get_semaphore_counter_value(semaphore) }
-                    .map_or(true, |v| v >= value)
+                !matches!(
+                    unsafe { device.wait_semaphores(&info, 0) },
+                    Err(vk::Result::TIMEOUT)
+                )
             };
             reached(progress, submission) && own.is_none_or(|(s, v)| reached(s, v))
         }

@@ -532,8 +532,14 @@ impl Drop for WgpuFramePacer {
             let held = std::mem::take(self.held.get_mut().unwrap_or_else(|p| p.into_inner()));
             let complete = self.pacer.frames_complete().clone();
             let last = complete.highest_signal();
-            // A timeline that cannot be read (a lost device) runs nothing any more.
-            let done = move || complete.value().map_or(true, |v| v >= last);
+            // A zero-timeout host wait (the validation layer learns the frames completed); a
+            // timeline that cannot be waited on (a lost device) runs nothing any more.
+            let done = move || {
+                !matches!(
+                    complete.wait_host(last, Duration::ZERO),
+                    Err(Error::Timeout { .. })
+                )
+            };
             let budget = self.wgpu.vulkan().drop_budget().clone();
             budget.release("WgpuFramePacer", false, held, || Box::new(done));
         }
