@@ -92,7 +92,7 @@ fn pacer(
                 f.command_slot(),
                 f.slot(),
                 f.number() as u32,
-                Some((&pacer, slot)),
+                Some(slot),
             )?;
             pacer.vulkan_submit(
                 &f,

@@ -67,8 +67,8 @@ pub use rules::image_format::{
 pub use interop::{
     import_semaphore, AcquireWait, Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame,
     FramePacer, FrameSemaphores, FrameSubmit, GrowableBuffer, SemaphoreSubmit, SharedAllocation,
-    SharedBuffer, SharedImage, SharedPool, SharedSemaphore, StagingBuffer, TextureLevels,
-    TextureOptions, TextureRead, VulkanView, DEFAULT_SLOT_TIMEOUT,
+    SharedBuffer, SharedImage, SharedPool, SharedSemaphore, StagingBuffer, StreamOrder,
+    TextureLevels, TextureOptions, TextureRead, UseMarks, VulkanView, DEFAULT_SLOT_TIMEOUT,
 };
 pub use vulkan::image::ImageDesc;
 pub use vulkan::memory::Dedicated;

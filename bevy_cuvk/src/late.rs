@@ -9,24 +9,21 @@
 
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bevy::log::error;
 use bevy::prelude::Res;
 use cuvk::vulkan::SemaphoreOp;
-use cuvk::SharedSemaphore;
+use cuvk::StreamOrder;
 use wgpu::hal;
 
 use crate::CuvkDevice;
 
-/// A timeline value to signal after Bevy's frame.
+/// A `vulkan_done` value of a stream order to signal after Bevy's frame.
 pub(crate) struct PendingSignal {
-    semaphore: Arc<SharedSemaphore>,
+    order: Arc<StreamOrder>,
     value: u64,
-    /// The highest value of this semaphore submitted so far (its owner's to read).
-    submitted: Arc<AtomicU64>,
 }
 
 /// What waits for the end of the frame: one per [`CuvkDevice`] (its clones share it).
@@ -35,7 +32,7 @@ pub(crate) struct LateWork {
     /// module, an image handle's view): freed once the work submitted before the next flush
     /// completed.
     buried: Mutex<Vec<Box<dyn Send>>>,
-    /// Timeline values to signal after Bevy's next submission.
+    /// Stream orders' values to signal after Bevy's next submission.
     signals: Mutex<Vec<PendingSignal>>,
     device: wgpu::Device,
     timeout: Duration,
@@ -65,17 +62,8 @@ impl LateWork {
 
     /// Signals `value` on `semaphore` after Bevy's next submission; `submitted` learns it
     /// once it is.
-    pub(crate) fn signal_after_frame(
-        &self,
-        semaphore: Arc<SharedSemaphore>,
-        value: u64,
-        submitted: Arc<AtomicU64>,
-    ) {
-        lock(&self.signals).push(PendingSignal {
-            semaphore,
-            value,
-            submitted,
-        });
+    pub(crate) fn signal_after_frame(&self, order: Arc<StreamOrder>, value: u64) {
+        lock(&self.signals).push(PendingSignal { order, value });
     }
 }
 
@@ -180,15 +168,21 @@ impl LateWork {
     }
 }
 
-/// The empty submission carrying `signals` (one value per semaphore, the highest); on success
-/// each [`PendingSignal::submitted`] learns its value, which is what CUDA may then wait for.
+/// The empty submission carrying `signals` (one value per order, the highest, on its
+/// `vulkan_done` and host timelines); on success the orders' ledgers have the values, which is
+/// what CUDA may then wait for.
 fn submit_signals(device: &CuvkDevice, signals: &mut Vec<PendingSignal>) {
     let queue = device.wgpu_queue();
-    signals.sort_by_key(|p| (p.semaphore.vulkan.handle(), std::cmp::Reverse(p.value)));
-    signals.dedup_by_key(|p| p.semaphore.vulkan.handle());
+    signals.sort_by_key(|p| (p.order.id(), std::cmp::Reverse(p.value)));
+    signals.dedup_by_key(|p| p.order.id());
     let ops: Vec<SemaphoreOp<'_>> = signals
         .iter()
-        .map(|p| SemaphoreOp::signal(&p.semaphore.vulkan, p.value))
+        .flat_map(|p| {
+            [
+                SemaphoreOp::signal(p.order.vulkan_done(), p.value),
+                SemaphoreOp::signal(p.order.vulkan_done_host(), p.value),
+            ]
+        })
         .collect();
     // SAFETY: the hal queue is only used to add signals to its next submission.
     let Some(hal_queue) = (unsafe { queue.as_hal::<hal::api::Vulkan>() }) else {
@@ -212,16 +206,9 @@ fn submit_signals(device: &CuvkDevice, signals: &mut Vec<PendingSignal>) {
             Ok(())
         })
     };
-    match submitted {
-        Ok(()) => {
-            for p in signals.iter() {
-                p.submitted.fetch_max(p.value, Ordering::AcqRel);
-            }
-        }
-        Err(e) => {
-            error!("cuvk: signalling CUDA after Bevy's frame failed: {e}");
-            queue.submit([]);
-        }
+    if let Err(e) = submitted {
+        error!("cuvk: signalling CUDA after Bevy's frame failed: {e}");
+        queue.submit([]);
     }
 }
 
@@ -233,7 +220,7 @@ mod tests {
     //! whose drop destroys something this frame's command buffers name (its image view) — behind
     //! the same [`LateDrop`], and records whether the frame's GPU work had run when it dropped.
 
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
 

@@ -1,11 +1,10 @@
 //! [`StreamSync`]: CUDA work on a CUDA stream, ordered with Bevy's frames (the stream path).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use cuvk::cudarc::driver::{CudaEvent, CudaStream};
-use cuvk::vulkan::SemaphoreKind;
-use cuvk::SharedSemaphore;
+use cuvk::cudarc::driver::CudaStream;
+use cuvk::StreamOrder;
 
 use crate::late::LateWork;
 use crate::{CuvkDevice, CuvkError};
@@ -13,17 +12,19 @@ use crate::{CuvkDevice, CuvkError};
 /// Orders CUDA work on a stream with Bevy's frames, both ways, for memory both use
 /// ([`crate::CuvkBuffer`]).
 ///
-/// Bevy 0.19 is on wgpu 29, whose Vulkan queue can add a signal to its next submission but
-/// cannot wait for a semaphore, so:
+/// Built on a [`cuvk::StreamOrder`] (the core's one home for CUDA ↔ Vulkan ordering). Bevy
+/// 0.19 is on wgpu 29, whose Vulkan queue can add a signal to its next submission but cannot
+/// wait for a semaphore, so:
 ///
-/// - **Bevy → CUDA, on the GPU**: [`Self::signal_after_frame`] asks the plugin to signal an
-///   exported timeline semaphore with the next frame number after Bevy's submission of this
+/// - **Bevy → CUDA, on the GPU**: [`Self::signal_after_frame`] asks the plugin to signal the
+///   order's `vulkan_done` timeline with the next frame number after Bevy's submission of this
 ///   frame (on an empty submission of its own, in `RenderGraphSystems::Finish`: after every
 ///   command Bevy submitted); [`Self::cuda_wait_for_bevy`] enqueues on the CUDA stream a wait
 ///   for the last number asked for, before CUDA overwrites what Bevy read.
-/// - **CUDA → Bevy, on the host**: [`Self::cuda_done`] records an event after the CUDA work;
-///   [`Self::host_wait_for_cuda`] waits for it on the CPU before Bevy submits the commands that
-///   read what CUDA wrote (wgpu 30's `add_wait_semaphore` would make this a GPU wait too).
+/// - **CUDA → Bevy, on the host**: [`Self::cuda_done`] enqueues the order's release (a
+///   `cuda_done` signal) after the CUDA work; [`Self::host_wait_for_cuda`] waits for it on the
+///   CPU before Bevy submits the commands that read what CUDA wrote (wgpu 30's
+///   `add_wait_semaphore` would make this a GPU wait too).
 ///
 /// Buffers cross between CUDA and Bevy's queue with no queue-family ownership transfer (wgpu
 /// 29 has no hook for one, and an alias `VkBuffer` Bevy binds could not carry it): the Vulkan
@@ -54,33 +55,33 @@ use crate::{CuvkDevice, CuvkError};
 /// "After the frame" is GPU completion, not the CPU's return from the submission: the CUDA
 /// stream's wait ([`Self::cuda_wait_for_bevy`]) blocks on the GPU only, never on the CPU.
 pub struct StreamSync {
-    semaphore: Arc<SharedSemaphore>,
+    order: Arc<StreamOrder>,
     late: Arc<LateWork>,
     stream: Arc<CudaStream>,
     /// The last value asked for (0: none yet).
     attached: u64,
-    /// The highest value the plugin has submitted a signal of (what CUDA may wait for).
-    submitted: Arc<AtomicU64>,
-    pending: Option<CudaEvent>,
+    /// The `cuda_done` value of the last [`Self::cuda_done`] not yet waited for.
+    pending: Option<u64>,
 }
+
+/// How long [`StreamSync::host_wait_for_cuda`] waits for CUDA's work.
+const CUDA_WAIT_TIMEOUT: Duration = cuvk::DEFAULT_SLOT_TIMEOUT;
 
 impl std::fmt::Debug for StreamSync {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamSync")
             .field("attached", &self.attached)
-            .field("pending", &self.pending.is_some())
+            .field("pending", &self.pending)
             .finish_non_exhaustive()
     }
 }
 
 impl StreamSync {
-    /// A new CUDA stream on `device`'s context and an exported timeline semaphore imported into
-    /// CUDA (needs the external semaphore extension: `CuvkError::Shared` names it if missing).
+    /// A new CUDA stream on `device`'s context and a [`StreamOrder`] on its bridge (needs the
+    /// external semaphore extension: `CuvkError::Shared` names it if missing).
     pub fn new(device: &CuvkDevice) -> Result<Self, CuvkError> {
-        let semaphore = device
-            .bridge()
-            .create_semaphore(SemaphoreKind::Timeline { initial: 0 })
-            .map_err(|source| CuvkError::Shared { source })?;
+        let order =
+            StreamOrder::new(device.bridge()).map_err(|source| CuvkError::Shared { source })?;
         let stream = device
             .cuda()
             .new_stream()
@@ -89,13 +90,17 @@ impl StreamSync {
                 source,
             })?;
         Ok(Self {
-            semaphore: Arc::new(semaphore),
+            order: Arc::new(order),
             late: device.late().clone(),
             stream,
             attached: 0,
-            submitted: Arc::new(AtomicU64::new(0)),
             pending: None,
         })
+    }
+
+    /// The stream order this sync is built on.
+    pub fn order(&self) -> &Arc<StreamOrder> {
+        &self.order
     }
 
     /// The CUDA stream the work goes on.
@@ -113,37 +118,31 @@ impl StreamSync {
     /// completed. A signal asked for but not submitted yet is not waited for: the stream never
     /// waits for a value nothing will signal.
     pub fn cuda_wait_for_bevy(&self) -> Result<(), CuvkError> {
-        let value = self.submitted.load(Ordering::Acquire);
-        if value == 0 {
-            return Ok(());
-        }
-        self.semaphore
-            .cuda
-            .wait(&self.stream, value)
+        // The ledger has only what the plugin's submissions scheduled.
+        self.order
+            .cuda_wait_vulkan_value(self.order.last_vulkan(), &self.stream)
             .map_err(|source| CuvkError::Shared { source })
     }
 
-    /// Records an event after the CUDA work enqueued so far.
+    /// Enqueues on the stream the order's release after the CUDA work enqueued so far.
     pub fn cuda_done(&mut self) -> Result<(), CuvkError> {
-        let event = self
-            .stream
-            .record_event(None)
-            .map_err(|source| CuvkError::CudaCall {
-                call: "cuEventRecord",
-                source,
-            })?;
-        self.pending = Some(event);
+        let value = self
+            .order
+            .cuda_release(&[], &self.stream)
+            .map_err(|source| CuvkError::Shared { source })?;
+        self.pending = Some(value);
         Ok(())
     }
 
-    /// Waits on the CPU for the work recorded by [`Self::cuda_done`] (nothing pending: returns
-    /// at once).
+    /// Waits on the CPU for the work released by [`Self::cuda_done`] (nothing pending: returns
+    /// at once), at most [`cuvk::DEFAULT_SLOT_TIMEOUT`] (`CuvkError::Shared` with
+    /// `cuvk::Error::Timeout` past it).
     pub fn host_wait_for_cuda(&mut self) -> Result<(), CuvkError> {
         match self.pending.take() {
-            Some(event) => event.synchronize().map_err(|source| CuvkError::CudaCall {
-                call: "cuEventSynchronize",
-                source,
-            }),
+            Some(value) => self
+                .order
+                .wait_cuda(value, CUDA_WAIT_TIMEOUT)
+                .map_err(|source| CuvkError::Shared { source }),
             None => Ok(()),
         }
     }
@@ -158,8 +157,7 @@ impl StreamSync {
     /// only for what was submitted.
     pub fn signal_after_frame(&mut self) {
         let value = self.attached + 1;
-        self.late
-            .signal_after_frame(self.semaphore.clone(), value, self.submitted.clone());
+        self.late.signal_after_frame(self.order.clone(), value);
         self.attached = value;
     }
 }

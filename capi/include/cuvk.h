@@ -490,6 +490,10 @@ enum CuvkRule
    */
   CUVK_RULE_SYNC_FRAME_OUT_OF_ORDER = 1548,
   /**
+   * A resource's use marks handed to a stream order that did not make them.
+   */
+  CUVK_RULE_SYNC_FOREIGN_MARKS = 1549,
+  /**
    * An image handle passed to a kernel parameter that is not a 64-bit integer.
    */
   CUVK_RULE_LAUNCH_IMAGE_HANDLE_TO_NON_INTEGER = 1802,

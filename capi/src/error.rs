@@ -291,6 +291,8 @@ pub enum CuvkRule {
     /// A frame step out of order (a release before the acquire, a submission before the
     /// release, ...).
     CuvkRuleSyncFrameOutOfOrder = 0x060C,
+    /// A resource's use marks handed to a stream order that did not make them.
+    CuvkRuleSyncForeignMarks = 0x060D,
 
     /// An image handle passed to a kernel parameter that is not a 64-bit integer.
     CuvkRuleLaunchImageHandleToNonInteger = 0x070A,

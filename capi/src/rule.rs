@@ -130,6 +130,7 @@ pub(crate) const ALL: &[R] = &[
     R::CuvkRuleMemoryShared,
     R::CuvkRuleSyncSignalPending,
     R::CuvkRuleSyncFrameOutOfOrder,
+    R::CuvkRuleSyncForeignMarks,
     R::CuvkRuleLaunchImageHandleToNonInteger,
     R::CuvkRuleUnsupportedLinearFilter,
     R::CuvkRuleWgpuWrongBackend,

@@ -4,8 +4,8 @@
 
 use crate::{CommandSlots, ComputePipeline};
 use cuvk::ash::vk;
-use cuvk::vulkan::{AsVkBuffer, HostBuffer};
-use cuvk::{Bridge, FramePacer, SharedBuffer};
+use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer, HostBuffer};
+use cuvk::{Bridge, SharedBuffer};
 
 pub const CHECK_SPV: &[u8] = include_bytes!("../../shaders/check_value.spv");
 
@@ -15,6 +15,7 @@ pub struct Checker {
     cmds: CommandSlots,
     elements: u32,
     device: cuvk::ash::Device,
+    queue_family: u32,
 }
 
 impl Checker {
@@ -39,11 +40,12 @@ impl Checker {
             cmds,
             elements,
             device: ctx.device().clone(),
+            queue_family: ctx.queue_family_index(),
         })
     }
 
     /// Records the check of `slot` against `expected` into command slot `command_slot`, with
-    /// the ownership transfers from/to CUDA when a pacer is given.
+    /// the ownership transfers of `transfer` from/to CUDA when given.
     ///
     /// # Safety
     /// The previous use of `command_slot` must have completed; `slots[slot]` must be the
@@ -53,7 +55,7 @@ impl Checker {
         command_slot: usize,
         slot: usize,
         expected: u32,
-        transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
+        transfer: Option<&SharedBuffer<u32>>,
     ) -> anyhow::Result<vk::CommandBuffer> {
         // SAFETY: forwarded from the caller.
         unsafe { self.record_with(command_slot, slot, expected, transfer, |_| Ok(())) }
@@ -69,16 +71,18 @@ impl Checker {
         command_slot: usize,
         slot: usize,
         expected: u32,
-        transfer: Option<(&FramePacer, &SharedBuffer<u32>)>,
+        transfer: Option<&SharedBuffer<u32>>,
         before: impl FnOnce(vk::CommandBuffer) -> anyhow::Result<()>,
     ) -> anyhow::Result<vk::CommandBuffer> {
         let device = &self.device;
         // SAFETY: the caller promised the command slot is free; everything recorded is ours.
         unsafe {
             let cmd = self.cmds.begin(command_slot)?;
-            if let Some((pacer, buf)) = transfer {
-                pacer.record_acquire_from_cuda(
+            if let Some(buf) = transfer {
+                cmd_acquire_buffers(
+                    device,
                     cmd,
+                    self.queue_family,
                     &[buf],
                     vk::PipelineStageFlags::COMPUTE_SHADER,
                     vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
@@ -107,9 +111,11 @@ impl Checker {
             let groups = self.elements.div_ceil(256).clamp(1, 1024);
             self.pipeline
                 .record_dispatch(cmd, self.sets[slot], &push, groups);
-            if let Some((pacer, buf)) = transfer {
-                pacer.record_release_to_cuda(
+            if let Some(buf) = transfer {
+                cmd_release_buffers(
+                    device,
                     cmd,
+                    self.queue_family,
                     &[buf],
                     vk::PipelineStageFlags::COMPUTE_SHADER,
                     vk::AccessFlags::SHADER_READ,

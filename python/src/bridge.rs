@@ -1,5 +1,5 @@
-//! `cuvk.Bridge`: a CUDA device and the Vulkan device with the same UUID, the two ordering
-//! timelines, and the register of the buffers it made (so that a tensor over cuvk memory can
+//! `cuvk.Bridge`: a CUDA device and the Vulkan device with the same UUID, its stream order
+//! (`cuvk::StreamOrder`), and the register of the buffers it made (so that a tensor over cuvk memory can
 //! be traced back to its buffer).
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cuvk::cuda::CudaDeviceChoice;
 use cuvk::vulkan::Validation;
-use cuvk::{Bridge, BridgeConfig};
+use cuvk::{Bridge, BridgeConfig, StreamOrder};
 use cuvk_dev::DevAllocator;
 use pyo3::prelude::*;
 
@@ -15,7 +15,6 @@ use crate::array::{self, Array};
 use crate::buffer::{BufferCore, PySharedBuffer};
 use crate::dtype::{self, DType};
 use crate::errors::{refusal, IntoPyResult};
-use crate::ordering::Timelines;
 use crate::stream::{self, Convention};
 
 /// What every object of one bridge shares.
@@ -23,7 +22,7 @@ pub struct Shared {
     /// The devices.
     pub bridge: Bridge,
     /// CUDA ↔ Vulkan ordering.
-    pub timelines: Timelines,
+    pub order: StreamOrder,
     /// The CUDA device ordinal.
     pub ordinal: usize,
     // Host-visible staging for `vulkan_read` / `vulkan_write`, made on first use.
@@ -59,8 +58,7 @@ impl Shared {
 
     /// Waits until every Vulkan submission made so far is done.
     pub fn wait_vulkan_idle(&self, timeout: Duration) -> cuvk::Result<()> {
-        self.timelines
-            .wait_vulkan(self.timelines.last_vulkan(), timeout)
+        self.order.wait_vulkan(self.order.last_vulkan(), timeout)
     }
 }
 
@@ -149,10 +147,10 @@ impl PyBridge {
         let shared = py
             .detach(|| -> cuvk::Result<Shared> {
                 let bridge = Bridge::new(config)?;
-                let timelines = Timelines::new(&bridge)?;
+                let order = StreamOrder::new(&bridge)?;
                 Ok(Shared {
                     bridge,
-                    timelines,
+                    order,
                     ordinal: device,
                     allocator: OnceLock::new(),
                     register: Mutex::new(Vec::new()),

@@ -22,8 +22,8 @@ use crate::array;
 use crate::bridge::{timeout_seconds, Shared};
 use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
-use crate::ordering::Marks;
 use crate::stream::{self, Convention, StreamArg};
+use cuvk::UseMarks;
 
 /// A buffer and what Python sees of it.
 pub struct BufferCore {
@@ -35,8 +35,8 @@ pub struct BufferCore {
     pub shape: Vec<usize>,
     /// Element type.
     pub dtype: DType,
-    /// Where it stands on the ordering timelines.
-    pub marks: Marks,
+    /// Where it stands on the bridge's stream order.
+    pub marks: UseMarks,
     // Host-visible memory for `vulkan_read` / `vulkan_write`, made on first use and kept.
     staging: Mutex<Option<Arc<DevBuffer>>>,
 }
@@ -54,7 +54,7 @@ impl BufferCore {
             buffer,
             shape,
             dtype,
-            marks: Marks::default(),
+            marks: shared.order.marks(),
             staging: Mutex::new(None),
         }))
     }
@@ -76,7 +76,7 @@ impl BufferCore {
         };
         // SAFETY: Python code names the stream; DLPack's protocol (and ours) takes it as a
         // live stream of this device, which `enqueue_raw` checks with cuStreamGetCtx.
-        unsafe { self.shared.timelines.cuda_acquire(&self.marks, handle) }.py()
+        unsafe { self.shared.order.cuda_acquire_raw(&self.marks, handle) }.py()
     }
 
     /// See `Bridge.cuda_release`.
@@ -85,7 +85,9 @@ impl BufferCore {
             return Ok(());
         };
         // SAFETY: as in `cuda_acquire`.
-        unsafe { self.shared.timelines.cuda_release(&[&self.marks], handle) }.py()
+        unsafe { self.shared.order.cuda_release_raw(&[&self.marks], handle) }
+            .map(drop)
+            .py()
     }
 
     /// The handle to order on (none for "no ordering"), with the bridge's context current,
@@ -109,19 +111,9 @@ impl BufferCore {
     fn wait_host(&self, timeout: Duration) -> cuvk::Result<()> {
         // One deadline for both waits: the caller's timeout bounds the whole call.
         let deadline = Deadline::after(timeout);
-        let t = &self.shared.timelines;
-        t.wait_vulkan(
-            self.marks
-                .vulkan_use
-                .load(std::sync::atomic::Ordering::Acquire),
-            timeout,
-        )?;
-        t.wait_cuda(
-            self.marks
-                .cuda_release
-                .load(std::sync::atomic::Ordering::Acquire),
-            deadline.left(),
-        )
+        let order = &self.shared.order;
+        order.wait_vulkan(self.marks.vulkan_use(), timeout)?;
+        order.wait_cuda(self.marks.cuda_release(), deadline.left())
     }
 
     /// The staging buffer, taken out of its slot (made on first use): a copy that completes

@@ -9,7 +9,6 @@ mod bridge;
 mod buffer;
 mod dtype;
 mod errors;
-mod ordering;
 mod render;
 mod stream;
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use cuvk::ash::vk;
 use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer};
+use cuvk::FrameSubmit;
 use cuvk_dev::canvas::{Canvas, CanvasShaders, Frame};
 use cuvk_dev::sim::particles::OrbitCamera;
 use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer};
@@ -110,11 +111,9 @@ impl Renderer {
         })?;
         // SAFETY: an executable command buffer of the bridge's device using only our buffers.
         let value = unsafe {
-            self.shared.timelines.submit(
-                &self.shared.bridge,
-                &[cmd],
+            self.shared.order.vulkan_submit(
                 &[],
-                vk::PipelineStageFlags::ALL_COMMANDS,
+                &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::ALL_COMMANDS),
             )
         }?;
         self.slot_values[slot] = value;
@@ -127,7 +126,7 @@ impl Renderer {
     fn begin_slot(&mut self) -> cuvk::Result<(usize, vk::CommandBuffer)> {
         let slot = self.next_slot;
         self.shared
-            .timelines
+            .order
             .wait_vulkan(self.slot_values[slot], SLOT_TIMEOUT)?;
         // SAFETY: the slot's previous submission has completed.
         let cmd = unsafe { self.gpu.slots.begin(slot) }?;
@@ -194,11 +193,9 @@ impl Renderer {
         }
         // SAFETY: as above.
         let value = unsafe {
-            self.shared.timelines.submit(
-                &self.shared.bridge,
-                &[cmd],
+            self.shared.order.vulkan_submit(
                 &[&core.marks],
-                vk::PipelineStageFlags::COMPUTE_SHADER,
+                &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
             )
         }?;
         self.slot_values[slot] = value;
@@ -213,7 +210,7 @@ impl Renderer {
         while let Some((value, _)) = self.in_flight.front() {
             if self
                 .shared
-                .timelines
+                .order
                 .wait_vulkan(*value, Duration::ZERO)
                 .is_err()
             {
@@ -252,7 +249,7 @@ impl Renderer {
                     d.cmd_copy_buffer(cmd, pixels, readback, &region);
                 }
             })?;
-            self.shared.timelines.wait_vulkan(value, timeout)?;
+            self.shared.order.wait_vulkan(value, timeout)?;
             self.last_copy = self.frames;
         }
         self.gpu.canvas.readback.read::<u8>()

@@ -453,6 +453,15 @@ pub enum SyncError {
         /// The step refused, and why.
         reason: FrameStep,
     },
+    /// A resource's [`UseMarks`](crate::interop::UseMarks) handed to a
+    /// [`StreamOrder`](crate::interop::StreamOrder) that did not make them.
+    #[error("use marks of stream order {marks} given to stream order {order}")]
+    ForeignMarks {
+        /// The order that made the marks.
+        marks: u64,
+        /// The order they were given to.
+        order: u64,
+    },
 }
 
 /// The past tense of a frame's step, for [`SyncError::FrameOutOfOrder`].

@@ -175,6 +175,8 @@ pub enum Rule {
     /// A frame step out of order (a release before the acquire, a submission before the
     /// release, ...).
     SyncFrameOutOfOrder = 0x060C,
+    /// A resource's use marks handed to a stream order that did not make them.
+    SyncForeignMarks = 0x060D,
     /// An argument count that differs from the kernel's parameters.
     LaunchArgumentCount = 0x0701,
     /// An argument whose size differs from its parameter's.
@@ -355,6 +357,7 @@ impl Rule {
         Rule::SyncWrongFrame,
         Rule::SyncSignalPending,
         Rule::SyncFrameOutOfOrder,
+        Rule::SyncForeignMarks,
         Rule::LaunchArgumentCount,
         Rule::LaunchArgumentSize,
         Rule::LaunchAddressToNonPointer,
@@ -503,6 +506,7 @@ impl Rule {
             Rule::SyncWrongFrame => "Sync.WrongFrame",
             Rule::SyncSignalPending => "Sync.SignalPending",
             Rule::SyncFrameOutOfOrder => "Sync.FrameOutOfOrder",
+            Rule::SyncForeignMarks => "Sync.ForeignMarks",
             Rule::LaunchArgumentCount => "Launch.ArgumentCount",
             Rule::LaunchArgumentSize => "Launch.ArgumentSize",
             Rule::LaunchAddressToNonPointer => "Launch.AddressToNonPointer",
@@ -667,6 +671,7 @@ impl Error {
             Error::Sync(SyncError::WrongFrame { .. }) => Rule::SyncWrongFrame,
             Error::Sync(SyncError::SignalPending { .. }) => Rule::SyncSignalPending,
             Error::Sync(SyncError::FrameOutOfOrder { .. }) => Rule::SyncFrameOutOfOrder,
+            Error::Sync(SyncError::ForeignMarks { .. }) => Rule::SyncForeignMarks,
             Error::Launch(LaunchError::ArgumentCount { .. }) => Rule::LaunchArgumentCount,
             Error::Launch(LaunchError::ArgumentSize { .. }) => Rule::LaunchArgumentSize,
             Error::Launch(LaunchError::AddressToNonPointer { .. }) => {

@@ -1,6 +1,6 @@
 //! Where Vulkan and CUDA meet: the [`Bridge`] (one GPU seen by both APIs, paired by UUID),
 //! shared buffers and allocations, the [`SharedPool`] allocator, shared images, CUDA-allocated
-//! buffers Vulkan imports, shared semaphores, frame pacing, growable buffers and staging through
+//! buffers Vulkan imports, shared semaphores, GPU ordering of CUDA streams and Vulkan ([`StreamOrder`]), frame pacing, growable buffers and staging through
 //! pinned host memory.
 
 mod bridge;
@@ -12,6 +12,7 @@ mod semaphore;
 mod shared_buffer;
 mod shared_image;
 mod staging;
+mod stream_order;
 
 pub use bridge::{Bridge, BridgeConfig, BufferUsage};
 pub use growable::{GrowableBuffer, VulkanView};
@@ -24,3 +25,4 @@ pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, SharedAllocation, SharedBuffer};
 pub use shared_image::{SharedImage, TextureLevels, TextureOptions, TextureRead};
 pub use staging::StagingBuffer;
+pub use stream_order::{StreamOrder, UseMarks};

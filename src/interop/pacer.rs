@@ -1,5 +1,6 @@
 //! Frame pacing for render loops where CUDA writes and Vulkan reads shared memory, with
-//! K frames in flight, ordered on the GPU by two timeline semaphores:
+//! K frames in flight, ordered on the GPU by a [`StreamOrder`]'s two timeline semaphores, with
+//! frame numbers as their values:
 //!
 //! - `cuda_done` reaches N when CUDA has finished writing frame N;
 //! - `vulkan_done` reaches N when Vulkan has finished reading frame N.
@@ -10,8 +11,8 @@
 //! [`FramePacer::begin_frame`]'s bound on how far the CPU records ahead of the GPU: frame N
 //! starts once Vulkan finished frame `N - 2K`, so the frame's command buffer (one of `2K`,
 //! [`Frame::command_slot`]) is free to reuse; the data slots are guarded on the GPU alone.
-//! That host wait is on a third, non-exported timeline (`frames_complete`) that each Vulkan
-//! submission also signals: the validation layer cannot follow the payload of exported
+//! That host wait is on the order's third, non-exported timeline (`frames_complete`) that each
+//! Vulkan submission also signals: the validation layer cannot follow the payload of exported
 //! semaphores, so only a wait on a non-exported one tells it the command buffer is free.
 //!
 //! Each frame goes through its steps in order — begin, CUDA acquire, CUDA release, Vulkan
@@ -20,7 +21,6 @@
 //! scheduled (the semaphores' signal ledgers know), so no safe call can make the GPU or the
 //! host wait for a value nobody will signal.
 
-use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -28,13 +28,12 @@ use std::time::Duration;
 use ash::vk;
 use cudarc::driver::CudaStream;
 
-use crate::cuda::ExternalSemaphore;
-use crate::error::{Error, FrameStep, Result, SyncError, VkResultExt};
-use crate::interop::{import_semaphore, Bridge};
+use crate::error::{FrameStep, Result, SyncError, VkResultExt};
+use crate::interop::{Bridge, StreamOrder};
 use crate::rules::timeline::{FrameBook, PacerMarks, SignalLedger};
 use crate::vulkan::{
     cmd_acquire_buffers, cmd_acquire_images, cmd_release_buffers, cmd_release_images, AsVkBuffer,
-    AsVkImage, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext,
+    AsVkImage, Semaphore, SemaphoreOp, VulkanContext,
 };
 
 /// How long [`FramePacer::begin_frame`] waits for a command slot before reporting
@@ -101,16 +100,6 @@ impl Frame {
     pub fn is_from(&self, pacer: &FramePacer) -> bool {
         self.pacer == pacer.id
     }
-}
-
-/// The pacer's semaphores and their CUDA imports: dropped only once the GPU is done with
-/// them, parked in the drop budget until then otherwise.
-struct Timelines {
-    cuda_done: Arc<Semaphore>,
-    vulkan_done: Arc<Semaphore>,
-    frames_complete: Arc<Semaphore>,
-    cuda_done_import: ExternalSemaphore,
-    vulkan_done_import: ExternalSemaphore,
 }
 
 /// Hands out frames and orders CUDA writes and Vulkan reads of K slots on the GPU.
@@ -239,7 +228,7 @@ struct Timelines {
 pub struct FramePacer {
     id: u64,
     frames_in_flight: u64,
-    timelines: ManuallyDrop<Timelines>,
+    order: StreamOrder,
     book: Mutex<FrameBook>,
     /// One pool and primary command buffer per command slot, made on first use.
     commands: Vec<Option<(vk::CommandPool, vk::CommandBuffer)>>,
@@ -285,22 +274,13 @@ impl FramePacer {
             .into());
         }
         let vk = bridge.vulkan();
-        let cuda_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
-        let vulkan_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
-        let frames_complete = Semaphore::new(vk, SemaphoreDesc::LOCAL_TIMELINE)?;
-        let timelines = Timelines {
-            cuda_done_import: import_semaphore(bridge.cuda(), &cuda_done)?,
-            vulkan_done_import: import_semaphore(bridge.cuda(), &vulkan_done)?,
-            cuda_done,
-            vulkan_done,
-            frames_complete,
-        };
+        let order = StreamOrder::new(bridge)?;
         let id = NEXT_PACER_ID.fetch_add(1, Ordering::Relaxed);
         let k = u64::from(frames_in_flight);
         Ok(Self {
             id,
             frames_in_flight: k,
-            timelines: ManuallyDrop::new(timelines),
+            order,
             book: Mutex::new(FrameBook::new(id, k)),
             commands: vec![None; 2 * frames_in_flight as usize],
             queue_family: vk.queue_family_index(),
@@ -320,21 +300,21 @@ impl FramePacer {
     }
     /// The Vulkan context the pacer's semaphores and command buffers belong to.
     pub fn context(&self) -> &Arc<VulkanContext> {
-        self.timelines.cuda_done.context()
+        self.order.context()
     }
     /// The timeline CUDA signals with the frame number when it has written a frame.
     pub fn cuda_done(&self) -> &Arc<Semaphore> {
-        &self.timelines.cuda_done
+        self.order.cuda_done()
     }
     /// The timeline Vulkan signals with the frame number when it has read a frame.
     pub fn vulkan_done(&self) -> &Arc<Semaphore> {
-        &self.timelines.vulkan_done
+        self.order.vulkan_done()
     }
     /// The host-side completion timeline (not exported): Vulkan signals it with the frame
     /// number alongside `vulkan_done`. A submission that bypasses [`Self::vulkan_submit`] must
     /// signal both.
     pub fn frames_complete(&self) -> &Arc<Semaphore> {
-        &self.timelines.frames_complete
+        self.order.vulkan_done_host()
     }
     /// Sets how long [`Self::begin_frame`] waits for a command slot (and
     /// [`Self::cuda_acquire`] for Vulkan's release with [`AcquireWait::Host`]).
@@ -367,9 +347,9 @@ impl FramePacer {
     /// What the ledgers say the GPU will reach on each timeline.
     fn marks(&self) -> PacerMarks {
         PacerMarks {
-            cuda_done: self.timelines.cuda_done.highest_signal(),
-            vulkan_done: self.timelines.vulkan_done.highest_signal(),
-            frames_complete: self.timelines.frames_complete.highest_signal(),
+            cuda_done: self.order.last_cuda(),
+            vulkan_done: self.order.last_vulkan(),
+            frames_complete: self.order.vulkan_done_host().highest_signal(),
         }
     }
 
@@ -384,9 +364,7 @@ impl FramePacer {
     pub fn begin_frame(&mut self) -> Result<Frame> {
         let (number, reuse) = self.book().plan_begin(self.marks())?;
         if let Some(prev) = reuse {
-            self.timelines
-                .frames_complete
-                .wait_host(prev, self.slot_timeout)?;
+            self.order.wait_vulkan(prev, self.slot_timeout)?;
         }
         self.book
             .get_mut()
@@ -414,14 +392,12 @@ impl FramePacer {
             // Checked first, then waited for without the book's lock (the wait may be long);
             // the frame that last used the slot was submitted, so the value is scheduled.
             self.check(&self.book(), frame, FrameStep::CudaAcquire)?;
-            let done = &self.timelines.vulkan_done;
-            done.check_scheduled(prev)?;
-            done.wait_host(prev, self.slot_timeout)?;
+            self.order.wait_vulkan(prev, self.slot_timeout)?;
         }
         let mut book = self.book();
         self.check(&book, frame, FrameStep::CudaAcquire)?;
         if let (AcquireWait::Gpu, Some(prev)) = (self.acquire_wait, prev) {
-            self.timelines.vulkan_done_import.wait(stream, prev)?;
+            self.order.cuda_wait_vulkan_value(prev, stream)?;
         }
         book.acquired();
         Ok(())
@@ -437,13 +413,8 @@ impl FramePacer {
     pub fn cuda_release(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
         let book = self.book();
         self.check(&book, frame, FrameStep::CudaRelease)?;
-        let t = &*self.timelines;
-        // Scheduled: the previous frame was submitted, so it was released.
-        if let Some(prev) = frame.number.checked_sub(1).filter(|&n| n > 0) {
-            t.cuda_done.check_scheduled(prev)?;
-            t.cuda_done_import.wait(stream, prev)?;
-        }
-        t.cuda_done_import.signal(stream, frame.number)
+        // Chained after the previous frame's release (submitted, so released: the book says).
+        self.order.cuda_release_value(frame.number, stream)
     }
 
     /// Resets and begins the frame's own command buffer (one per command slot, made on first
@@ -488,7 +459,7 @@ impl FramePacer {
         if let Some(Some(made)) = self.commands.get(slot) {
             return Ok(*made);
         }
-        let ctx = self.timelines.cuda_done.context().clone();
+        let ctx = self.order.context().clone();
         let device = ctx.device();
         let info = vk::CommandPoolCreateInfo::default()
             .flags(vk::CommandPoolCreateFlags::TRANSIENT)
@@ -536,27 +507,11 @@ impl FramePacer {
     pub unsafe fn vulkan_submit(&self, frame: &Frame, submit: &FrameSubmit<'_>) -> Result<()> {
         let book = self.book();
         self.check(&book, frame, FrameStep::Submit)?;
-        let t = &*self.timelines;
-        let mut waits = vec![SemaphoreOp::wait(
-            &t.cuda_done,
-            frame.number,
-            submit.wait_stage,
-        )];
-        waits.extend_from_slice(submit.waits);
-        let mut signals = vec![
-            SemaphoreOp::signal(&t.vulkan_done, frame.number),
-            SemaphoreOp::signal(&t.frames_complete, frame.number),
-        ];
-        signals.extend_from_slice(submit.signals);
         // SAFETY: forwarded from the caller; the frame's wait is for a value scheduled
         // (checked above, under the book's lock).
         unsafe {
-            self.context().submit_with_semaphores(
-                submit.command_buffers,
-                &waits,
-                &signals,
-                submit.fence,
-            )
+            self.order
+                .vulkan_submit_values(frame.number, frame.number, submit)
         }
     }
 
@@ -587,16 +542,16 @@ impl FramePacer {
         // Checked now (nothing recorded), so a bad frame is refused before the engine builds
         // its submission.
         SignalLedger::check_all(&self.signal_ledgers(frame.number))?;
-        let t = &*self.timelines;
+        let o = &self.order;
         Ok(FrameSemaphores {
             pacer: self.id,
             frame: frame.number,
             waits: vec![SemaphoreSubmit {
-                semaphore: t.cuda_done.handle(),
+                semaphore: o.cuda_done().handle(),
                 value: frame.number,
                 stage: wait_stage,
             }],
-            signals: [&t.vulkan_done, &t.frames_complete]
+            signals: [o.vulkan_done(), o.vulkan_done_host()]
                 .iter()
                 .map(|s| SemaphoreSubmit {
                     semaphore: s.handle(),
@@ -637,8 +592,8 @@ impl FramePacer {
 
     fn signal_ledgers(&self, value: u64) -> [(&SignalLedger, u64); 2] {
         [
-            (self.timelines.vulkan_done.ledger().as_ref(), value),
-            (self.timelines.frames_complete.ledger().as_ref(), value),
+            (self.order.vulkan_done().ledger().as_ref(), value),
+            (self.order.vulkan_done_host().ledger().as_ref(), value),
         ]
     }
 
@@ -796,14 +751,12 @@ impl FramePacer {
             }
             .into());
         }
-        let done = &self.timelines.frames_complete;
-        done.check_scheduled(frame.number)?;
-        done.wait_host(frame.number, timeout)
+        self.order.wait_vulkan(frame.number, timeout)
     }
 
     /// Waits on the host until Vulkan has finished every frame submitted so far.
     pub fn wait_idle(&self, timeout: Duration) -> Result<()> {
-        let done = &self.timelines.frames_complete;
+        let done = self.order.vulkan_done_host();
         done.wait_host(done.highest_signal(), timeout)
     }
 }
@@ -812,21 +765,11 @@ impl Drop for FramePacer {
     fn drop(&mut self) {
         // Submissions an engine made itself (`mark_submitted`) are not on the context's
         // progress timeline: wait for the last value scheduled on each timeline, within the
-        // context's one drop budget, so that nothing is destroyed under pending work; past
-        // it, park the timelines, their imports and the command pools until it has run.
-        let t = &*self.timelines;
-        let ctx = t.frames_complete.context().clone();
-        let marks: Vec<(Arc<Semaphore>, u64)> = [&t.frames_complete, &t.vulkan_done, &t.cuda_done]
-            .into_iter()
-            .map(|s| (s.clone(), s.highest_signal()))
-            .collect();
-        // A zero-timeout host wait (it also tells the validation layer the frames completed);
-        // a semaphore that cannot be waited on (a lost device) runs nothing any more.
-        let mut done = move || {
-            marks.iter().all(|(s, v)| {
-                !matches!(s.wait_host(*v, Duration::ZERO), Err(Error::Timeout { .. }))
-            })
-        };
+        // context's one drop budget, so that no command pool is destroyed under pending work;
+        // past it, park the pools until it has run. The order (a field, dropped next) does
+        // the same for the timelines.
+        let ctx = self.order.context().clone();
+        let mut done = self.order.completion_probe();
         let budget = ctx.drop_budget().clone();
         let finished = budget.poll(&mut done);
         let pools = CommandPools {
@@ -838,13 +781,7 @@ impl Drop for FramePacer {
                 .map(|&(pool, _)| pool)
                 .collect(),
         };
-        // SAFETY: taken once, here; not used after (ManuallyDrop leaves nothing behind).
-        let timelines = unsafe { ManuallyDrop::take(&mut self.timelines) };
-        // The pools go before the timelines (their buffers signal them); the imports' drops
-        // (their CUDA events) share the same budget (import_semaphore).
-        budget.release("FramePacer", finished, (pools, timelines), || {
-            Box::new(done)
-        });
+        budget.release("FramePacer", finished, pools, || Box::new(done));
     }
 }
 

@@ -105,7 +105,7 @@ fn run_frames(
                 frame.command_slot(),
                 frame.slot(),
                 frame.number() as u32,
-                Some((&pacer, slot)),
+                Some(slot),
             )
         }
         .unwrap();

@@ -346,7 +346,7 @@ fn cuda_context_and_inline_kernels_on_one_buffer_in_one_frame() {
                 frame.command_slot(),
                 frame.slot(),
                 frame.number() as u32 + 1,
-                Some((&pacer, slot)),
+                Some(slot),
                 |cmd| {
                     record_kernel_barrier(ctx, cmd); // chains after the acquire
                     add.record_launch(cmd, &LaunchDims::linear(264, 256), &args)?;

@@ -17,4 +17,5 @@ mod image_handles;
 mod inline;
 mod pacer;
 mod pool;
+mod stream_order;
 mod vmm;
