@@ -88,12 +88,7 @@ fn pacer(
         pacer.cuda_release(&f, &stream)?;
         // SAFETY: begin_frame freed the command slot; everything lives until wait_idle.
         unsafe {
-            let cmd = checker.record(
-                f.command_slot(),
-                f.slot(),
-                f.number() as u32,
-                Some(slot),
-            )?;
+            let cmd = checker.record(f.command_slot(), f.slot(), f.number() as u32, Some(slot))?;
             pacer.vulkan_submit(
                 &f,
                 &cuvk::FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),

@@ -45,6 +45,7 @@ pub mod vulkan;
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
 #[clippy::msrv = "1.87"] // wgpu 30's own minimum
 pub mod wgpu;
+mod wgpu_hal_glue;
 
 // Errors: the one error type, its kinds, and every structured refusal it carries.
 pub use error::{

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bevy::render::render_resource::Buffer;
 use cuvk::ash::vk;
+use cuvk::vulkan::webgpu;
 use cuvk::{SharedBuffer, MEMORY_HANDLE_TYPE};
 use wgpu::hal;
 
@@ -88,36 +89,15 @@ impl<T: bytemuck::Pod> CuvkBuffer<T> {
     }
 }
 
-/// The Vulkan usage a wgpu buffer usage needs: what wgpu-core and wgpu-hal 29 create such a
-/// buffer with (`INDIRECT` and `QUERY_RESOLVE` buffers are also storage buffers, which wgpu
-/// binds internally), plus copies (CUDA's initial upload is not one, but users copy). `None`
-/// for a usage with no Vulkan counterpart here (acceleration-structure inputs, unknown bits).
+/// The Vulkan usage a wgpu buffer usage needs: cuvk's WebGPU table (`cuvk::vulkan::webgpu`,
+/// what wgpu-core and wgpu-hal create such a buffer with), plus copies (CUDA's initial upload
+/// is not one, but users copy). `None` for a usage with no Vulkan counterpart here (mapping,
+/// acceleration-structure inputs, unknown bits).
 fn vk_usage(usage: wgpu::BufferUsages) -> Option<vk::BufferUsageFlags> {
-    use wgpu::BufferUsages as U;
-    let pairs = [
-        (U::COPY_SRC, vk::BufferUsageFlags::TRANSFER_SRC),
-        (U::COPY_DST, vk::BufferUsageFlags::TRANSFER_DST),
-        (U::UNIFORM, vk::BufferUsageFlags::UNIFORM_BUFFER),
-        (U::STORAGE, vk::BufferUsageFlags::STORAGE_BUFFER),
-        (U::INDEX, vk::BufferUsageFlags::INDEX_BUFFER),
-        (U::VERTEX, vk::BufferUsageFlags::VERTEX_BUFFER),
-        (
-            U::INDIRECT,
-            vk::BufferUsageFlags::INDIRECT_BUFFER | vk::BufferUsageFlags::STORAGE_BUFFER,
-        ),
-        (
-            U::QUERY_RESOLVE,
-            vk::BufferUsageFlags::TRANSFER_DST | vk::BufferUsageFlags::STORAGE_BUFFER,
-        ),
-    ];
-    let known = pairs.iter().fold(U::empty(), |a, (u, _)| a | *u);
-    if !known.contains(usage) {
-        return None;
-    }
-    Some(pairs.iter().filter(|(u, _)| usage.contains(*u)).fold(
-        vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
-        |a, (_, v)| a | *v,
-    ))
+    let copies = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    webgpu::vk_buffer_usage(usage.bits())
+        .ok()
+        .map(|v| v | copies)
 }
 
 impl CuvkDevice {

@@ -16,8 +16,8 @@ use bevy::render::renderer::RenderContext;
 use bevy::render::texture::{DefaultImageSampler, GpuImage};
 use cuvk::ash::vk;
 use cuvk::vulkan::{
-    ownership_barriers, AsVkImage, BoundImage, ImageOptions, InlineImageHandle, InlineTextureDesc,
-    KernelArg, OwnershipTransfer, ViewLayers,
+    ownership_barriers, webgpu, AsVkImage, BoundImage, ImageOptions, InlineImageHandle,
+    InlineTextureDesc, KernelArg, OwnershipTransfer, ViewLayers,
 };
 use cuvk::{ImageDesc, SharedImage};
 use wgpu::hal;
@@ -58,36 +58,10 @@ pub fn vk_format(format: wgpu::TextureFormat) -> Option<vk::Format> {
 /// The Vulkan usage of a shared image Bevy uses with `usage`: always storage (CUDA surfaces
 /// and inline surface handles need it) and copies, plus what `usage` asks for.
 fn vk_usage(usage: wgpu::TextureUsages) -> vk::ImageUsageFlags {
-    use wgpu::TextureUsages as U;
-    let mut flags = vk::ImageUsageFlags::STORAGE
+    vk::ImageUsageFlags::STORAGE
         | vk::ImageUsageFlags::TRANSFER_SRC
-        | vk::ImageUsageFlags::TRANSFER_DST;
-    if usage.contains(U::TEXTURE_BINDING) {
-        flags |= vk::ImageUsageFlags::SAMPLED;
-    }
-    if usage.contains(U::RENDER_ATTACHMENT) {
-        flags |= vk::ImageUsageFlags::COLOR_ATTACHMENT;
-    }
-    flags
-}
-
-/// The hal uses wgpu-core derives for a texture of `usage` (wgpu-hal only records them).
-fn hal_uses(usage: wgpu::TextureUsages) -> wgpu::TextureUses {
-    use wgpu::TextureUsages as U;
-    use wgpu::TextureUses as H;
-    [
-        (U::COPY_SRC, H::COPY_SRC),
-        (U::COPY_DST, H::COPY_DST),
-        (U::TEXTURE_BINDING, H::RESOURCE),
-        (
-            U::STORAGE_BINDING,
-            H::STORAGE_READ_ONLY | H::STORAGE_WRITE_ONLY | H::STORAGE_READ_WRITE,
-        ),
-        (U::RENDER_ATTACHMENT, H::COLOR_TARGET),
-    ]
-    .iter()
-    .filter(|(u, _)| usage.contains(*u))
-    .fold(H::empty(), |a, (_, h)| a | *h)
+        | vk::ImageUsageFlags::TRANSFER_DST
+        | webgpu::vk_image_usage(usage.bits())
 }
 
 /// A 2D image in memory CUDA and Bevy share: a Bevy [`Texture`] (what a `GpuImage` holds) and
@@ -379,17 +353,7 @@ impl CuvkDevice {
         shared: &SharedImage,
         desc: &StaticTextureDescriptor,
     ) -> Result<wgpu::Texture, CuvkError> {
-        let hal_desc = hal::TextureDescriptor {
-            label: desc.label,
-            size: desc.size,
-            mip_level_count: desc.mip_level_count,
-            sample_count: desc.sample_count,
-            dimension: desc.dimension,
-            format: desc.format,
-            usage: hal_uses(desc.usage),
-            memory_flags: hal::MemoryFlags::empty(),
-            view_formats: Vec::new(),
-        };
+        let hal_desc = cuvk::wgpu_hal_texture_descriptor!(wgpu, desc);
         let keep = (shared.mipmapped_array().clone(), shared.bound_arc().clone());
         let raw = shared.vk_image();
         // SAFETY: the hal device is only used to wrap the image.
@@ -673,8 +637,25 @@ mod tests {
         ));
         assert!(!flags.contains(vk::ImageUsageFlags::COLOR_ATTACHMENT));
         assert_eq!(
-            hal_uses(wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_SRC),
+            cuvk::wgpu_hal_texture_uses!(
+                wgpu,
+                wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_SRC
+            ),
             wgpu::TextureUses::RESOURCE | wgpu::TextureUses::COPY_SRC
         );
+    }
+
+    /// cuvk's WebGPU table works on raw bits: wgpu 29's must be the spec's.
+    #[test]
+    fn wgpu_29_usage_bits_are_cuvks_table() {
+        use cuvk::vulkan::webgpu::{same_bits, BUFFER_BITS, TEXTURE_BITS};
+        let b = wgpu::BufferUsages::all()
+            .iter_names()
+            .map(|(n, f)| (n, f.bits()));
+        assert!(same_bits(&BUFFER_BITS, b));
+        let t = wgpu::TextureUsages::all()
+            .iter_names()
+            .map(|(n, f)| (n, f.bits()));
+        assert!(same_bits(&TEXTURE_BITS, t));
     }
 }

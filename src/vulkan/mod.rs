@@ -2,7 +2,8 @@
 //! exportable and imported memory and images, sub-allocation of exportable memory
 //! ([`VulkanPool`]), host-pointer import, semaphores with their signal ledgers, one-shot
 //! command helpers, and CUDA kernels inside Vulkan queues with the image handles they take
-//! ([`CuModule`], [`InlineImageHandle`]).
+//! ([`CuModule`], [`InlineImageHandle`]), and the WebGPU usage tables every wgpu version shares
+//! ([`webgpu`]).
 
 mod barriers;
 mod commands;
@@ -17,6 +18,7 @@ pub(crate) mod memory;
 pub(crate) mod pool;
 mod semaphore;
 mod sparse;
+pub mod webgpu;
 
 pub use barriers::{
     acquire_barrier, cmd_acquire_buffers, cmd_acquire_images, cmd_release_buffers,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ::wgpu::hal;
 use ash::vk;
 
-use crate::vulkan::{AsVkBuffer, BoundBuffer};
+use crate::vulkan::{webgpu, AsVkBuffer, BoundBuffer};
 use crate::wgpu::hal_vk::Vk;
 use crate::wgpu::{WgpuBridge, WgpuDevice};
 use crate::{Dedicated, DeviceObject, DeviceOwner, Error, Result, SharedBuffer, WgpuError};
@@ -29,33 +29,13 @@ pub fn vk_buffer_usage(usage: ::wgpu::BufferUsages) -> Result<vk::BufferUsageFla
     if usage.intersects(U::BLAS_INPUT | U::TLAS_INPUT) {
         return Err(WgpuError::AccelerationStructureUsage { usage }.into());
     }
-    let pairs = [
-        (U::COPY_SRC, vk::BufferUsageFlags::TRANSFER_SRC),
-        (U::COPY_DST, vk::BufferUsageFlags::TRANSFER_DST),
-        (U::UNIFORM, vk::BufferUsageFlags::UNIFORM_BUFFER),
-        (U::STORAGE, vk::BufferUsageFlags::STORAGE_BUFFER),
-        (U::INDEX, vk::BufferUsageFlags::INDEX_BUFFER),
-        (U::VERTEX, vk::BufferUsageFlags::VERTEX_BUFFER),
-        (
-            U::INDIRECT,
-            vk::BufferUsageFlags::INDIRECT_BUFFER | vk::BufferUsageFlags::STORAGE_BUFFER,
-        ),
-        (
-            U::QUERY_RESOLVE,
-            vk::BufferUsageFlags::TRANSFER_DST | vk::BufferUsageFlags::STORAGE_BUFFER,
-        ),
-    ];
-    let known = pairs.iter().fold(U::empty(), |a, (u, _)| a | *u);
-    if !known.contains(usage) {
-        return Err(WgpuError::UnknownBufferUsage {
-            usage: usage - known,
+    // The one WebGPU usage table (`vulkan::webgpu`), on wgpu's spec-valued bits.
+    webgpu::vk_buffer_usage(usage.bits()).map_err(|unknown| {
+        WgpuError::UnknownBufferUsage {
+            usage: ::wgpu::BufferUsages::from_bits_retain(unknown),
         }
-        .into());
-    }
-    Ok(pairs
-        .iter()
-        .filter(|(u, _)| usage.contains(*u))
-        .fold(vk::BufferUsageFlags::empty(), |a, (_, v)| a | *v))
+        .into()
+    })
 }
 
 impl WgpuDevice {

@@ -10,8 +10,8 @@ use ::wgpu::hal;
 use ash::vk;
 
 use crate::vulkan::{
-    physical_device_uuids, timeline_semaphore_supported, DeviceChoice, ExistingVulkan, Validation,
-    VulkanContext, MIN_API_VERSION,
+    physical_device_uuids, timeline_semaphore_supported, DeviceChoice, Validation, VulkanContext,
+    MIN_API_VERSION,
 };
 use crate::wgpu::hal_vk::{wrong_backend, Vk};
 use crate::wgpu::queue_order::QueueOrder;
@@ -348,24 +348,13 @@ impl WgpuDevice {
                     owner: DeviceOwner::WgpuDevice,
                 });
             }
-            let shared = hal.shared_instance();
-            let instance = shared.raw_instance();
-            let physical_device = hal.raw_physical_device();
-            // SAFETY: wgpu's live physical device of this instance.
-            let timeline = unsafe { timeline_semaphore_supported(instance, physical_device) };
-            let existing = ExistingVulkan {
-                entry: shared.entry().clone(),
-                instance: instance.clone(),
-                api_version: shared.instance_api_version().min(WGPU_HAL_MAX_API_VERSION),
-                physical_device,
-                device: hal.raw_device().clone(),
-                queue_family_index: hal.queue_family_index(),
-                queue: vk::Queue::null(),
-                enabled_extensions: hal.enabled_device_extensions(),
-                // wgpu-hal 30 enables timelineSemaphore whenever a Vulkan 1.2 device has it
-                // (PhysicalDeviceFeatures::from_extensions_and_requested_features).
-                timeline_semaphore_enabled: timeline,
-                buffer_device_address_enabled: buffer_device_address,
+            // SAFETY: wgpu's live physical device and device of this instance.
+            let existing = unsafe {
+                crate::existing_vulkan_from_wgpu_hal!(
+                    &hal,
+                    WGPU_HAL_MAX_API_VERSION,
+                    buffer_device_address
+                )
             };
             // SAFETY: the handles are wgpu's live instance, physical device and device; the
             // version, extensions and features are what wgpu-hal created them with; the

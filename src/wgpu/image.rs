@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ::wgpu::hal;
 use ash::vk;
 
-use crate::vulkan::{AsVkImage, BoundImage, Image, ImageOptions, OwnershipTransfer};
+use crate::vulkan::{webgpu, AsVkImage, BoundImage, Image, ImageOptions, OwnershipTransfer};
 use crate::wgpu::device::call_failed;
 use crate::wgpu::hal_vk::{wrong_backend, Vk};
 use crate::wgpu::{WgpuBridge, WgpuDevice};
@@ -78,29 +78,13 @@ pub fn texture_format(format: vk::Format) -> Result<::wgpu::TextureFormat> {
 /// has no counterpart for (input, depth-stencil, transient attachments...:
 /// [`WgpuError::ImageUsageNotInWgpu`]).
 pub fn texture_usages(usage: vk::ImageUsageFlags) -> Result<::wgpu::TextureUsages> {
-    use ::wgpu::TextureUsages as U;
-    use vk::ImageUsageFlags as V;
-    let pairs = [
-        (V::TRANSFER_SRC, U::COPY_SRC),
-        (V::TRANSFER_DST, U::COPY_DST),
-        (V::SAMPLED, U::TEXTURE_BINDING),
-        (V::STORAGE, U::STORAGE_BINDING),
-        (V::COLOR_ATTACHMENT, U::RENDER_ATTACHMENT),
-    ];
-    let known = pairs.iter().fold(V::empty(), |a, (v, _)| a | *v);
     if usage.is_empty() {
         return Err(ImageError::NoUsage.into());
     }
-    if !known.contains(usage) {
-        return Err(WgpuError::ImageUsageNotInWgpu {
-            usage: usage & !known,
-        }
-        .into());
-    }
-    Ok(pairs
-        .iter()
-        .filter(|(v, _)| usage.contains(*v))
-        .fold(U::empty(), |a, (_, u)| a | *u))
+    // The one WebGPU usage table (`vulkan::webgpu`), on wgpu's spec-valued bits.
+    webgpu::texture_usage_bits(usage)
+        .map(::wgpu::TextureUsages::from_bits_retain)
+        .map_err(|usage| WgpuError::ImageUsageNotInWgpu { usage }.into())
 }
 
 /// The wgpu dimension and depth-or-layers of `desc`, or why wgpu cannot take it as it is.
@@ -288,17 +272,7 @@ impl WgpuDevice {
         desc: &::wgpu::TextureDescriptor<'_>,
         keep: Box<dyn FnOnce() + Send + Sync + 'static>,
     ) -> Result<::wgpu::Texture> {
-        let hal_desc = hal::TextureDescriptor {
-            label: desc.label,
-            size: desc.size,
-            mip_level_count: desc.mip_level_count,
-            sample_count: desc.sample_count,
-            dimension: desc.dimension,
-            format: desc.format,
-            usage: hal_uses(desc.usage),
-            memory_flags: hal::MemoryFlags::empty(),
-            view_formats: Vec::new(),
-        };
+        let hal_desc = crate::wgpu_hal_texture_descriptor!(wgpu, desc);
         // SAFETY: the hal device is only used to wrap the image.
         let hal_device = unsafe { self.device().as_hal::<Vk>() };
         let hal_texture = hal_device.map(|d| {
@@ -448,26 +422,6 @@ fn wrong_device_image() -> Error {
     }
 }
 
-/// The hal uses of a texture of `usage` (what wgpu-core derives; wgpu-hal only records them).
-fn hal_uses(usage: ::wgpu::TextureUsages) -> ::wgpu::TextureUses {
-    use ::wgpu::TextureUsages as U;
-    use ::wgpu::TextureUses as H;
-    let pairs = [
-        (U::COPY_SRC, H::COPY_SRC),
-        (U::COPY_DST, H::COPY_DST),
-        (U::TEXTURE_BINDING, H::RESOURCE),
-        (
-            U::STORAGE_BINDING,
-            H::STORAGE_READ_ONLY | H::STORAGE_WRITE_ONLY | H::STORAGE_READ_WRITE,
-        ),
-        (U::RENDER_ATTACHMENT, H::COLOR_TARGET),
-    ];
-    pairs
-        .iter()
-        .filter(|(u, _)| usage.contains(*u))
-        .fold(H::empty(), |a, (_, h)| a | *h)
-}
-
 /// The ownership barriers of `images` (cuvk's protocol, `vulkan::ownership_barriers`), refused
 /// for an image whose memory is not shared.
 fn ownership_barriers(
@@ -598,5 +552,19 @@ mod tests {
             texture_usages(V::SAMPLED | V::INPUT_ATTACHMENT),
             Err(Error::Wgpu(WgpuError::ImageUsageNotInWgpu { usage })) if usage == V::INPUT_ATTACHMENT
         ));
+    }
+
+    /// The WebGPU table (`vulkan::webgpu`) works on raw bits: wgpu 30's must be the spec's.
+    #[test]
+    fn wgpu_usage_bits_are_the_tables() {
+        use crate::vulkan::webgpu::{same_bits, BUFFER_BITS, TEXTURE_BITS};
+        let b = ::wgpu::BufferUsages::all()
+            .iter_names()
+            .map(|(n, f)| (n, f.bits()));
+        assert!(same_bits(&BUFFER_BITS, b));
+        let t = ::wgpu::TextureUsages::all()
+            .iter_names()
+            .map(|(n, f)| (n, f.bits()));
+        assert!(same_bits(&TEXTURE_BITS, t));
     }
 }

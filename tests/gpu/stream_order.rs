@@ -48,7 +48,8 @@ fn run(bridge: &cuvk::Bridge, k: &Kernels, writes: u32, fault: Fault) -> (u32, u
         if fault != Fault::SkipCudaAcquire {
             order.cuda_acquire(&marks, stream).unwrap();
         }
-        k.fill(stream, buffer.kernel_arg(), ELEMENTS as u64, n).unwrap();
+        k.fill(stream, buffer.kernel_arg(), ELEMENTS as u64, n)
+            .unwrap();
         let released = order.cuda_release(&[&marks], stream).unwrap();
         assert_eq!(released, u64::from(n), "one release per write, in order");
         let cs = n as usize % 2;
@@ -117,7 +118,11 @@ fn stream_order_refusals_change_nothing() {
     let submit = FrameSubmit::new(&[], vk::PipelineStageFlags::ALL_COMMANDS);
     // SAFETY: no command buffers (refused before anything is submitted anyway).
     foreign(unsafe { b.vulkan_submit(&[&marks_a], &submit) }.map(drop));
-    assert_eq!((b.last_cuda(), b.last_vulkan()), (0, 0), "nothing scheduled");
+    assert_eq!(
+        (b.last_cuda(), b.last_vulkan()),
+        (0, 0),
+        "nothing scheduled"
+    );
     assert_eq!((marks_a.cuda_release(), marks_a.vulkan_use()), (0, 0));
 
     assert_err!(

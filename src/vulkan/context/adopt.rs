@@ -41,6 +41,42 @@ pub struct ExistingVulkan<'a> {
     pub buffer_device_address_enabled: bool,
 }
 
+impl<'a> ExistingVulkan<'a> {
+    /// A device whose only queue another library submits to (wgpu's, in `cuvk::wgpu` and
+    /// `bevy_cuvk`): no queue (the context never submits), `timelineSemaphore` enabled where
+    /// the physical device has it (wgpu-hal 29 and 30 enable it wherever it exists:
+    /// `PhysicalDeviceFeatures::from_extensions_and_requested_features`), no
+    /// `bufferDeviceAddress` (set the field where the engine enabled it).
+    ///
+    /// # Safety
+    /// `physical_device` is a valid handle of `instance`, and `device` was created from it with
+    /// `enabled_extensions`.
+    pub unsafe fn without_queue(
+        entry: ash::Entry,
+        instance: ash::Instance,
+        api_version: u32,
+        physical_device: vk::PhysicalDevice,
+        device: ash::Device,
+        queue_family_index: u32,
+        enabled_extensions: &'a [&'a CStr],
+    ) -> Self {
+        // SAFETY: the caller's promise: a valid physical device of `instance`.
+        let timeline = unsafe { timeline_semaphore_supported(&instance, physical_device) };
+        Self {
+            entry,
+            instance,
+            api_version,
+            physical_device,
+            device,
+            queue_family_index,
+            queue: vk::Queue::null(),
+            enabled_extensions,
+            timeline_semaphore_enabled: timeline,
+            buffer_device_address_enabled: false,
+        }
+    }
+}
+
 /// Device-level functions above Vulkan 1.0 the crate calls: each must resolve on a wrapped
 /// device before the crate accepts it (ash turns an unresolved one into an abort).
 pub(super) const DEVICE_FUNCTIONS: [&CStr; 5] = [
