@@ -1,16 +1,11 @@
-//! Scaffolding shared by `cuvk`'s examples, tests and benchmarks: a minimal compute pipeline,
-//! a `gpu-allocator` allocator for the demos' non-shared buffers, a ring of command buffers,
-//! frame numbering for loops without CUDA, and descriptor counting for leak checks; the CUDA
+//! Scaffolding shared by `cuvk`'s examples, tests and benchmarks: `cuvk-canvas`'s picture and
+//! Vulkan helpers (re-exported), frame numbering for loops without CUDA, and descriptor counting for leak checks; the CUDA
 //! kernels and the Vulkan checker the examples and the GPU tests both use ([`kernels`],
 //! [`image_kernels`], [`checker`]), the demos' simulations ([`sim`]) and what else they share
 //! ([`demo`]), the examples' logger and statistics, and the integration tests' helpers
 //! ([`testing`]). Not part of `cuvk`'s public API (and not published).
 
-mod alloc;
-pub mod canvas;
 pub mod checker;
-mod command_slots;
-mod compute;
 pub mod demo;
 pub mod image_kernels;
 pub mod kernels;
@@ -19,24 +14,13 @@ pub mod sim;
 pub mod stats;
 pub mod testing;
 
-pub use alloc::{DevAllocator, DevBuffer};
-pub use command_slots::CommandSlots;
-pub use compute::ComputePipeline;
-pub use gpu_allocator::MemoryLocation;
+// The picture and its Vulkan helpers live in the published `cuvk-canvas` (the Python module
+// draws with them); the examples and tests keep reaching them here.
+pub use cuvk_canvas::{
+    canvas, CommandSlots, ComputePipeline, DevAllocator, DevBuffer, MemoryLocation,
+};
 
-use cuvk::ash::vk;
 use cuvk::{Error, Result};
-
-/// Attaches the Vulkan function's name to a `vk::Result`.
-pub(crate) trait VkResultExt<T> {
-    fn vk(self, call: &'static str) -> Result<T>;
-}
-
-impl<T> VkResultExt<T> for std::result::Result<T, vk::Result> {
-    fn vk(self, call: &'static str) -> Result<T> {
-        self.map_err(|result| Error::Vulkan { call, result })
-    }
-}
 
 /// Frame `number`'s data slot and command slot when `frames_in_flight` frames are in flight,
 /// numbered as [`cuvk::FramePacer`] numbers them: for loops with the same structure that run

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cuvk::cuda::CudaDeviceChoice;
 use cuvk::vulkan::Validation;
 use cuvk::{Bridge, BridgeConfig, StreamOrder};
-use cuvk_dev::DevAllocator;
+use cuvk_canvas::DevAllocator;
 use pyo3::prelude::*;
 
 use crate::array::{self, Array};

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use cuvk::ash::vk;
 use cuvk::cudarc::driver::{result as cuda, sys};
-use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer};
+use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer, HostAccess, HostBuffer};
 use cuvk::SharedBuffer;
-use cuvk_dev::DevBuffer;
 use dlpark::ffi::{DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned};
 use dlpark::metadata::Dynamic;
 use dlpark::python::{export_dlpack, from_dlpack, DlpackExporter, ExportRequest};
@@ -38,7 +37,7 @@ pub struct BufferCore {
     /// Where it stands on the bridge's stream order.
     pub marks: UseMarks,
     // Host-visible memory for `vulkan_read` / `vulkan_write`, made on first use and kept.
-    staging: Mutex<Option<Arc<DevBuffer>>>,
+    staging: Mutex<Option<Arc<HostBuffer>>>,
 }
 
 impl BufferCore {
@@ -119,7 +118,7 @@ impl BufferCore {
     /// The staging buffer, taken out of its slot (made on first use): a copy that completes
     /// puts it back ([`Self::return_staging`]); one that times out leaves it parked with its
     /// submission, and the next copy makes another.
-    fn take_staging(&self) -> cuvk::Result<Arc<DevBuffer>> {
+    fn take_staging(&self) -> cuvk::Result<Arc<HostBuffer>> {
         let kept = self
             .staging
             .lock()
@@ -127,20 +126,19 @@ impl BufferCore {
             .take();
         match kept {
             Some(b) => Ok(b),
-            // Host-visible and coherent (cached where the device has it): the host reads it
-            // after Vulkan's copy, or writes it before.
-            None => Ok(Arc::new(DevBuffer::new(
-                &self.shared.allocator()?,
-                "cuvk staging",
+            // Host-visible and coherent, cached where the device has it (the host reads it
+            // after Vulkan's copy, or writes it before): the core's staging buffer.
+            None => Ok(Arc::new(HostBuffer::with_access(
+                self.shared.bridge.vulkan(),
                 self.nbytes() as u64,
                 vk::BufferUsageFlags::empty(),
-                cuvk_dev::MemoryLocation::GpuToCpu,
+                HostAccess::Readback,
             )?)),
         }
     }
 
     /// Puts the staging buffer back for the next copy.
-    fn return_staging(&self, b: Arc<DevBuffer>) {
+    fn return_staging(&self, b: Arc<HostBuffer>) {
         *self.staging.lock().unwrap_or_else(|p| p.into_inner()) = Some(b);
     }
 
@@ -459,7 +457,7 @@ fn layout_refusal(e: impl std::fmt::Display) -> PyErr {
 /// acquiring it from CUDA's queue family and releasing it back around the copy; waits.
 fn vulkan_copy(
     core: &Arc<BufferCore>,
-    host: &Arc<DevBuffer>,
+    host: &Arc<HostBuffer>,
     to_shared: bool,
     timeout: Duration,
 ) -> cuvk::Result<()> {

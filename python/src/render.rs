@@ -1,4 +1,4 @@
-//! `cuvk.ParticleRenderer`: the particle demo's draw (`cuvk_dev::canvas`: an HDR compute
+//! `cuvk.ParticleRenderer`: the particle demo's draw (`cuvk_canvas::canvas`: an HDR compute
 //! splat of every particle, glow, ACES tone map and star field) on the bridge's Vulkan
 //! device, reading positions straight from the memory a PyTorch / CuPy / JAX tensor writes,
 //! ordered after that work on the GPU. Headless: frames come back as RGBA bytes or PNGs.
@@ -12,9 +12,9 @@ use std::time::Duration;
 use cuvk::ash::vk;
 use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer};
 use cuvk::FrameSubmit;
-use cuvk_dev::canvas::{Canvas, CanvasShaders, Frame};
-use cuvk_dev::sim::particles::OrbitCamera;
-use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer};
+use cuvk_canvas::camera::OrbitCamera;
+use cuvk_canvas::canvas::{Canvas, CanvasShaders, Frame};
+use cuvk_canvas::{CommandSlots, DevAllocator, DevBuffer};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 

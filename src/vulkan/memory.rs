@@ -956,20 +956,45 @@ unsafe impl AsVkBuffer for BoundBuffer {
     }
 }
 
+/// What the host does with a [`HostBuffer`]'s memory: it picks the memory type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HostAccess {
+    /// The host writes, the GPU reads: any host-visible coherent memory (write-combined
+    /// memory, which streams writes well, included).
+    Upload,
+    /// The host reads what the GPU wrote (and may write too): host-cached memory where the
+    /// device has it — reads of uncached, write-combined memory are many times slower — else
+    /// any host-visible coherent memory.
+    Readback,
+}
+
 /// A host-visible, host-coherent buffer for reading results back and uploading inputs.
 pub struct HostBuffer {
     /// Shared only with a one-shot copy that stopped waiting (parked until it has run):
     /// [`Self::write`] is refused meanwhile.
     bound: Arc<BoundBuffer>,
+    cached: bool,
 }
 
 impl HostBuffer {
     /// Creates a host-visible coherent buffer of `size` bytes usable as a transfer source and
-    /// destination (and with `extra_usage`).
+    /// destination (and with `extra_usage`), for uploads ([`HostAccess::Upload`]).
     pub fn new(
         ctx: &Arc<VulkanContext>,
         size: u64,
         extra_usage: vk::BufferUsageFlags,
+    ) -> Result<Self> {
+        Self::with_access(ctx, size, extra_usage, HostAccess::Upload)
+    }
+
+    /// As [`Self::new`], with memory chosen for `access` (host-cached for
+    /// [`HostAccess::Readback`] where the device has it).
+    pub fn with_access(
+        ctx: &Arc<VulkanContext>,
+        size: u64,
+        extra_usage: vk::BufferUsageFlags,
+        access: HostAccess,
     ) -> Result<Self> {
         let usage =
             vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST | extra_usage;
@@ -982,20 +1007,35 @@ impl HostBuffer {
             },
         )?;
         let r = buffer.requirements();
+        let coherent =
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let cached = coherent | vk::MemoryPropertyFlags::HOST_CACHED;
+        let cached = access == HostAccess::Readback
+            && ctx.find_memory_type(r.memory_type_bits, cached).is_some();
+        let properties = if cached {
+            coherent | vk::MemoryPropertyFlags::HOST_CACHED
+        } else {
+            coherent
+        };
         let memory = DeviceMemory::allocate(
             ctx,
             AllocateInfo {
                 size: r.size,
                 memory_type_bits: r.memory_type_bits,
-                properties: vk::MemoryPropertyFlags::HOST_VISIBLE
-                    | vk::MemoryPropertyFlags::HOST_COHERENT,
+                properties,
                 exportable: false,
             },
             r.requires_dedicated.then_some(&buffer),
         )?;
         Ok(Self {
             bound: Arc::new(buffer.bind(Arc::new(memory), 0)?),
+            cached,
         })
+    }
+
+    /// Whether the memory is host-cached.
+    pub fn is_cached(&self) -> bool {
+        self.cached
     }
 
     /// Reads the whole buffer as elements of `T` (its size must be whole elements).

@@ -47,7 +47,7 @@ pub use image_handles::{
 pub use image_transfer::ImageRegion;
 pub use memory::{
     shared_buffer_usage, AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc,
-    BufferRequirements, DeviceMemory, ExternalUse, HostBuffer,
+    BufferRequirements, DeviceMemory, ExternalUse, HostAccess, HostBuffer,
 };
 pub(crate) use pool::{PoolCore, PoolLease};
 pub use pool::{PooledBuffer, VulkanPool};

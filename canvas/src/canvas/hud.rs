@@ -3,8 +3,9 @@
 //! shaders/particles_hud.comp draws it with. Upper case, digits and a little punctuation are
 //! enough for it; anything else shows as '?'.
 
-/// Lines of HUD text, and characters per line (longer lines are cut).
+/// Lines of HUD text.
 pub const LINES: usize = 3;
+/// Characters per line of HUD text (longer lines are cut).
 pub const COLUMNS: usize = 52;
 
 /// Each glyph: seven rows of five columns, top to bottom, `#` for ink.
@@ -89,8 +90,11 @@ pub fn font_words() -> Vec<u32> {
 /// Frame rate and frame-time percentiles over the frames measured lately.
 #[derive(Clone, Copy, Debug)]
 pub struct Stats {
+    /// Frames per second.
     pub fps: f64,
+    /// Median frame time, milliseconds.
     pub p50_ms: f64,
+    /// 99th-percentile frame time, milliseconds.
     pub p99_ms: f64,
 }
 

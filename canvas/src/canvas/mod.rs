@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cuvk::ash::vk;
 use cuvk::vulkan::AsVkBuffer;
 
-use crate::sim::particles::OrbitCamera;
+use crate::camera::OrbitCamera;
 use crate::{ComputePipeline, DevAllocator, DevBuffer};
 
 pub mod hud;
@@ -22,8 +22,11 @@ const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
 /// The canvas's SPIR-V: shaders/particles_splat.spv, particles_resolve.spv, particles_hud.spv.
 #[derive(Clone, Copy)]
 pub struct CanvasShaders<'a> {
+    /// particles_splat.spv: particles into HDR counts.
     pub splat: &'a [u8],
+    /// particles_resolve.spv: glow, tone map and star field into pixels.
     pub resolve: &'a [u8],
+    /// particles_hud.spv: the HUD's text over the pixels.
     pub hud: &'a [u8],
 }
 
@@ -65,10 +68,13 @@ const GLOW_ROWS: u32 = 90;
 pub struct Frame<'a> {
     /// Which slot's particle buffer to draw.
     pub slot: usize,
+    /// How many particles to draw.
     pub particles: u32,
+    /// The view.
     pub camera: &'a OrbitCamera,
     /// The target is B8G8R8A8 (else R8G8B8A8).
     pub bgra: bool,
+    /// HUD text, or none.
     pub hud: Option<&'a [String; hud::LINES]>,
     /// Brightness per particle; `None`: chosen from the particle count and picture size.
     pub exposure: Option<f32>,
@@ -129,7 +135,9 @@ fn groups(n: u32) -> u32 {
 /// What depends on the picture's size: the HDR counts, the glow, the pixels and their readback,
 /// the HUD's text, and the pipelines with descriptor sets that point at them.
 pub struct Canvas {
+    /// Picture width, pixels.
     pub width: u32,
+    /// Picture height, pixels.
     pub height: u32,
     /// Pixels per glow texel each way, and glow texels across and down.
     glow_scale: u32,
@@ -145,7 +153,9 @@ pub struct Canvas {
     _glow: [DevBuffer; 2],
     _font: DevBuffer,
     text: DevBuffer,
+    /// The picture, RGBA8 (or BGRA8) texels.
     pub pixels: DevBuffer,
+    /// A host-readable copy of the picture.
     pub readback: DevBuffer,
 }
 
