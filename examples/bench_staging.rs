@@ -48,12 +48,8 @@ fn main() -> anyhow::Result<()> {
     for mib in [16u64, 256] {
         let bytes = mib << 20;
         let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
-        let mut device = BoundBuffer::new_exportable(
-            &vk,
-            bytes,
-            usage,
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
-        )?;
+        let mut device =
+            BoundBuffer::new_exportable(&vk, bytes, usage, vk::MemoryPropertyFlags::DEVICE_LOCAL)?;
         vk.fill_buffer(&mut device, 0, bytes, 0x3f80_0000)?;
         let upload = HostBuffer::with_access(&vk, bytes, usage, HostAccess::Upload)?;
         let readback = HostBuffer::with_access(&vk, bytes, usage, HostAccess::Readback)?;

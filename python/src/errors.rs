@@ -55,15 +55,12 @@ pub fn from_cuvk(e: cuvk::Error) -> PyErr {
 
 /// The parts of a cuvk error that its exception keeps.
 pub fn describe(e: &cuvk::Error) -> Refusal {
-    let debug = format!("{e:?}");
     Refusal {
         kind: kind_name(e.kind()),
         // cuvk's own rule (the C ABI and Bevy report the same); the error's path where no
         // rule was broken (a driver call that failed: "Vulkan", "Cuda", "Timeout").
-        rule: e
-            .rule()
-            .map_or_else(|| rule_path(&debug), |r| r.name().to_owned()),
-        numbers: numbers(&debug),
+        rule: e.name(),
+        numbers: e.numbers(),
         vuid: e.vuid(),
         message: message_chain(e),
     }
@@ -96,70 +93,6 @@ fn message_chain(e: &dyn std::error::Error) -> String {
             out.push_str(&text);
         }
         source = s.source();
-    }
-    out
-}
-
-/// The enum path at the start of a derived `Debug` text: `Layout(OutOfBounds { .. })` →
-/// `Layout.OutOfBounds`. Only variant-like names (an upper-case letter, then a lower-case
-/// one) count, so a payload such as `NoQueueFamily(COMPUTE)` stops at the variant.
-pub fn rule_path(debug: &str) -> String {
-    let mut parts = Vec::new();
-    let mut rest = debug;
-    loop {
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        let name = &rest[..end];
-        let mut chars = name.chars();
-        let variant_like = matches!(
-            (chars.next(), chars.next()),
-            (Some(a), Some(b)) if a.is_ascii_uppercase() && b.is_ascii_lowercase()
-        ) || (name.len() == 1
-            && name.starts_with(|c: char| c.is_ascii_uppercase()));
-        if !variant_like {
-            break;
-        }
-        parts.push(name);
-        match rest[end..].strip_prefix('(') {
-            Some(inner) => rest = inner,
-            None => break,
-        }
-    }
-    parts.join(".")
-}
-
-/// The `name: integer` (or `name: Some(integer)`) fields of a derived `Debug` text, first
-/// occurrence of each name.
-pub fn numbers(debug: &str) -> Vec<(String, i128)> {
-    let mut out: Vec<(String, i128)> = Vec::new();
-    let bytes = debug.as_bytes();
-    let mut i = 0;
-    while let Some(pos) = debug[i..].find(": ") {
-        let colon = i + pos;
-        let start = debug[..colon]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(0, |p| p + 1);
-        let name = &debug[start..colon];
-        let mut value = &debug[colon + 2..];
-        if let Some(inner) = value.strip_prefix("Some(") {
-            value = inner;
-        }
-        let len = value
-            .char_indices()
-            .take_while(|&(k, c)| c.is_ascii_digit() || (k == 0 && c == '-'))
-            .count();
-        let next = value.as_bytes().get(len).copied();
-        let ends_number = matches!(next, None | Some(b',' | b' ' | b')' | b'}'));
-        if !name.is_empty() && len > 0 && ends_number && !out.iter().any(|(n, _)| n == name) {
-            if let Ok(v) = value[..len].parse::<i128>() {
-                out.push((name.to_owned(), v));
-            }
-        }
-        i = colon + 2;
-        if i >= bytes.len() {
-            break;
-        }
     }
     out
 }
@@ -211,36 +144,6 @@ mod tests {
             timeout_ns: 5,
         });
         assert_eq!(t.rule, "Timeout");
-    }
-
-    #[test]
-    fn rule_paths_follow_the_enum_nesting() {
-        assert_eq!(
-            rule_path("Layout(OutOfBounds { offset: 4096, size: 64, limit: 100 })"),
-            "Layout.OutOfBounds"
-        );
-        assert_eq!(rule_path("NoQueueFamily(COMPUTE)"), "NoQueueFamily");
-        assert_eq!(rule_path("VulkanLoader(\"no libvulkan\")"), "VulkanLoader");
-        assert_eq!(
-            rule_path("Cuda { call: \"cuInit\", source: DriverError(X) }"),
-            "Cuda"
-        );
-        assert_eq!(rule_path("CudaUnavailable"), "CudaUnavailable");
-    }
-
-    #[test]
-    fn numbers_are_the_integer_fields() {
-        let n = numbers("Layout(OutOfBounds { offset: 4096, size: 64, limit: Some(100), name: \"x\", neg: -3 })");
-        assert_eq!(
-            n,
-            vec![
-                ("offset".to_owned(), 4096),
-                ("size".to_owned(), 64),
-                ("limit".to_owned(), 100),
-                ("neg".to_owned(), -3)
-            ]
-        );
-        assert!(numbers("Cuda { call: \"cuInit: 5\", x: 1.5 }").is_empty());
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::rules::image_format::ImageError;
 use crate::rules::layout::LayoutError;
 use crate::uuid::Uuid;
 
+mod numbers;
 mod refusal;
 mod rule;
 #[cfg(feature = "wgpu")]
