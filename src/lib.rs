@@ -36,6 +36,9 @@
 pub mod cuda;
 mod error;
 mod interop;
+#[cfg(feature = "nccl")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nccl")))]
+pub mod nccl;
 mod platform;
 mod rules;
 mod teardown;
@@ -50,8 +53,8 @@ mod wgpu_hal_glue;
 // Errors: the one error type, its kinds, and every structured refusal it carries.
 pub use error::{
     ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ErrorKind, Exportable,
-    ExtensionState, FrameStep, Importer, InlineKernelsMissing, LaunchError, MemoryError, Result,
-    Rule, SyncError,
+    ExtensionState, FrameStep, Importer, InlineKernelsMissing, LaunchError, MemoryError, PeerError,
+    Result, Rule, SyncError,
 };
 #[cfg(feature = "wgpu")]
 pub use error::{NotTextureReason, WgpuError, WgpuObject};
@@ -66,10 +69,11 @@ pub use rules::image_format::{
 
 // The pairings users build on: where Vulkan and CUDA meet.
 pub use interop::{
-    import_semaphore, AcquireWait, Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame,
-    FramePacer, FrameSemaphores, FrameSubmit, GrowableBuffer, SemaphoreSubmit, SharedAllocation,
-    SharedBuffer, SharedImage, SharedPool, SharedSemaphore, StagingBuffer, StreamOrder,
-    TextureLevels, TextureOptions, TextureRead, UseMarks, VulkanView, DEFAULT_SLOT_TIMEOUT,
+    can_access_peer, import_semaphore, AcquireWait, Bridge, BridgeConfig, BufferPlacement,
+    BufferUsage, Frame, FramePacer, FrameSemaphores, FrameSubmit, GrowableBuffer, SemaphoreSubmit,
+    SharedAllocation, SharedBuffer, SharedImage, SharedPool, SharedSemaphore, StagingBuffer,
+    StreamOrder, TextureLevels, TextureOptions, TextureRead, UseMarks, VulkanView,
+    DEFAULT_SLOT_TIMEOUT,
 };
 pub use vulkan::image::ImageDesc;
 pub use vulkan::memory::Dedicated;

@@ -502,6 +502,10 @@ enum CuvkRule
    */
   CUVK_RULE_UNSUPPORTED_LINEAR_FILTER = 2060,
   /**
+   * No NCCL library on this machine.
+   */
+  CUVK_RULE_UNSUPPORTED_NCCL = 2061,
+  /**
    * A wgpu object that is not on the Vulkan backend.
    */
   CUVK_RULE_WGPU_WRONG_BACKEND = 2817,
@@ -565,6 +569,30 @@ enum CuvkRule
    * A cuvk submission from inside a wgpu callback of another.
    */
   CUVK_RULE_WGPU_REENTRANT_SUBMIT = 2832,
+  /**
+   * Peer access asked for between GPUs that have no peer path.
+   */
+  CUVK_RULE_PEER_NO_ACCESS = 3329,
+  /**
+   * A shared buffer handed to something on another GPU.
+   */
+  CUVK_RULE_PEER_DEVICE_MISMATCH = 3330,
+  /**
+   * The ranks of a collective hold buffers of different sizes.
+   */
+  CUVK_RULE_PEER_SIZE_MISMATCH = 3331,
+  /**
+   * A rank of a collective lost (died, hung): the communicator was aborted.
+   */
+  CUVK_RULE_PEER_RANK_LOST = 3332,
+  /**
+   * A communicator used after it was aborted.
+   */
+  CUVK_RULE_PEER_ABORTED = 3333,
+  /**
+   * A rank number outside the communicator.
+   */
+  CUVK_RULE_PEER_RANK_OUT_OF_RANGE = 3334,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -300,6 +300,9 @@ pub enum CuvkRule {
     /// Linear filtering of a format the device cannot filter.
     CuvkRuleUnsupportedLinearFilter = 0x080C,
 
+    /// No NCCL library on this machine.
+    CuvkRuleUnsupportedNccl = 0x080D,
+
     /// A wgpu object that is not on the Vulkan backend.
     CuvkRuleWgpuWrongBackend = 0x0B01,
 
@@ -347,6 +350,24 @@ pub enum CuvkRule {
 
     /// A cuvk submission from inside a wgpu callback of another.
     CuvkRuleWgpuReentrantSubmit = 0x0B10,
+
+    /// Peer access asked for between GPUs that have no peer path.
+    CuvkRulePeerNoAccess = 0x0D01,
+
+    /// A shared buffer handed to something on another GPU.
+    CuvkRulePeerDeviceMismatch = 0x0D02,
+
+    /// The ranks of a collective hold buffers of different sizes.
+    CuvkRulePeerSizeMismatch = 0x0D03,
+
+    /// A rank of a collective lost (died, hung): the communicator was aborted.
+    CuvkRulePeerRankLost = 0x0D04,
+
+    /// A communicator used after it was aborted.
+    CuvkRulePeerAborted = 0x0D05,
+
+    /// A rank number outside the communicator.
+    CuvkRulePeerRankOutOfRange = 0x0D06,
 }
 
 /// Why a call failed: its result code, the rule it broke and the message.

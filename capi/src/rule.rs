@@ -133,6 +133,7 @@ pub(crate) const ALL: &[R] = &[
     R::CuvkRuleSyncForeignMarks,
     R::CuvkRuleLaunchImageHandleToNonInteger,
     R::CuvkRuleUnsupportedLinearFilter,
+    R::CuvkRuleUnsupportedNccl,
     R::CuvkRuleWgpuWrongBackend,
     R::CuvkRuleWgpuNoRawEncoder,
     R::CuvkRuleWgpuMissingFeatures,
@@ -149,6 +150,12 @@ pub(crate) const ALL: &[R] = &[
     R::CuvkRuleWgpuTextureNotPaired,
     R::CuvkRuleWgpuImageNotShared,
     R::CuvkRuleWgpuReentrantSubmit,
+    R::CuvkRulePeerNoAccess,
+    R::CuvkRulePeerDeviceMismatch,
+    R::CuvkRulePeerSizeMismatch,
+    R::CuvkRulePeerRankLost,
+    R::CuvkRulePeerAborted,
+    R::CuvkRulePeerRankOutOfRange,
 ];
 
 #[cfg(test)]

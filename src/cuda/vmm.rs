@@ -322,26 +322,45 @@ pub struct VmmMappingNoAccess {
 impl VmmMappingNoAccess {
     /// Makes the range readable and writable by the reservation's device.
     pub fn enable_access(self) -> Result<VmmMapping> {
+        let own = self.reservation.ctx.cu_device();
+        self.enable_access_for(&[own])
+    }
+
+    /// Makes the range readable and writable by each of `devices` (CUDA device handles; the
+    /// reservation's own device among them, or it cannot use the range). Peers must be able
+    /// to reach the memory's device (`cuDeviceCanAccessPeer`): check before, as
+    /// [`Bridge::create_peer_buffer`](crate::Bridge::create_peer_buffer) does.
+    pub fn enable_access_for(self, devices: &[sys::CUdevice]) -> Result<VmmMapping> {
         let ctx = &self.reservation.ctx;
-        // SAFETY: all-zero is a valid value of this plain C struct (then filled in below).
-        let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
-        desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
-        desc.location.id = ctx.cu_device();
-        desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        let descs: Vec<sys::CUmemAccessDesc> = devices
+            .iter()
+            .map(|&device| {
+                // SAFETY: all-zero is a valid value of this plain C struct (then filled in).
+                let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
+                desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+                desc.location.id = device;
+                desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+                desc
+            })
+            .collect();
         ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
         let size = self.range.end - self.range.start;
-        // SAFETY: the range is mapped (by construction of VmmMappingNoAccess).
+        // SAFETY: the range is mapped (by construction of VmmMappingNoAccess); one descriptor
+        // per device, `descs.len()` of them.
         unsafe {
             sys::cuMemSetAccess(
                 self.reservation.base + self.range.start,
                 size as usize,
-                &desc,
-                1,
+                descs.as_ptr(),
+                descs.len(),
             )
         }
         .result()
         .cuda("cuMemSetAccess")?; // on error `self` drops and unmaps
-        Ok(VmmMapping { inner: self })
+        Ok(VmmMapping {
+            inner: self,
+            devices: devices.to_vec(),
+        })
     }
 
     /// The range inside the reservation.
@@ -369,6 +388,7 @@ impl Drop for VmmMappingNoAccess {
 /// A mapped, accessible range of a reservation: its device pointer may be used by kernels.
 pub struct VmmMapping {
     inner: VmmMappingNoAccess,
+    devices: Vec<sys::CUdevice>,
 }
 
 impl VmmMapping {
@@ -387,5 +407,9 @@ impl VmmMapping {
     /// The reservation it lives in.
     pub fn reservation(&self) -> &Arc<AddressReservation> {
         &self.inner.reservation
+    }
+    /// The CUDA devices that may read and write it.
+    pub fn accessible_from(&self) -> &[sys::CUdevice] {
+        &self.devices
     }
 }

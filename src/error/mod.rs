@@ -9,11 +9,13 @@ use crate::rules::layout::LayoutError;
 use crate::uuid::Uuid;
 
 mod numbers;
+mod peer;
 mod refusal;
 mod rule;
 #[cfg(feature = "wgpu")]
 mod wgpu;
 
+pub use peer::PeerError;
 pub use refusal::{
     Capability, DeviceObject, DeviceOwner, Exportable, FrameStep, InlineKernelsMissing,
     LaunchError, MemoryError, SyncError,
@@ -298,6 +300,19 @@ pub enum Error {
     #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
     #[error(transparent)]
     Wgpu(#[from] WgpuError),
+    /// A rule of several GPUs broken (peer access, NCCL collectives on shared memory).
+    #[error(transparent)]
+    Peer(#[from] PeerError),
+    /// An NCCL call failed (feature `nccl`).
+    #[error("{call} failed: NCCL error {code} ({message})")]
+    Nccl {
+        /// The NCCL function.
+        call: &'static str,
+        /// Its `ncclResult_t`.
+        code: i32,
+        /// `ncclGetErrorString` and `ncclGetLastError`.
+        message: String,
+    },
     /// An OS call failed.
     #[error("{call} failed: {source}")]
     Io {
@@ -364,6 +379,8 @@ impl Error {
             #[cfg(feature = "wgpu")]
             Error::Wgpu(e) => e.kind(),
             Error::Io { .. } => K::Io,
+            Error::Peer(e) => e.kind(),
+            Error::Nccl { .. } => K::Driver,
             Error::Image(e) if e.is_unsupported() => K::Unsupported,
             Error::Nvrtc { .. }
             | Error::Image(_)

@@ -718,6 +718,12 @@ pub enum Capability {
     /// The NVRTC library is not on this machine.
     #[error("NVRTC library (libnvrtc) not found")]
     Nvrtc,
+    /// The NCCL library is not on this machine (or lacks a function cuvk calls).
+    #[error("{reason}")]
+    Nccl {
+        /// What was tried.
+        reason: String,
+    },
     /// A CUDA device cannot create multicast objects.
     #[error("CUDA device {device} reports CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED = 0: no multicast object is created")]
     Multicast {

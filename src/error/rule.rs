@@ -5,14 +5,14 @@
 //! Codes are grouped by the byte above the lowest (`code >> 8`): 1 ranges and alignment, 2
 //! images, 3 textures, 4 PTX, 5 memory and buffers, 6 semaphores and frames, 7 kernel
 //! launches, 8 what the device or driver lacks, 9 devices and what they enabled, 10 OS
-//! handles, 11 wgpu. A code is never reused; a new rule takes the next number of its group.
+//! handles, 11 wgpu, 12 processes (`ipc`), 13 several GPUs. A code is never reused; a new rule takes the next number of its group.
 //! Names are the refusal's path in [`Error`] (`"Layout.OutOfBounds"`,
 //! `"Image.Texture.LinearFilterNeedsFloatReads"`, `"WrongDevice"`), as Python has reported
 //! them since 0.3.
 
 #[cfg(feature = "wgpu")]
 use crate::error::WgpuError;
-use crate::error::{Capability, Error, LaunchError, MemoryError, SyncError};
+use crate::error::{Capability, Error, LaunchError, MemoryError, PeerError, SyncError};
 use crate::rules::image_format::{ImageError, TextureRule};
 use crate::rules::layout::LayoutError;
 use crate::rules::ptx::PtxError;
@@ -221,6 +221,8 @@ pub enum Rule {
     UnsupportedInlineKernels = 0x080B,
     /// Linear filtering of a format the device cannot filter.
     UnsupportedLinearFilter = 0x080C,
+    /// No NCCL library on this machine.
+    UnsupportedNccl = 0x080D,
     /// Objects of different devices (or contexts) were mixed.
     DeviceWrongDevice = 0x0901,
     /// No CUDA device has the UUID.
@@ -277,6 +279,18 @@ pub enum Rule {
     WgpuImageNotShared = 0x0B0F,
     /// A cuvk submission from inside a wgpu callback of another.
     WgpuReentrantSubmit = 0x0B10,
+    /// Peer access asked for between GPUs that have no peer path.
+    PeerNoAccess = 0x0D01,
+    /// A shared buffer handed to something on another GPU.
+    PeerDeviceMismatch = 0x0D02,
+    /// The ranks of a collective hold buffers of different sizes.
+    PeerSizeMismatch = 0x0D03,
+    /// A rank of a collective lost (died, hung): the communicator was aborted.
+    PeerRankLost = 0x0D04,
+    /// A communicator used after it was aborted.
+    PeerAborted = 0x0D05,
+    /// A rank number outside the communicator.
+    PeerRankOutOfRange = 0x0D06,
 }
 
 impl Rule {
@@ -380,6 +394,7 @@ impl Rule {
         Rule::UnsupportedCudaMemoryImport,
         Rule::UnsupportedInlineKernels,
         Rule::UnsupportedLinearFilter,
+        Rule::UnsupportedNccl,
         Rule::DeviceWrongDevice,
         Rule::DeviceNoCudaDevice,
         Rule::DeviceNoVulkanDevice,
@@ -408,6 +423,12 @@ impl Rule {
         Rule::WgpuTextureNotPaired,
         Rule::WgpuImageNotShared,
         Rule::WgpuReentrantSubmit,
+        Rule::PeerNoAccess,
+        Rule::PeerDeviceMismatch,
+        Rule::PeerSizeMismatch,
+        Rule::PeerRankLost,
+        Rule::PeerAborted,
+        Rule::PeerRankOutOfRange,
     ];
 
     /// The stable code (the C ABI's `CuvkRule`).
@@ -529,6 +550,7 @@ impl Rule {
             Rule::UnsupportedCudaMemoryImport => "Unsupported.CudaMemoryImport",
             Rule::UnsupportedInlineKernels => "Unsupported.InlineKernels",
             Rule::UnsupportedLinearFilter => "Unsupported.LinearFilter",
+            Rule::UnsupportedNccl => "Unsupported.Nccl",
             Rule::DeviceWrongDevice => "WrongDevice",
             Rule::DeviceNoCudaDevice => "NoCudaDevice",
             Rule::DeviceNoVulkanDevice => "NoVulkanDevice",
@@ -557,6 +579,12 @@ impl Rule {
             Rule::WgpuTextureNotPaired => "Wgpu.TextureNotPaired",
             Rule::WgpuImageNotShared => "Wgpu.ImageNotShared",
             Rule::WgpuReentrantSubmit => "Wgpu.ReentrantSubmit",
+            Rule::PeerNoAccess => "Peer.NoPeerAccess",
+            Rule::PeerDeviceMismatch => "Peer.DeviceMismatch",
+            Rule::PeerSizeMismatch => "Peer.SizeMismatch",
+            Rule::PeerRankLost => "Peer.RankLost",
+            Rule::PeerAborted => "Peer.Aborted",
+            Rule::PeerRankOutOfRange => "Peer.RankOutOfRange",
         }
     }
 }
@@ -699,6 +727,7 @@ impl Error {
             Error::Unsupported(Capability::TimelineSemaphore) => Rule::UnsupportedTimelineSemaphore,
             Error::Unsupported(Capability::Nvrtc) => Rule::UnsupportedNvrtc,
             Error::Unsupported(Capability::Multicast { .. }) => Rule::UnsupportedMulticast,
+            Error::Unsupported(Capability::Nccl { .. }) => Rule::UnsupportedNccl,
             Error::Unsupported(Capability::CudaMemoryImport { .. }) => {
                 Rule::UnsupportedCudaMemoryImport
             }
@@ -756,7 +785,14 @@ impl Error {
                 | WgpuError::NotReady { .. }
                 | WgpuError::NotSubmitted { .. },
             ) => return None,
+            Error::Peer(PeerError::NoPeerAccess { .. }) => Rule::PeerNoAccess,
+            Error::Peer(PeerError::DeviceMismatch { .. }) => Rule::PeerDeviceMismatch,
+            Error::Peer(PeerError::SizeMismatch { .. }) => Rule::PeerSizeMismatch,
+            Error::Peer(PeerError::RankLost { .. }) => Rule::PeerRankLost,
+            Error::Peer(PeerError::Aborted { .. }) => Rule::PeerAborted,
+            Error::Peer(PeerError::RankOutOfRange { .. }) => Rule::PeerRankOutOfRange,
             Error::VulkanLoader(_)
+            | Error::Nccl { .. }
             | Error::Vulkan { .. }
             | Error::CudaUnavailable
             | Error::Cuda { .. }
@@ -783,7 +819,7 @@ mod tests {
         assert_eq!(names.len(), Rule::ALL.len());
         for &r in Rule::ALL {
             assert_eq!(Rule::from_code(r.code()), Some(r));
-            assert!(r.code() >> 8 >= 1 && r.code() >> 8 <= 11, "{r:?}");
+            assert!(r.code() >> 8 >= 1 && r.code() >> 8 <= 13, "{r:?}");
         }
         assert_eq!(Rule::from_code(0), None);
     }

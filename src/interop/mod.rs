@@ -7,6 +7,7 @@ mod bridge;
 mod cuda_allocated;
 mod growable;
 mod pacer;
+mod peer;
 pub(crate) mod pool;
 mod semaphore;
 mod shared_buffer;
@@ -20,6 +21,7 @@ pub use pacer::{
     AcquireWait, Frame, FramePacer, FrameSemaphores, FrameSubmit, SemaphoreSubmit,
     DEFAULT_SLOT_TIMEOUT,
 };
+pub use peer::can_access_peer;
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, SharedAllocation, SharedBuffer};

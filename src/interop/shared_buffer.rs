@@ -446,6 +446,21 @@ impl<T: bytemuck::Pod> SharedBuffer<T> {
         matches!(*self.cuda, CudaSide::Pooled(_))
     }
 
+    /// Whether kernels and copies on `ctx`'s GPU may touch it: its own GPU always, other GPUs
+    /// only for a buffer made by [`Bridge::create_peer_buffer`](crate::Bridge::create_peer_buffer)
+    /// for them.
+    pub fn accessible_from(&self, ctx: &CudaContext) -> bool {
+        match &*self.cuda {
+            CudaSide::Vmm(mapping) => mapping.accessible_from().contains(&ctx.cu_device()),
+            _ => ctx.cu_device() == self.stream.context().cu_device(),
+        }
+    }
+
+    /// The CUDA ordinal of the GPU the memory lives on.
+    pub fn cuda_ordinal(&self) -> usize {
+        self.stream.context().ordinal()
+    }
+
     /// Copies the buffer to the host through CUDA (ordered after the last write on any
     /// stream), and synchronises.
     pub fn cuda_read(&self) -> Result<Vec<T>> {

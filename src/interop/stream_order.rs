@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use cudarc::driver::{sys, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 
 use crate::cuda::ExternalSemaphore;
-use crate::error::{Error, Result, SyncError};
+use crate::error::{CudaResultExt, Error, Result, SyncError};
 use crate::interop::{import_semaphore, Bridge, FrameSubmit};
 use crate::vulkan::{Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext};
 
@@ -61,6 +61,66 @@ pub struct StreamOrder {
     release_lock: Mutex<()>,
     // Held while a `vulkan_done` value is chosen and submitted.
     submit_lock: Mutex<()>,
+    // Streams of other GPUs join the chain through it.
+    relay: Relay,
+}
+
+/// How a stream of another GPU (a peer) joins the order: CUDA events across devices, in one
+/// process. The semaphores are imported into the bridge's context only, so the waits and
+/// signals run on a relay stream there: a peer's release records an event on the peer's
+/// stream that the relay stream waits for before signalling; a peer's acquire waits on the
+/// relay stream and records an event there that the peer's stream waits for.
+struct Relay {
+    cuda: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    // Recorded on the relay stream after an acquire's wait; held while recorded and waited.
+    acquired: Mutex<CudaEvent>,
+    // One event per peer context, recorded on the peer's stream before its release (under the
+    // release lock).
+    peers: Mutex<Vec<CudaEvent>>,
+}
+
+impl Relay {
+    fn new(cuda: &Arc<CudaContext>) -> Result<Self> {
+        let quiet = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        Ok(Self {
+            cuda: cuda.clone(),
+            stream: cuda.new_stream().cuda("cuStreamCreate")?,
+            acquired: Mutex::new(cuda.new_event(quiet).cuda("cuEventCreate")?),
+            peers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether `stream` belongs to another context than the order's (a peer GPU's).
+    fn is_peer(&self, stream: &CudaStream) -> bool {
+        stream.context().cu_ctx() != self.cuda.cu_ctx()
+    }
+
+    /// Makes the relay stream wait for the work enqueued on the peer `stream` so far.
+    fn follow(&self, stream: &CudaStream) -> Result<()> {
+        let mut peers = lock(&self.peers);
+        let ctx = stream.context();
+        let at = match peers
+            .iter()
+            .position(|e| e.context().cu_ctx() == ctx.cu_ctx())
+        {
+            Some(at) => at,
+            None => {
+                let quiet = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
+                peers.push(ctx.new_event(quiet).cuda("cuEventCreate")?);
+                peers.len() - 1
+            }
+        };
+        let event = &peers[at];
+        event.record(stream).cuda("cuEventRecord")?;
+        self.stream.wait(event).cuda("cuStreamWaitEvent")
+    }
+
+    /// Makes the peer `stream` wait for the work enqueued on the relay stream so far.
+    fn lead(&self, stream: &CudaStream, acquired: &CudaEvent) -> Result<()> {
+        acquired.record(&self.stream).cuda("cuEventRecord")?;
+        stream.wait(acquired).cuda("cuStreamWaitEvent")
+    }
 }
 
 struct Timelines {
@@ -110,6 +170,7 @@ impl StreamOrder {
     /// and a local one for host waits.
     pub fn new(bridge: &Bridge) -> Result<Self> {
         let vk = bridge.vulkan();
+        let relay = Relay::new(bridge.cuda())?;
         let cuda_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
         let vulkan_done = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
         let vulkan_done_host = Semaphore::new(vk, SemaphoreDesc::LOCAL_TIMELINE)?;
@@ -125,6 +186,7 @@ impl StreamOrder {
             timelines: ManuallyDrop::new(timelines),
             release_lock: Mutex::new(()),
             submit_lock: Mutex::new(()),
+            relay,
         })
     }
 
@@ -180,6 +242,10 @@ impl StreamOrder {
 
     /// Enqueues on `stream` a wait until Vulkan's last use of `marks`' resource is done
     /// (nothing if Vulkan never used it). Refused for another order's marks.
+    ///
+    /// `stream` may belong to another GPU (a peer writing a
+    /// [peer buffer](crate::Bridge::create_peer_buffer)): it then waits for an event recorded
+    /// on the bridge's device after the wait — still on the GPU, no host wait.
     pub fn cuda_acquire(&self, marks: &UseMarks, stream: &CudaStream) -> Result<()> {
         self.check_marks(marks)?;
         self.cuda_wait_vulkan_value(marks.vulkan_use(), stream)
@@ -212,15 +278,52 @@ impl StreamOrder {
             return Ok(());
         }
         self.timelines.vulkan_done.check_scheduled(value)?;
+        if self.relay.is_peer(stream) {
+            let acquired = lock(&self.relay.acquired);
+            self.timelines
+                .vulkan_done_import
+                .wait(&self.relay.stream, value)?;
+            return self.relay.lead(stream, &acquired);
+        }
         self.timelines.vulkan_done_import.wait(stream, value)
     }
 
     /// Enqueues on `stream`, after the work enqueued there so far, the next `cuda_done` value,
     /// chained after every release already scheduled; Vulkan's next use of each of `marks`'
     /// resources waits for it. Returns the value. Refused for another order's marks.
+    ///
+    /// `stream` may belong to another GPU (a peer): the release then runs on the bridge's
+    /// device after an event recorded on `stream`.
     pub fn cuda_release(&self, marks: &[&UseMarks], stream: &CudaStream) -> Result<u64> {
+        if self.relay.is_peer(stream) {
+            for m in marks {
+                self.check_marks(m)?;
+            }
+            let _chain = lock(&self.release_lock);
+            let value = self.last_cuda() + 1;
+            self.release_from_peer(stream, value)?;
+            for m in marks {
+                m.cuda_release.fetch_max(value, Ordering::AcqRel);
+            }
+            return Ok(value);
+        }
         // SAFETY: a live stream of a context; `enqueue_raw` checks the context.
         unsafe { self.cuda_release_raw(marks, stream.cu_stream()) }
+    }
+
+    /// A release of `value` after the work on a peer GPU's `stream`; the release lock held.
+    fn release_from_peer(&self, stream: &CudaStream, value: u64) -> Result<()> {
+        let previous = self.last_cuda();
+        if value <= previous {
+            return Err(SyncError::TimelineNotIncreasing {
+                value,
+                last: previous,
+            }
+            .into());
+        }
+        self.relay.follow(stream)?;
+        // SAFETY: the relay stream is a live stream of the order's context.
+        unsafe { self.release_chained(self.relay.stream.cu_stream(), value) }
     }
 
     /// As [`Self::cuda_release`] on a raw stream (checked to be the bridge context's).
@@ -252,6 +355,9 @@ impl StreamOrder {
     /// frame pacer's release of frame N). Changes no [`UseMarks`].
     pub fn cuda_release_value(&self, value: u64, stream: &CudaStream) -> Result<()> {
         let _chain = lock(&self.release_lock);
+        if self.relay.is_peer(stream) {
+            return self.release_from_peer(stream, value);
+        }
         // SAFETY: a live stream; its context is checked.
         unsafe { self.release_chained(stream.cu_stream(), value) }
     }

@@ -1,0 +1,128 @@
+//! Memory one GPU's Vulkan draws and other GPUs write at NVLink speed, by copy engine and by
+//! their own kernels.
+//!
+//! Measured (DESIGN.md): peer access does not map *imported* Vulkan memory into peers — a
+//! kernel on GPU 1 storing into GPU 0's imported memory faults. Memory CUDA allocates with
+//! `cuMemCreate` on the render GPU, exported to Vulkan and opened to the peers with
+//! `cuMemSetAccess` (the seed pages' VMM path) is reachable from every peer that has a peer
+//! path; so that is what a peer buffer is.
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext};
+
+use crate::cuda::vmm::{AddressReservation, VmmAllocation, VmmExport};
+use crate::error::{CudaResultExt, PeerError, Result};
+use crate::interop::cuda_allocated::import_into_vulkan;
+use crate::interop::shared_buffer::{transfer_usage, CudaSide};
+use crate::interop::{Bridge, BufferUsage, SharedBuffer};
+use crate::rules::layout;
+
+/// Whether GPU `peer`'s kernels and copies can reach GPU `owner`'s memory
+/// (`cuDeviceCanAccessPeer`; true for a GPU and itself).
+pub fn can_access_peer(peer: &CudaContext, owner: &CudaContext) -> Result<bool> {
+    if peer.cu_device() == owner.cu_device() {
+        return Ok(true);
+    }
+    let mut can = 0;
+    // SAFETY: two device handles of an initialised driver, one out-parameter.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut can, peer.cu_device(), owner.cu_device()) }
+        .result()
+        .cuda("cuDeviceCanAccessPeer")?;
+    Ok(can != 0)
+}
+
+/// The devices a peer buffer opens to: the owner first, then each other device once; refused
+/// (before anything is allocated) where one cannot reach the owner.
+pub(crate) fn access_list(
+    owner: (usize, sys::CUdevice),
+    peers: &[(usize, sys::CUdevice)],
+    can_access: impl Fn(usize) -> Result<bool>,
+) -> Result<Vec<sys::CUdevice>> {
+    let mut devices = vec![owner.1];
+    for (i, &(ordinal, device)) in peers.iter().enumerate() {
+        if devices.contains(&device) {
+            continue;
+        }
+        if !can_access(i)? {
+            return Err(PeerError::NoPeerAccess {
+                peer: ordinal,
+                owner: owner.0,
+            }
+            .into());
+        }
+        devices.push(device);
+    }
+    Ok(devices)
+}
+
+impl Bridge {
+    /// `len` elements of shared memory that this bridge's Vulkan draws and that the GPUs of
+    /// `peers` (their CUDA contexts, e.g. other bridges' [`Bridge::cuda`]) read and write
+    /// directly: their kernels store into [`SharedBuffer::cuda_ptr`] and their copy engines
+    /// copy into it over NVLink or PCIe.
+    ///
+    /// CUDA allocates it on this bridge's GPU (`cuMemCreate`), Vulkan imports it, and
+    /// `cuMemSetAccess` opens it to every peer. Refused with [`PeerError::NoPeerAccess`] where a
+    /// peer has no path to this GPU (checked first: nothing is allocated then); peers on this
+    /// bridge's own GPU need nothing and are accepted.
+    ///
+    /// Order the peers' work against Vulkan's with a [`StreamOrder`](crate::StreamOrder): its
+    /// `cuda_acquire` and `cuda_release` take streams of any GPU.
+    pub fn create_peer_buffer<T: bytemuck::Pod>(
+        &self,
+        len: usize,
+        usage: BufferUsage,
+        peers: &[&Arc<CudaContext>],
+    ) -> Result<SharedBuffer<T>> {
+        let owner = self.cuda();
+        let listed: Vec<(usize, sys::CUdevice)> =
+            peers.iter().map(|p| (p.ordinal(), p.cu_device())).collect();
+        let devices = access_list((owner.ordinal(), owner.cu_device()), &listed, |i| {
+            can_access_peer(peers[i], owner)
+        })?;
+        let bytes = layout::bytes_for::<T>(len)?;
+        let granularity = self.vmm_granularity()?;
+        let size = layout::align_up(bytes, granularity).ok_or(layout::LayoutError::Overflow {
+            offset: bytes,
+            size: granularity,
+        })?;
+        let memory = VmmAllocation::new(owner, size, VmmExport::OsHandle)?;
+        let reservation = AddressReservation::new(owner, size)?;
+        let mapping = reservation
+            .map(0, &memory, size)?
+            .enable_access_for(&devices)?;
+        let bound = import_into_vulkan(self.vulkan(), &memory, bytes, usage | transfer_usage())?;
+        SharedBuffer::assemble(bound, CudaSide::Vmm(mapping), self.stream().clone(), len)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::{Error, Rule};
+
+    #[test]
+    fn peers_without_a_path_are_refused_with_both_gpus_named() {
+        let no_path = |i: usize| Ok(i != 1); // the second peer, device 7, has no path
+        let err = access_list((0, 10), &[(1, 11), (3, 7)], no_path).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::Peer(PeerError::NoPeerAccess { peer: 3, owner: 0 })
+        ));
+        assert_eq!(err.rule(), Some(Rule::PeerNoAccess));
+        assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
+        assert!(err.to_string().contains("GPU 3 cannot reach GPU 0"));
+    }
+
+    #[test]
+    fn the_owner_comes_first_and_each_device_once() {
+        let all = |_| Ok(true);
+        let devices = access_list((0, 10), &[(1, 11), (0, 10), (1, 11), (2, 12)], all).unwrap();
+        assert_eq!(devices, vec![10, 11, 12]);
+        // The owner's own device is never asked about.
+        let never = |_: usize| -> Result<bool> { panic!("asked") };
+        assert_eq!(access_list((0, 10), &[(0, 10)], never).unwrap(), vec![10]);
+    }
+}
