@@ -13,11 +13,12 @@ layout(push_constant) uniform Push {
     uint width;
     uint height;
     float depth_half; // the depth that gets the middle key, 128
+    uint first;       // particles [first, count) are drawn (a multi-GPU rank skips the cores)
 } pc;
 
 void main() {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += stride) {
+    for (uint i = pc.first + gl_GlobalInvocationID.x; i < pc.count; i += stride) {
         vec4 p = pos[i];
         vec4 clip = pc.view_proj * vec4(p.xyz, 1.0);
         if (clip.w <= 0.0) continue;

@@ -36,6 +36,7 @@
 pub mod cuda;
 mod error;
 mod interop;
+pub mod ipc;
 #[cfg(feature = "nccl")]
 #[cfg_attr(docsrs, doc(cfg(feature = "nccl")))]
 pub mod nccl;
@@ -69,11 +70,11 @@ pub use rules::image_format::{
 
 // The pairings users build on: where Vulkan and CUDA meet.
 pub use interop::{
-    can_access_peer, import_semaphore, AcquireWait, Bridge, BridgeConfig, BufferPlacement,
-    BufferUsage, Frame, FramePacer, FrameSemaphores, FrameSubmit, GrowableBuffer, SemaphoreSubmit,
-    SharedAllocation, SharedBuffer, SharedImage, SharedPool, SharedSemaphore, StagingBuffer,
-    StreamOrder, TextureLevels, TextureOptions, TextureRead, UseMarks, VulkanView,
-    DEFAULT_SLOT_TIMEOUT,
+    can_access_peer, device_pointer_range, enable_peer_access, import_semaphore, AcquireWait,
+    Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame, FramePacer, FrameSemaphores,
+    FrameSubmit, GrowableBuffer, SemaphoreSubmit, SharedAllocation, SharedBuffer, SharedImage,
+    SharedPool, SharedSemaphore, StagingBuffer, StreamOrder, TextureLevels, TextureOptions,
+    TextureRead, UseMarks, VulkanView, DEFAULT_SLOT_TIMEOUT,
 };
 pub use vulkan::image::ImageDesc;
 pub use vulkan::memory::Dedicated;

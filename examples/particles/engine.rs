@@ -825,6 +825,7 @@ impl Engine {
             let hud = self.hud.then(|| self.hud_lines());
             let draw = canvas::Frame {
                 slot,
+                first: 0,
                 particles: self.params.count,
                 camera: &self.camera,
                 bgra: self.bgra,

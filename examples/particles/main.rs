@@ -15,12 +15,15 @@
 //! --bench, --dump-positions FILE, --exit-after N (window: close after N frames),
 //! --resize-at F:WxH (window: request a new size after F frames), --acquire gpu|host (CUDA
 //! path: where CUDA waits for Vulkan's release of a frame, on its stream or on the host).
+//! --gpus N: several GPUs (and nodes), one process each, drawing one picture through NCCL
+//! (sort-last rendering; sortlast.rs has its options and how torchrun / mpirun start it).
 //! The window: drag turns the camera (stopping its orbit; O resumes it), wheel zooms, H toggles
 //! the HUD, Space pauses, R restarts the collision, Esc quits.
 
 #[path = "../common/window.rs"]
 mod driver;
 mod engine;
+mod sortlast;
 mod window;
 
 use std::path::{Path, PathBuf};
@@ -503,5 +506,10 @@ fn run() -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     logger::init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--gpus") {
+        // Several GPUs, one process each: sort-last rendering on NCCL (sortlast.rs).
+        return sortlast::main(args, sortlast::default_shaders());
+    }
     exit_code(run())
 }

@@ -155,6 +155,16 @@ class SharedBuffer:
         """As ``Bridge.cuda_acquire(self, stream)``."""
     def cuda_release(self, stream: Stream = None) -> None:
         """As ``Bridge.cuda_release(self, stream)``."""
+    def copy_from(self, src: Any, stream: Stream = None) -> None:
+        """Copies `src`, a C-contiguous CUDA array of exactly `nbytes` bytes on this GPU or
+        any GPU with a peer path (a PyTorch tensor on ``cuda:1``), into the buffer by copy
+        engine, ordered on the GPU: after the work enqueued on `stream` (the producer's
+        stream on the source's GPU; None: its legacy default stream) and after Vulkan's last
+        use; Vulkan's next use waits for the copy, and `stream` waits for it before its next
+        work (the source may be reused at once). The fast path where ``view.copy_(src)`` from
+        another GPU into a DLPack view of cuvk memory is slow. Refused (nothing copied):
+        ``Peer.NotCudaArray``, ``Peer.NotContiguous``, ``Peer.SizeMismatch``,
+        ``Peer.NoPeerAccess`` (UnsupportedError), ``Layout.OutOfBounds``."""
     def read(self, timeout: float = 10.0) -> bytes:
         """A host copy made by CUDA. Waits on the host for the last draw of the buffer and
         its last ``cuda_release`` (not for CUDA work never released), then for the copy."""

@@ -262,6 +262,15 @@ impl PySharedBuffer {
             .cuda_release(stream::parse(stream, Convention::Cuvk)?)
     }
 
+    /// Copies `src` (a CUDA array of the same size on any GPU with a peer path) into the
+    /// buffer by copy engine, ordered on the GPU: after `stream`'s work (the producer's stream
+    /// on the source's GPU; None: its legacy default stream) and Vulkan's last use; Vulkan's
+    /// next use waits for it, and `stream` waits for it before reusing the source.
+    #[pyo3(signature = (src, stream = None))]
+    fn copy_from(&self, src: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        crate::peer::copy_from(&self.core, src, stream::parse(stream, Convention::Cuvk)?)
+    }
+
     /// Copies the buffer to the host (after Vulkan's last use and the last CUDA release).
     #[pyo3(signature = (timeout = 10.0))]
     fn read<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyBytes>> {

@@ -9,6 +9,7 @@ mod bridge;
 mod buffer;
 mod dtype;
 mod errors;
+mod peer;
 mod render;
 mod stream;
 

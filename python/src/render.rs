@@ -156,6 +156,7 @@ impl Renderer {
         };
         let frame = Frame {
             slot,
+            first: 0,
             particles: count,
             camera: &view.camera,
             bgra: false,

@@ -21,7 +21,7 @@ pub use pacer::{
     AcquireWait, Frame, FramePacer, FrameSemaphores, FrameSubmit, SemaphoreSubmit,
     DEFAULT_SLOT_TIMEOUT,
 };
-pub use peer::can_access_peer;
+pub use peer::{can_access_peer, device_pointer_range, enable_peer_access};
 pub use pool::SharedPool;
 pub use semaphore::{import_semaphore, SharedSemaphore};
 pub use shared_buffer::{BufferPlacement, SharedAllocation, SharedBuffer};

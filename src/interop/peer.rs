@@ -32,6 +32,71 @@ pub fn can_access_peer(peer: &CudaContext, owner: &CudaContext) -> Result<bool> 
     Ok(can != 0)
 }
 
+/// Lets kernels and copies issued in `from`'s context reach memory `to`'s context allocated
+/// (`cuCtxEnablePeerAccess`; nothing to do for one GPU, already enabled is fine). Refused with
+/// [`PeerError::NoPeerAccess`] where the GPUs have no peer path. This maps `to`'s ordinary
+/// allocations (and makes copy engines take the direct path for any memory of `to`'s GPU), not
+/// memory imported from Vulkan: for peer *kernels* writing render-GPU memory, use
+/// [`Bridge::create_peer_buffer`].
+pub fn enable_peer_access(from: &CudaContext, to: &CudaContext) -> Result<()> {
+    if from.cu_device() == to.cu_device() {
+        return Ok(());
+    }
+    if !can_access_peer(from, to)? {
+        return Err(PeerError::NoPeerAccess {
+            peer: from.ordinal(),
+            owner: to.ordinal(),
+        }
+        .into());
+    }
+    from.bind_to_thread().cuda("cuCtxSetCurrent")?;
+    // SAFETY: two live contexts of GPUs with a peer path (checked); no flags.
+    match unsafe { sys::cuCtxEnablePeerAccess(to.cu_ctx(), 0) } {
+        sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
+            Ok(())
+        }
+        e => e.result().cuda("cuCtxEnablePeerAccess"),
+    }
+}
+
+/// Where a raw device pointer lives, as the driver reports it: the CUDA ordinal of its GPU and
+/// the allocation that holds it (`cuPointerGetAttribute`: `DEVICE_ORDINAL`,
+/// `RANGE_START_ADDR`, `RANGE_SIZE`). What a caller handing in a raw pointer (a PyTorch tensor's
+/// `data_ptr`) is checked against: [`Error::Cuda`](crate::Error::Cuda) for a pointer the driver
+/// does not know.
+pub fn device_pointer_range(ptr: sys::CUdeviceptr) -> Result<(usize, std::ops::Range<u64>)> {
+    use sys::CUpointer_attribute as A;
+    let mut ordinal: i32 = -1;
+    let mut start: sys::CUdeviceptr = 0;
+    let mut size: usize = 0;
+    // SAFETY: each out-parameter has the type its attribute writes (int, CUdeviceptr, size_t);
+    // the pointer value is only looked up.
+    unsafe {
+        sys::cuPointerGetAttribute(
+            (&mut ordinal as *mut i32).cast(),
+            A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr,
+        )
+        .result()
+        .cuda("cuPointerGetAttribute(DEVICE_ORDINAL)")?;
+        sys::cuPointerGetAttribute(
+            (&mut start as *mut sys::CUdeviceptr).cast(),
+            A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            ptr,
+        )
+        .result()
+        .cuda("cuPointerGetAttribute(RANGE_START_ADDR)")?;
+        sys::cuPointerGetAttribute(
+            (&mut size as *mut usize).cast(),
+            A::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+            ptr,
+        )
+        .result()
+        .cuda("cuPointerGetAttribute(RANGE_SIZE)")?;
+    }
+    Ok((ordinal.max(0) as usize, start..start + size as u64))
+}
+
 /// The devices a peer buffer opens to: the owner first, then each other device once; refused
 /// (before anything is allocated) where one cannot reach the owner.
 pub(crate) fn access_list(

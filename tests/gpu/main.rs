@@ -16,6 +16,7 @@ mod image;
 mod image_handles;
 mod inline;
 mod pacer;
+mod peers;
 mod pool;
 mod stream_order;
 mod vmm;

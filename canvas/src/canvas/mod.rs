@@ -68,7 +68,9 @@ const GLOW_ROWS: u32 = 90;
 pub struct Frame<'a> {
     /// Which slot's particle buffer to draw.
     pub slot: usize,
-    /// How many particles to draw.
+    /// Draw particles `first..particles` of the slot's buffer.
+    pub first: u32,
+    /// How many particles the buffer holds (the end of the range drawn).
     pub particles: u32,
     /// The view.
     pub camera: &'a OrbitCamera,
@@ -88,6 +90,7 @@ struct SplatPush {
     width: u32,
     height: u32,
     depth_half: f32,
+    first: u32,
 }
 
 #[repr(C)]
@@ -132,6 +135,43 @@ fn groups(n: u32) -> u32 {
     n.div_ceil(256).clamp(1, 65535)
 }
 
+/// The HDR counts: the canvas's own, or a buffer the caller keeps (a shared buffer NCCL sums
+/// into, in the multi-GPU mode).
+enum Hdr {
+    Own(DevBuffer),
+    External(vk::Buffer, u64, Arc<cuvk::vulkan::VulkanContext>),
+}
+
+// SAFETY: `Own` forwards to a live DevBuffer the canvas owns; `External` is a buffer the
+// caller of `Canvas::with_hdr` promised outlives the canvas and its commands, of this size, on
+// this context; no Rust reference points into either.
+unsafe impl AsVkBuffer for Hdr {
+    fn vk_buffer(&self) -> vk::Buffer {
+        match self {
+            Hdr::Own(b) => b.vk_buffer(),
+            Hdr::External(b, _, _) => *b,
+        }
+    }
+    fn vk_size(&self) -> u64 {
+        match self {
+            Hdr::Own(b) => b.vk_size(),
+            Hdr::External(_, size, _) => *size,
+        }
+    }
+    fn vk_context(&self) -> &Arc<cuvk::vulkan::VulkanContext> {
+        match self {
+            Hdr::Own(b) => b.vk_context(),
+            Hdr::External(_, _, ctx) => ctx,
+        }
+    }
+}
+
+/// The bytes of HDR counts a `width`×`height` canvas needs: per pixel, a particle count and a
+/// sum of colour keys (two u32).
+pub fn hdr_bytes(width: u32, height: u32) -> u64 {
+    u64::from(width) * u64::from(height) * 8
+}
+
 /// What depends on the picture's size: the HDR counts, the glow, the pixels and their readback,
 /// the HUD's text, and the pipelines with descriptor sets that point at them.
 pub struct Canvas {
@@ -148,8 +188,9 @@ pub struct Canvas {
     resolve_set: vk::DescriptorSet,
     hud: ComputePipeline,
     hud_set: vk::DescriptorSet,
-    // Bound in the descriptor sets above.
-    hdr: DevBuffer,
+    // Bound in the descriptor sets above: the canvas's own HDR counts, or the caller's
+    // (`with_hdr`).
+    hdr: Hdr,
     _glow: [DevBuffer; 2],
     _font: DevBuffer,
     text: DevBuffer,
@@ -168,13 +209,54 @@ impl Canvas {
         width: u32,
         height: u32,
     ) -> cuvk::Result<Self> {
+        let pixels_n = u64::from(width) * u64::from(height);
+        let mut hdr = device_local(alloc, "canvas HDR counts", pixels_n * 8, STORAGE)?;
+        alloc.context().fill_buffer(&mut hdr, 0, pixels_n * 8, 0)?;
+        Self::build(alloc, shaders, particles, width, height, Hdr::Own(hdr))
+    }
+
+    /// As [`Self::new`], splatting into and resolving from `hdr` (at least
+    /// [`hdr_bytes`]`(width, height)` bytes, zero where the first frame begins), which the
+    /// caller keeps: e.g. a shared buffer an NCCL reduce sums every GPU's counts into.
+    ///
+    /// # Safety
+    /// `hdr` must outlive the canvas and every command it records.
+    pub unsafe fn with_hdr(
+        alloc: &Arc<DevAllocator>,
+        shaders: &CanvasShaders<'_>,
+        particles: &[&dyn AsVkBuffer],
+        width: u32,
+        height: u32,
+        hdr: &dyn AsVkBuffer,
+    ) -> cuvk::Result<Self> {
+        let need = hdr_bytes(width, height);
+        if hdr.vk_size() < need {
+            return Err(cuvk::LayoutError::OutOfBounds {
+                offset: 0,
+                size: need,
+                end: need,
+                container: "HDR counts buffer",
+                container_size: hdr.vk_size(),
+            }
+            .into());
+        }
+        let external = Hdr::External(hdr.vk_buffer(), hdr.vk_size(), hdr.vk_context().clone());
+        Self::build(alloc, shaders, particles, width, height, external)
+    }
+
+    fn build(
+        alloc: &Arc<DevAllocator>,
+        shaders: &CanvasShaders<'_>,
+        particles: &[&dyn AsVkBuffer],
+        width: u32,
+        height: u32,
+        hdr: Hdr,
+    ) -> cuvk::Result<Self> {
         let vk = alloc.context();
         let pixels_n = u64::from(width) * u64::from(height);
         let glow_scale = (height / GLOW_ROWS).max(1);
         let glow_size = (width.div_ceil(glow_scale), height.div_ceil(glow_scale));
         let glow_bytes = u64::from(glow_size.0) * u64::from(glow_size.1) * 16;
-        let mut hdr = device_local(alloc, "canvas HDR counts", pixels_n * 8, STORAGE)?;
-        vk.fill_buffer(&mut hdr, 0, pixels_n * 8, 0)?;
         let glow = [
             device_local(alloc, "canvas glow", glow_bytes, STORAGE)?,
             device_local(alloc, "canvas glow blur", glow_bytes, STORAGE)?,
@@ -260,6 +342,62 @@ impl Canvas {
         frame: &Frame<'_>,
         barrier: &dyn Fn(vk::CommandBuffer, vk::AccessFlags),
     ) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.record_splat(d, cmd, frame);
+            barrier(
+                cmd,
+                vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
+            );
+            self.record_resolve(d, cmd, frame, barrier);
+        }
+    }
+
+    /// Records only the splat of `frame`'s particles into the HDR counts (which it adds to:
+    /// the resolve clears them). The multi-GPU mode records this on every GPU and sums the
+    /// counts with NCCL before the render GPU's [`Self::record_resolve`].
+    ///
+    /// # Safety
+    /// As [`Self::record`].
+    pub unsafe fn record_splat(
+        &self,
+        _d: &cuvk::ash::Device,
+        cmd: vk::CommandBuffer,
+        frame: &Frame<'_>,
+    ) {
+        let (w, h) = (self.width, self.height);
+        let splat = SplatPush {
+            view_proj: frame.camera.view_proj(w as f32 / h as f32),
+            count: frame.particles,
+            width: w,
+            height: h,
+            depth_half: DEPTH_HALF,
+            first: frame.first,
+        };
+        // SAFETY: forwarded from the caller; the set belongs to the pipeline and its buffers
+        // outlive the commands (the caller's and the canvas's).
+        unsafe {
+            self.splat.record_dispatch(
+                cmd,
+                self.splat_sets[frame.slot],
+                bytemuck::bytes_of(&splat),
+                groups(frame.particles.saturating_sub(frame.first)),
+            );
+        }
+    }
+
+    /// Records the glow, tone map and HUD of the HDR counts into [`Self::pixels`], and clears
+    /// the counts. Must follow the splat (or the sum of the splats) after a barrier.
+    ///
+    /// # Safety
+    /// As [`Self::record`].
+    pub unsafe fn record_resolve(
+        &self,
+        d: &cuvk::ash::Device,
+        cmd: vk::CommandBuffer,
+        frame: &Frame<'_>,
+        barrier: &dyn Fn(vk::CommandBuffer, vk::AccessFlags),
+    ) {
         let (w, h) = (self.width, self.height);
         let hud = frame.hud.map(|lines| (lines, hud::columns(lines) as u32));
         // SAFETY: forwarded from the caller; every set belongs to its pipeline and its buffers
@@ -268,24 +406,8 @@ impl Canvas {
             if let Some((lines, _)) = hud {
                 // Written in the command buffer: no host write races a frame still reading.
                 d.cmd_update_buffer(cmd, self.text.vk_buffer(), 0, &hud::encode(lines));
+                barrier(cmd, vk::AccessFlags::TRANSFER_WRITE);
             }
-            let splat = SplatPush {
-                view_proj: frame.camera.view_proj(w as f32 / h as f32),
-                count: frame.particles,
-                width: w,
-                height: h,
-                depth_half: DEPTH_HALF,
-            };
-            self.splat.record_dispatch(
-                cmd,
-                self.splat_sets[frame.slot],
-                bytemuck::bytes_of(&splat),
-                groups(frame.particles),
-            );
-            barrier(
-                cmd,
-                vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
-            );
             let (gw, gh) = self.glow_size;
             for pass in 0..=COMPOSITE {
                 let push = self.resolve_push(pass, frame);
@@ -312,6 +434,11 @@ impl Canvas {
         }
     }
 
+    /// The exposure [`Frame::exposure`] `None` picks for `particles` particles on this canvas.
+    pub fn exposure_for(&self, particles: u64) -> f32 {
+        (EXPOSURE * (self.width * self.height) as f32 / particles.max(1) as f32).min(0.1)
+    }
+
     fn resolve_push(&self, pass: u32, frame: &Frame<'_>) -> ResolvePush {
         let (w, h) = (self.width, self.height);
         let tan = frame.camera.tan_half_fov();
@@ -328,7 +455,7 @@ impl Canvas {
             // out to white.
             exposure: frame
                 .exposure
-                .unwrap_or((EXPOSURE * (w * h) as f32 / frame.particles as f32).min(0.1)),
+                .unwrap_or_else(|| self.exposure_for(u64::from(frame.particles))),
             glow: GLOW,
             bgra: u32::from(frame.bgra),
             pad: [0; 3],

@@ -259,3 +259,130 @@ pub fn step_cpu(p: &Params, pos: &mut [[f32; 4]], vel: &mut [[f32; 4]]) {
 }
 
 pub use cuvk_canvas::camera::{project, Camera, OrbitCamera};
+
+/// One galaxy as `init_particles` in particles.cu reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct GalaxyParams {
+    pub mass: f32,
+    pub centre: [f32; 3],
+    pub velocity: [f32; 3],
+    /// The disc's x, y (in its plane) and z (spin) axes.
+    pub axes: [f32; 9],
+}
+
+/// The scene `init_particles` draws from: the same two galaxies as [`initial_state`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SceneParams {
+    pub galaxies: [GalaxyParams; 2],
+    pub epsilon2: f32,
+    pub pad: [f32; 3],
+}
+
+// SAFETY: plain #[repr(C)] floats, passed by value to the CUDA kernel.
+unsafe impl cuvk::cudarc::driver::DeviceRepr for SceneParams {}
+
+/// The galaxies of [`initial_state`] for the GPU's counter-based initial state (the multi-GPU
+/// mode makes hundreds of millions of particles, each rank its share).
+pub fn scene() -> SceneParams {
+    let g = galaxies().map(|g| GalaxyParams {
+        mass: g.mass,
+        centre: g.centre,
+        velocity: g.velocity,
+        axes: [
+            g.axes[0][0],
+            g.axes[0][1],
+            g.axes[0][2],
+            g.axes[1][0],
+            g.axes[1][1],
+            g.axes[1][2],
+            g.axes[2][0],
+            g.axes[2][1],
+            g.axes[2][2],
+        ],
+    });
+    SceneParams {
+        galaxies: g,
+        epsilon2: EPSILON * EPSILON,
+        pad: [0.0; 3],
+    }
+}
+
+/// The stars rank `rank` of `world` simulates in the multi-GPU mode: global indices `lo..hi`
+/// (every rank also integrates the two cores, 0 and 1; rank 0 alone draws them).
+pub fn rank_share(total: usize, rank: usize, world: usize) -> (usize, usize) {
+    let stars = total.saturating_sub(CORES);
+    (
+        CORES + rank * stars / world,
+        CORES + (rank + 1) * stars / world,
+    )
+}
+
+/// The HDR counts particles_splat.comp adds for `pos` (particles `first..`), on the CPU: per
+/// pixel, the particle count and the sum of colour keys.
+pub fn splat_cpu(
+    pos: &[[f32; 4]],
+    first: usize,
+    camera: &OrbitCamera,
+    width: u32,
+    height: u32,
+) -> Vec<u32> {
+    const DEPTH_HALF: f32 = 1.0;
+    let vp = camera.view_proj(width as f32 / height as f32);
+    let mut hdr = vec![0u32; 2 * (width * height) as usize];
+    for p in pos.iter().skip(first) {
+        if let Some((x, y)) = project(&vp, *p, width, height) {
+            let depth = p[3].max(0.0);
+            let key = (255.0 * depth / (depth + DEPTH_HALF) + 0.5) as u32;
+            let at = 2 * (y * width + x) as usize;
+            hdr[at] = hdr[at].wrapping_add(1);
+            hdr[at + 1] = hdr[at + 1].wrapping_add(key);
+        }
+    }
+    hdr
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The multi-GPU mode's compositing: each rank splats its share (the cores only on rank
+    /// 0) and NCCL sums the counts as integers; the sum is the one-GPU picture's counts
+    /// exactly, whatever the number of ranks or the order of the sums.
+    #[test]
+    fn sort_last_sums_of_rank_splats_equal_the_one_gpu_splat() {
+        let total = 20_000;
+        let (mut pos, mut vel) = initial_state(total, 3);
+        let params = Params::new(total as u32);
+        for _ in 0..40 {
+            step_cpu(&params, &mut pos, &mut vel);
+        }
+        let camera = OrbitCamera::orbited(40);
+        let (w, h) = (160, 90);
+        let whole = splat_cpu(&pos, 0, &camera, w, h);
+        assert!(whole.iter().step_by(2).map(|&n| n as u64).sum::<u64>() > (total / 2) as u64);
+        for world in [1, 2, 3, 4, 7] {
+            let mut sum = vec![0u32; whole.len()];
+            // Summed in reverse rank order: integer sums do not care.
+            for rank in (0..world).rev() {
+                let (lo, hi) = rank_share(total, rank, world);
+                let mut share: Vec<[f32; 4]> = pos[..CORES].to_vec();
+                share.extend_from_slice(&pos[lo..hi]);
+                let first = if rank == 0 { 0 } else { CORES };
+                for (s, v) in sum.iter_mut().zip(splat_cpu(&share, first, &camera, w, h)) {
+                    *s = s.wrapping_add(v);
+                }
+            }
+            assert_eq!(sum, whole, "{world} ranks");
+            // Every star belongs to exactly one rank.
+            let covered: usize = (0..world)
+                .map(|r| {
+                    let (lo, hi) = rank_share(total, r, world);
+                    hi - lo
+                })
+                .sum();
+            assert_eq!(covered, total - CORES);
+        }
+    }
+}

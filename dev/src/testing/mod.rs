@@ -51,6 +51,26 @@ pub fn bridge(test: &str) -> Option<Bridge> {
     }
 }
 
+/// The CUDA context of a second GPU beside `bridge`'s, or `None` (printed) where the machine
+/// has one GPU. REQUIRE_GPUS=N (N >= 2) turns "none" into a failure.
+pub fn peer_gpu(test: &str, bridge: &Bridge) -> Option<Arc<cuvk::cudarc::driver::CudaContext>> {
+    let wanted: usize = std::env::var("REQUIRE_GPUS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let count = cuvk::cuda::devices().map(|d| d.len()).unwrap_or(0);
+    if count < 2 {
+        assert!(
+            wanted < 2,
+            "{test}: REQUIRE_GPUS={wanted} but this machine has {count} CUDA GPU(s)"
+        );
+        eprintln!("SKIP {test}: needs 2 CUDA GPUs, this machine has {count}");
+        return None;
+    }
+    let other = usize::from(bridge.cuda().ordinal() == 0);
+    Some(cuvk::cuda::context(other).expect("second GPU's context"))
+}
+
 /// Copies a whole buffer to the host with a Vulkan copy and returns its u32 words.
 pub fn read_via_vulkan(ctx: &Arc<VulkanContext>, buf: &dyn cuvk::vulkan::AsVkBuffer) -> Vec<u32> {
     let size = buf.vk_size();

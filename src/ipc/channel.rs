@@ -1,0 +1,707 @@
+//! The transport: messages of [`super::wire`] over a Unix stream socket, descriptors beside
+//! them as `SCM_RIGHTS` (Linux).
+//!
+//! Names without a `/` are abstract-namespace sockets (`\0cuvk-<name>`: no file, gone with the
+//! listener); names with a `/` are filesystem paths (the listener removes its file on drop).
+//! A message's descriptors travel with its first byte. A receiver wraps each descriptor in an
+//! [`OwnedFd`] the moment it arrives, so a refusal closes them exactly once.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::error::IpcError;
+use super::wire::{decode, encode, Header, Message, HEADER_LEN, MAX_FDS};
+
+/// Bytes of a control buffer that holds [`MAX_FDS`] descriptors, and no more.
+// SAFETY: CMSG_SPACE is arithmetic on its argument.
+const CONTROL_LEN: usize =
+    unsafe { libc::CMSG_SPACE((MAX_FDS * size_of::<RawFd>()) as u32) } as usize;
+
+/// A control-message buffer aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct Control([u8; CONTROL_LEN]);
+
+/// One end of a connection: sends and receives whole messages with their descriptors.
+///
+/// Sends and receives may come from different threads (each direction is serialized). After a
+/// refusal of a header (bad magic, version or kind) or a timeout in the middle of a message
+/// the stream is out of step: drop the channel. Other refusals read the whole message first.
+#[derive(Debug)]
+pub struct Channel {
+    stream: UnixStream,
+    send_lock: Mutex<()>,
+    recv_lock: Mutex<()>,
+}
+
+impl From<UnixStream> for Channel {
+    fn from(stream: UnixStream) -> Self {
+        Channel {
+            stream,
+            send_lock: Mutex::new(()),
+            recv_lock: Mutex::new(()),
+        }
+    }
+}
+
+impl AsFd for Channel {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}
+
+impl Channel {
+    /// Connects to the listener `name`, retrying while it does not exist yet (or refuses)
+    /// until `timeout` has passed.
+    pub fn connect(name: &str, timeout: Duration) -> Result<Channel, IpcError> {
+        let addr = address(name)?;
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            match UnixStream::connect_addr(&addr) {
+                Ok(stream) => return Ok(Channel::from(stream)),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNREFUSED | libc::ENOENT | libc::EAGAIN)
+                    ) =>
+                {
+                    let left = deadline.map_or(Duration::from_millis(10), |d| {
+                        d.saturating_duration_since(Instant::now())
+                    });
+                    if left.is_zero() {
+                        log::debug!("ipc: no listener {name:?} within {timeout:?}: {e}");
+                        return Err(timed_out(timeout));
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(10)));
+                }
+                Err(e) => return Err(IpcError::io("connect", &e)),
+            }
+        }
+    }
+
+    /// Two connected channels (`socketpair`), for one process or a child it forks.
+    pub fn pair() -> Result<(Channel, Channel), IpcError> {
+        let (a, b) = UnixStream::pair().map_err(|e| IpcError::io("socketpair", &e))?;
+        Ok((Channel::from(a), Channel::from(b)))
+    }
+
+    /// Sends `msg` with `fds` (exactly as many as its kind carries). The descriptors stay the
+    /// caller's: the receiver gets duplicates. The message is checked first
+    /// ([`Message::validate`]), so a peer never receives one it would refuse.
+    pub fn send(&self, msg: &Message, fds: &[BorrowedFd<'_>]) -> Result<(), IpcError> {
+        if fds.len() > MAX_FDS {
+            return Err(IpcError::TooManyFds {
+                got: fds.len(),
+                max: MAX_FDS,
+            });
+        }
+        let kind = msg.kind();
+        if fds.len() != kind.fd_count() as usize {
+            return Err(IpcError::FdCountMismatch {
+                kind,
+                expected: kind.fd_count(),
+                got: fds.len() as u32, // at most MAX_FDS
+            });
+        }
+        msg.validate()?;
+        self.send_bytes(&encode(msg), fds)
+    }
+
+    /// Writes `bytes` whole, `fds` with the first byte (no checks: `send` checks, tests lie).
+    fn send_bytes(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), IpcError> {
+        let _guard = lock(&self.send_lock);
+        let mut sent = 0;
+        while sent < bytes.len() {
+            let fds = if sent == 0 { fds } else { &[] };
+            sent +=
+                sendmsg(self.stream.as_raw_fd(), &bytes[sent..], fds).map_err(
+                    |errno| match errno {
+                        libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
+                        _ => IpcError::Io {
+                            op: "sendmsg",
+                            errno,
+                        },
+                    },
+                )?;
+        }
+        Ok(())
+    }
+
+    /// Receives one whole message and its descriptors, waiting at most `timeout` for all of
+    /// it. The descriptors are the caller's on success; on any refusal they are closed.
+    pub fn recv(&self, timeout: Duration) -> Result<(Message, Vec<OwnedFd>), IpcError> {
+        let _guard = lock(&self.recv_lock);
+        let deadline = Instant::now().checked_add(timeout);
+        let mut fds = Vec::with_capacity(MAX_FDS);
+        let mut header = [0u8; HEADER_LEN];
+        self.fill(&mut header, 0, &mut fds, deadline, timeout)?;
+        let len = Header::decode(&header)?.message_len();
+        let mut bytes = vec![0u8; len];
+        bytes[..HEADER_LEN].copy_from_slice(&header);
+        self.fill(
+            &mut bytes[HEADER_LEN..],
+            HEADER_LEN,
+            &mut fds,
+            deadline,
+            timeout,
+        )?;
+        let msg = decode(&bytes, fds.len())?; // a refusal drops (closes) `fds` once
+        Ok((msg, fds))
+    }
+
+    /// Fills `buf` (which starts `before` bytes into the message), collecting descriptors.
+    fn fill(
+        &self,
+        buf: &mut [u8],
+        before: usize,
+        fds: &mut Vec<OwnedFd>,
+        deadline: Option<Instant>,
+        timeout: Duration,
+    ) -> Result<(), IpcError> {
+        let fd = self.stream.as_raw_fd();
+        let mut filled = 0;
+        while filled < buf.len() {
+            wait(fd, deadline, timeout)?;
+            match recvmsg(fd, &mut buf[filled..], fds) {
+                Ok(Some(0)) => {
+                    return Err(IpcError::PeerClosed {
+                        partial: before + filled,
+                    })
+                }
+                Ok(Some(n)) => filled += n,
+                Ok(None) => {} // woken for nothing: wait again
+                Err(IpcError::Io {
+                    errno: libc::ECONNRESET,
+                    ..
+                }) => {
+                    return Err(IpcError::PeerClosed {
+                        partial: before + filled,
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A listening socket that [`Channel::connect`] reaches by name.
+#[derive(Debug)]
+pub struct Listener {
+    listener: UnixListener,
+    /// The socket file, for a filesystem name (removed on drop).
+    path: Option<PathBuf>,
+}
+
+impl Listener {
+    /// Listens on `name`: `\0cuvk-<name>` in the abstract namespace, or the path `name` where
+    /// it has a `/` (an existing file there is refused, not replaced).
+    pub fn bind(name: &str) -> Result<Listener, IpcError> {
+        let listener =
+            UnixListener::bind_addr(&address(name)?).map_err(|e| IpcError::io("bind", &e))?;
+        let path = name.contains('/').then(|| PathBuf::from(name));
+        let listener = Listener { listener, path };
+        listener
+            .listener
+            .set_nonblocking(true)
+            .map_err(|e| IpcError::io("fcntl(O_NONBLOCK)", &e))?;
+        Ok(listener)
+    }
+
+    /// Accepts the next connection, waiting at most `timeout`.
+    pub fn accept(&self, timeout: Duration) -> Result<Channel, IpcError> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    stream
+                        .set_nonblocking(false)
+                        .map_err(|e| IpcError::io("fcntl(O_NONBLOCK)", &e))?;
+                    return Ok(Channel::from(stream));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    wait(self.listener.as_raw_fd(), deadline, timeout)?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(IpcError::io("accept", &e)),
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The socket address of `name` (see [`Listener::bind`]).
+fn address(name: &str) -> Result<SocketAddr, IpcError> {
+    let addr = if name.contains('/') {
+        SocketAddr::from_pathname(name)
+    } else {
+        SocketAddr::from_abstract_name(format!("cuvk-{name}"))
+    };
+    addr.map_err(|e| IpcError::io("socket address", &e))
+}
+
+fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn timed_out(timeout: Duration) -> IpcError {
+    IpcError::Timeout {
+        ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// Waits until `fd` is readable (or hung up) or the deadline passes (`None`: no deadline).
+fn wait(fd: RawFd, deadline: Option<Instant>, timeout: Duration) -> Result<(), IpcError> {
+    loop {
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                // Rounded up, so poll does not wake just before the deadline.
+                i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        match rc {
+            0 if deadline.is_some_and(|d| Instant::now() >= d) => return Err(timed_out(timeout)),
+            0 => {}
+            1.. => return Ok(()),
+            _ if errno() == libc::EINTR => {}
+            _ => {
+                return Err(IpcError::Io {
+                    op: "poll",
+                    errno: errno(),
+                })
+            }
+        }
+    }
+}
+
+/// One `sendmsg` of `data`, with `fds` as `SCM_RIGHTS` when there are any: the bytes sent,
+/// or the errno.
+fn sendmsg(sock: RawFd, data: &[u8], fds: &[BorrowedFd<'_>]) -> Result<usize, i32> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr().cast_mut().cast(),
+        iov_len: data.len(),
+    };
+    let mut control = Control([0; CONTROL_LEN]);
+    // SAFETY: msghdr is plain data; all zeros (null pointers, zero lengths) is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let payload = (fds.len() * size_of::<RawFd>()) as u32; // fds.len() <= MAX_FDS
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        // SAFETY: arithmetic only.
+        msg.msg_controllen = unsafe { libc::CMSG_SPACE(payload) } as _;
+        // SAFETY: msg_control points at CONTROL_LEN >= CMSG_SPACE(payload) bytes aligned for
+        // cmsghdr, so the first header and its `payload` data bytes are inside the buffer.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(payload) as _;
+            let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+            for (i, fd) in fds.iter().enumerate() {
+                data.add(i).write_unaligned(fd.as_raw_fd());
+            }
+        }
+    }
+    loop {
+        // SAFETY: `msg` points at `iov` (over `data`) and `control`, all alive for the call;
+        // the descriptors are borrowed, so open. MSG_NOSIGNAL: a closed peer is EPIPE, not
+        // SIGPIPE.
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        match usize::try_from(n) {
+            Ok(0) => return Err(libc::EIO), // a stream socket sends something or fails
+            Ok(n) => return Ok(n),
+            Err(_) if errno() == libc::EINTR => {}
+            Err(_) => return Err(errno()),
+        }
+    }
+}
+
+/// One non-blocking `recvmsg` into `buf`: the bytes read (0 at end of stream), or `None`
+/// where nothing was ready. Each descriptor that arrives is pushed to `fds` as an [`OwnedFd`]
+/// before anything is judged.
+fn recvmsg(sock: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> Result<Option<usize>, IpcError> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = Control([0; CONTROL_LEN]);
+    // SAFETY: msghdr is plain data; all zeros (null pointers, zero lengths) is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = CONTROL_LEN as _;
+    let flags = libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT;
+    let n = loop {
+        // SAFETY: `msg` points at `iov` (over `buf`) and `control`, both alive and writable
+        // for the call.
+        let n = unsafe { libc::recvmsg(sock, &mut msg, flags) };
+        match usize::try_from(n) {
+            Ok(n) => break n,
+            Err(_) => match errno() {
+                libc::EINTR => {}
+                libc::EAGAIN => return Ok(None),
+                errno => {
+                    return Err(IpcError::Io {
+                        op: "recvmsg",
+                        errno,
+                    })
+                }
+            },
+        }
+    };
+    // SAFETY: the kernel filled `control` with well-formed headers up to msg_controllen; the
+    // CMSG_* macros stay inside it. Each SCM_RIGHTS descriptor is new in this process and
+    // owned by nobody else, so it is wrapped (once) at once.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let bytes = ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                for i in 0..bytes / size_of::<RawFd>() {
+                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(IpcError::TruncatedControl {
+            received: fds.len(),
+        });
+    }
+    if fds.len() > MAX_FDS {
+        return Err(IpcError::TooManyFds {
+            got: fds.len(),
+            max: MAX_FDS,
+        });
+    }
+    Ok(Some(n))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::ipc::wire::tests::samples;
+    use crate::ipc::wire::{BufferInfo, FrameNotice};
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A new memfd named `cuvk-ipc-<tag>`, `len` bytes long.
+    fn memfd(tag: &str, len: i64) -> OwnedFd {
+        let name = std::ffi::CString::new(format!("cuvk-ipc-{tag}")).unwrap();
+        // SAFETY: a NUL-terminated name; the result is checked.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+        // SAFETY: a new descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: an open descriptor.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), len) }, 0);
+        fd
+    }
+
+    /// Open descriptors of this process that are memfds of `tag` (entries of /proc/self/fd;
+    /// filtered, so tests running beside this one do not disturb the count).
+    fn open_fds(tag: &str) -> usize {
+        let needle = format!("memfd:cuvk-ipc-{tag} ");
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| t.to_string_lossy().contains(&needle))
+            .count()
+    }
+
+    /// Every descriptor of this process (entries of /proc/self/fd).
+    fn all_open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    fn file_id(fd: BorrowedFd<'_>) -> (u64, u64) {
+        // SAFETY: all-zero is a valid stat; fstat fills it for an open descriptor.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: an open descriptor and a writable stat.
+        assert_eq!(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }, 0);
+        (st.st_dev, st.st_ino)
+    }
+
+    fn unique(tag: &str) -> String {
+        static N: AtomicU32 = AtomicU32::new(0);
+        format!(
+            "{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    const T: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn every_kind_round_trips_with_the_same_files() {
+        let (a, b) = Channel::pair().unwrap();
+        for m in samples() {
+            let file = memfd("round-trip", 4096);
+            let fds: Vec<_> = (0..m.kind().fd_count()).map(|_| file.as_fd()).collect();
+            a.send(&m, &fds).unwrap();
+            let (got, received) = b.recv(T).unwrap();
+            assert_eq!(got, m);
+            assert_eq!(received.len(), fds.len());
+            for r in &received {
+                assert_ne!(r.as_raw_fd(), file.as_raw_fd());
+                assert_eq!(file_id(r.as_fd()), file_id(file.as_fd()));
+            }
+        }
+    }
+
+    #[test]
+    fn ten_thousand_cycles_leak_no_descriptor() {
+        let (a, b) = Channel::pair().unwrap();
+        let file = memfd("cycles", 64);
+        let before = open_fds("cycles");
+        let frame = Message::Frame(FrameNotice { value: 1 });
+        for i in 0..10_000 {
+            let m = samples()[1 + i % 3];
+            a.send(&m, &[file.as_fd()]).unwrap();
+            let (got, fds) = b.recv(T).unwrap();
+            assert_eq!((got, fds.len()), (m, 1));
+            a.send(&frame, &[]).unwrap();
+            assert_eq!(b.recv(T).unwrap().1.len(), 0);
+        }
+        assert_eq!(open_fds("cycles"), before);
+    }
+
+    #[test]
+    fn refusals_close_what_arrived_and_keep_the_stream_in_step() {
+        let tag = "refusals";
+        let (a, b) = Channel::pair().unwrap();
+        let file = memfd(tag, 64);
+        let before = open_fds(tag);
+        let buffer = encode(&samples()[1]);
+        let frame = encode(&Message::Frame(FrameNotice { value: 5 }));
+        let cases: [(&[u8], usize, IpcError); 4] = [
+            (
+                &buffer,
+                2,
+                IpcError::FdsNotAsAnnounced {
+                    announced: 1,
+                    received: 2,
+                },
+            ),
+            (
+                &buffer,
+                0,
+                IpcError::FdsNotAsAnnounced {
+                    announced: 1,
+                    received: 0,
+                },
+            ),
+            (
+                &frame,
+                1,
+                IpcError::FdsNotAsAnnounced {
+                    announced: 0,
+                    received: 1,
+                },
+            ),
+            (
+                &encode(&Message::Buffer(BufferInfo {
+                    size: 0,
+                    ..buffer_info()
+                })),
+                1,
+                IpcError::ZeroSize { field: "size" },
+            ),
+        ];
+        for (bytes, n, want) in cases {
+            let fds = vec![file.as_fd(); n];
+            a.send_bytes(bytes, &fds).unwrap();
+            assert_eq!(b.recv(T).unwrap_err(), want);
+            assert_eq!(open_fds(tag), before, "{want}");
+            // The whole message was read: the next one arrives intact.
+            a.send(&samples()[1], &[file.as_fd()]).unwrap();
+            assert_eq!(b.recv(T).unwrap().0, samples()[1]);
+        }
+        // More than a message carries: the kernel drops what does not fit, we close the rest.
+        a.send_bytes(&buffer, &[file.as_fd(); MAX_FDS + 4]).unwrap();
+        assert_eq!(
+            b.recv(T).unwrap_err(),
+            IpcError::TruncatedControl { received: MAX_FDS }
+        );
+        assert_eq!(open_fds(tag), before);
+        // A bad header (the stream is out of step afterwards).
+        let mut bad = buffer.clone();
+        bad[0] = b'X';
+        a.send_bytes(&bad, &[file.as_fd()]).unwrap();
+        assert!(matches!(b.recv(T), Err(IpcError::BadMagic { .. })));
+        assert_eq!(open_fds(tag), before);
+        // Sends refuse what a receiver would.
+        let m = samples()[1];
+        let e = a.send(&m, &[]).unwrap_err();
+        assert_eq!(e.name(), "fd_count_mismatch");
+        let e = a.send(&m, &[file.as_fd(); MAX_FDS + 1]).unwrap_err();
+        assert_eq!(e, IpcError::TooManyFds { got: 17, max: 16 });
+        let zero = Message::Buffer(BufferInfo {
+            size: 0,
+            ..buffer_info()
+        });
+        assert_eq!(
+            a.send(&zero, &[file.as_fd()]),
+            Err(IpcError::ZeroSize { field: "size" })
+        );
+    }
+
+    fn buffer_info() -> BufferInfo {
+        match samples()[1] {
+            Message::Buffer(b) => b,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_peer_closing_mid_message_is_refused_and_its_fds_closed() {
+        let tag = "mid-message";
+        let file = memfd(tag, 64);
+        let before = open_fds(tag);
+        let buffer = encode(&samples()[1]);
+        for cut in [5, HEADER_LEN, 30] {
+            let (a, b) = Channel::pair().unwrap();
+            a.send_bytes(&buffer[..cut], &[file.as_fd()]).unwrap();
+            drop(a);
+            assert_eq!(
+                b.recv(T).unwrap_err(),
+                IpcError::PeerClosed { partial: cut }
+            );
+            assert_eq!(open_fds(tag), before, "cut at {cut}");
+        }
+        // Closing between messages, and sending to a closed peer.
+        let (a, b) = Channel::pair().unwrap();
+        drop(b);
+        assert_eq!(
+            a.send(&Message::Goodbye, &[]),
+            Err(IpcError::PeerClosed { partial: 0 })
+        );
+        assert_eq!(a.recv(T).unwrap_err(), IpcError::PeerClosed { partial: 0 });
+    }
+
+    #[test]
+    fn a_peer_closing_wakes_a_waiting_recv() {
+        let (a, b) = Channel::pair().unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(a);
+        });
+        let start = Instant::now();
+        assert_eq!(b.recv(T).unwrap_err(), IpcError::PeerClosed { partial: 0 });
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_silent_peer_times_out() {
+        let (a, b) = Channel::pair().unwrap();
+        let start = Instant::now();
+        assert_eq!(
+            b.recv(Duration::from_millis(100)).unwrap_err(),
+            IpcError::Timeout { ms: 100 }
+        );
+        assert!(start.elapsed() >= Duration::from_millis(100));
+        assert_eq!(
+            b.recv(Duration::ZERO).unwrap_err(),
+            IpcError::Timeout { ms: 0 }
+        );
+        // Half a message, then silence: a timeout too.
+        (&a.stream)
+            .write_all(&encode(&Message::Goodbye)[..7])
+            .unwrap();
+        assert_eq!(
+            b.recv(Duration::from_millis(50)).unwrap_err(),
+            IpcError::Timeout { ms: 50 }
+        );
+    }
+
+    #[test]
+    fn listeners_accept_abstract_and_path_names() {
+        let dir = std::env::temp_dir().join(unique("cuvk-ipc"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        for name in [unique("test"), path.to_str().unwrap().to_owned()] {
+            let listener = Listener::bind(&name).unwrap();
+            assert!(matches!(
+                listener.accept(Duration::from_millis(20)),
+                Err(IpcError::Timeout { ms: 20 })
+            ));
+            let client = std::thread::spawn({
+                let name = name.clone();
+                move || {
+                    let c = Channel::connect(&name, T).unwrap();
+                    c.send(&Message::Goodbye, &[]).unwrap();
+                    c.recv(T).unwrap().0
+                }
+            });
+            let server = listener.accept(T).unwrap();
+            assert_eq!(server.recv(T).unwrap().0, Message::Goodbye);
+            server.send(&samples()[4], &[]).unwrap();
+            assert_eq!(client.join().unwrap(), samples()[4]);
+            assert!(matches!(
+                Listener::bind(&name),
+                Err(IpcError::Io {
+                    op: "bind",
+                    errno: libc::EADDRINUSE
+                })
+            ));
+        }
+        assert!(!path.exists(), "the listener removes its socket file");
+        std::fs::remove_dir(&dir).unwrap();
+        // Nobody listening: connect keeps trying until its timeout.
+        let start = Instant::now();
+        assert_eq!(
+            Channel::connect(&unique("nobody"), Duration::from_millis(50)).unwrap_err(),
+            IpcError::Timeout { ms: 50 }
+        );
+        assert!(start.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn channels_open_and_close_their_sockets_once() {
+        let before = all_open_fds();
+        for _ in 0..100 {
+            let (a, b) = Channel::pair().unwrap();
+            a.send(&Message::Goodbye, &[]).unwrap();
+            b.recv(T).unwrap();
+        }
+        // Other tests open descriptors in parallel: allow for them, not for 200 sockets.
+        assert!(all_open_fds() < before + 50);
+    }
+}

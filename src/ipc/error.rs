@@ -1,0 +1,386 @@
+//! [`IpcError`]: why a message was refused (the wire rules of [`super::wire`]) or why the
+//! transport failed. Each variant has a stable code in the `0x0C00` group ([`IpcError::code`])
+//! and a snake_case rule name ([`IpcError::name`]); a code is never reused, a new refusal takes
+//! the next number.
+
+use super::wire::MessageKind;
+
+/// A refused message, or a failed transport call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IpcError {
+    /// The message does not start with `b"CUVK"`.
+    #[error("bad magic {found:?}: a cuvk message starts with b\"CUVK\"")]
+    BadMagic {
+        /// The first four bytes that arrived.
+        found: [u8; 4],
+    },
+    /// The message is of a wire version this build does not read.
+    #[error("wire version {found} is not supported: this build reads version {supported}")]
+    UnsupportedVersion {
+        /// The version in the header.
+        found: u16,
+        /// The one version this build reads and writes.
+        supported: u16,
+    },
+    /// The header names a message kind this version does not have.
+    #[error("unknown message kind {kind}")]
+    UnknownKind {
+        /// The kind number in the header.
+        kind: u16,
+    },
+    /// Fewer bytes than a header.
+    #[error("truncated header: expected {expected} bytes, got {got}")]
+    TruncatedHeader {
+        /// The header's size.
+        expected: usize,
+        /// The bytes that arrived.
+        got: usize,
+    },
+    /// Fewer body bytes than the header announced.
+    #[error("truncated {kind} body: expected {expected} bytes, got {got}")]
+    TruncatedBody {
+        /// The message's kind.
+        kind: MessageKind,
+        /// The body length in the header.
+        expected: usize,
+        /// The body bytes that arrived.
+        got: usize,
+    },
+    /// The header's body length is not the size of its kind's body.
+    #[error("body length mismatch: a {kind} body is {expected} bytes, the header says {got}")]
+    BodyLengthMismatch {
+        /// The message's kind.
+        kind: MessageKind,
+        /// The size of a body of this kind.
+        expected: u32,
+        /// The body length in the header.
+        got: u32,
+    },
+    /// Bytes after the end of the message the header describes.
+    #[error("trailing bytes: the message is {expected} bytes, got {got}")]
+    TrailingBytes {
+        /// Header plus announced body.
+        expected: usize,
+        /// The bytes given.
+        got: usize,
+    },
+    /// A header (or a send) with a descriptor count other than its kind carries.
+    #[error("fd count mismatch: a {kind} message carries {expected} descriptors, got {got}")]
+    FdCountMismatch {
+        /// The message's kind.
+        kind: MessageKind,
+        /// The descriptors a message of this kind carries.
+        expected: u32,
+        /// The descriptors announced (or given to a send).
+        got: u32,
+    },
+    /// Descriptors received differ from the count the header announced (they were closed).
+    #[error(
+        "fds not as announced: the header announced {announced} descriptors, {received} arrived"
+    )]
+    FdsNotAsAnnounced {
+        /// The count in the header.
+        announced: u32,
+        /// The descriptors that arrived with the message.
+        received: usize,
+    },
+    /// A size that must not be zero is zero.
+    #[error("zero size: {field} is 0")]
+    ZeroSize {
+        /// The field.
+        field: &'static str,
+    },
+    /// A buffer's offset + size does not fit in 64 bits.
+    #[error("range overflow: offset {offset} + size {size} does not fit in 64 bits")]
+    RangeOverflow {
+        /// The offset in the memory.
+        offset: u64,
+        /// The buffer's size.
+        size: u64,
+    },
+    /// A buffer's range ends past its memory allocation.
+    #[error("range exceeds memory: offset {offset} + size {size} > memory size {memory_size}")]
+    RangeExceedsMemory {
+        /// The offset in the memory.
+        offset: u64,
+        /// The buffer's size.
+        size: u64,
+        /// The memory allocation's size.
+        memory_size: u64,
+    },
+    /// A buffer size that is not a whole number of elements.
+    #[error("partial element: size {size} is not a multiple of the element size {element_size}")]
+    PartialElement {
+        /// The buffer's size.
+        size: u64,
+        /// The element size.
+        element_size: u32,
+    },
+    /// An image extent or layer count of zero.
+    #[error("zero extent: image {width}x{height}x{depth} with {layers} layers")]
+    ZeroExtent {
+        /// Width.
+        width: u32,
+        /// Height.
+        height: u32,
+        /// Depth.
+        depth: u32,
+        /// Array layers.
+        layers: u32,
+    },
+    /// Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
+    #[error("mip levels: {levels} levels, the full chain of a {largest}-texel extent has {max}")]
+    MipLevels {
+        /// The levels in the message.
+        levels: u32,
+        /// The largest of width, height and depth.
+        largest: u32,
+        /// The levels of the full chain.
+        max: u32,
+    },
+    /// A boolean byte other than 0 or 1.
+    #[error("bad bool: {field} is {value}, a bool is 0 or 1")]
+    BadBool {
+        /// The field.
+        field: &'static str,
+        /// The byte.
+        value: u8,
+    },
+    /// A timeline role other than 0 (publisher signals) or 1 (attacher signals).
+    #[error("unknown timeline role {value}: 0 is the publisher, 1 the attacher")]
+    UnknownRole {
+        /// The byte.
+        value: u8,
+    },
+    /// The peer closed the connection (`partial` bytes into a message; 0 between messages).
+    #[error("peer closed the connection ({partial} bytes into a message)")]
+    PeerClosed {
+        /// Bytes of an unfinished message that had arrived (0: closed between messages).
+        partial: usize,
+    },
+    /// Nothing (or not the whole message) arrived in time.
+    #[error("timeout: no complete message within {ms} ms")]
+    Timeout {
+        /// The time waited, in milliseconds.
+        ms: u64,
+    },
+    /// The descriptors did not fit the control buffer (`MSG_CTRUNC`); those that arrived were closed.
+    #[error("truncated control data (MSG_CTRUNC): descriptors were dropped; {received} that arrived were closed")]
+    TruncatedControl {
+        /// The descriptors that did arrive (and were closed).
+        received: usize,
+    },
+    /// More descriptors than one message carries.
+    #[error("too many fds: {got}, a message carries at most {max}")]
+    TooManyFds {
+        /// The descriptors given or received.
+        got: usize,
+        /// [`MAX_FDS`](super::wire::MAX_FDS).
+        max: usize,
+    },
+    /// An OS call failed.
+    #[error("{op} failed: {}", std::io::Error::from_raw_os_error(*errno))]
+    Io {
+        /// The OS call.
+        op: &'static str,
+        /// Its `errno`.
+        errno: i32,
+    },
+    /// The transport does not exist on this platform.
+    #[error("unsupported: {what} is not available on this platform")]
+    Unsupported {
+        /// What was asked for.
+        what: &'static str,
+    },
+}
+
+impl IpcError {
+    /// The stable code of the rule (group `0x0C`, never reused).
+    pub fn code(&self) -> u16 {
+        match self {
+            IpcError::BadMagic { .. } => 0x0C01,
+            IpcError::UnsupportedVersion { .. } => 0x0C02,
+            IpcError::UnknownKind { .. } => 0x0C03,
+            IpcError::TruncatedHeader { .. } => 0x0C04,
+            IpcError::TruncatedBody { .. } => 0x0C05,
+            IpcError::BodyLengthMismatch { .. } => 0x0C06,
+            IpcError::TrailingBytes { .. } => 0x0C07,
+            IpcError::FdCountMismatch { .. } => 0x0C08,
+            IpcError::FdsNotAsAnnounced { .. } => 0x0C09,
+            IpcError::ZeroSize { .. } => 0x0C0A,
+            IpcError::RangeOverflow { .. } => 0x0C0B,
+            IpcError::RangeExceedsMemory { .. } => 0x0C0C,
+            IpcError::PartialElement { .. } => 0x0C0D,
+            IpcError::ZeroExtent { .. } => 0x0C0E,
+            IpcError::MipLevels { .. } => 0x0C0F,
+            IpcError::BadBool { .. } => 0x0C10,
+            IpcError::UnknownRole { .. } => 0x0C11,
+            IpcError::PeerClosed { .. } => 0x0C12,
+            IpcError::Timeout { .. } => 0x0C13,
+            IpcError::TruncatedControl { .. } => 0x0C14,
+            IpcError::TooManyFds { .. } => 0x0C15,
+            IpcError::Io { .. } => 0x0C16,
+            IpcError::Unsupported { .. } => 0x0C17,
+        }
+    }
+
+    /// The rule's snake_case name (`"bad_magic"`, `"peer_closed"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            IpcError::BadMagic { .. } => "bad_magic",
+            IpcError::UnsupportedVersion { .. } => "unsupported_version",
+            IpcError::UnknownKind { .. } => "unknown_kind",
+            IpcError::TruncatedHeader { .. } => "truncated_header",
+            IpcError::TruncatedBody { .. } => "truncated_body",
+            IpcError::BodyLengthMismatch { .. } => "body_length_mismatch",
+            IpcError::TrailingBytes { .. } => "trailing_bytes",
+            IpcError::FdCountMismatch { .. } => "fd_count_mismatch",
+            IpcError::FdsNotAsAnnounced { .. } => "fds_not_as_announced",
+            IpcError::ZeroSize { .. } => "zero_size",
+            IpcError::RangeOverflow { .. } => "range_overflow",
+            IpcError::RangeExceedsMemory { .. } => "range_exceeds_memory",
+            IpcError::PartialElement { .. } => "partial_element",
+            IpcError::ZeroExtent { .. } => "zero_extent",
+            IpcError::MipLevels { .. } => "mip_levels",
+            IpcError::BadBool { .. } => "bad_bool",
+            IpcError::UnknownRole { .. } => "unknown_role",
+            IpcError::PeerClosed { .. } => "peer_closed",
+            IpcError::Timeout { .. } => "timeout",
+            IpcError::TruncatedControl { .. } => "truncated_control",
+            IpcError::TooManyFds { .. } => "too_many_fds",
+            IpcError::Io { .. } => "io",
+            IpcError::Unsupported { .. } => "unsupported",
+        }
+    }
+
+    /// An [`IpcError::Io`] from a `std::io::Error` (`EINVAL` where it carries no OS code).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn io(op: &'static str, e: &std::io::Error) -> Self {
+        IpcError::Io {
+            op,
+            errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn one_of_each() -> Vec<IpcError> {
+        let k = MessageKind::Buffer;
+        vec![
+            IpcError::BadMagic { found: *b"XXXX" },
+            IpcError::UnsupportedVersion {
+                found: 2,
+                supported: 1,
+            },
+            IpcError::UnknownKind { kind: 99 },
+            IpcError::TruncatedHeader {
+                expected: 16,
+                got: 3,
+            },
+            IpcError::TruncatedBody {
+                kind: k,
+                expected: 45,
+                got: 3,
+            },
+            IpcError::BodyLengthMismatch {
+                kind: k,
+                expected: 45,
+                got: 3,
+            },
+            IpcError::TrailingBytes {
+                expected: 61,
+                got: 62,
+            },
+            IpcError::FdCountMismatch {
+                kind: k,
+                expected: 1,
+                got: 0,
+            },
+            IpcError::FdsNotAsAnnounced {
+                announced: 1,
+                received: 0,
+            },
+            IpcError::ZeroSize { field: "size" },
+            IpcError::RangeOverflow {
+                offset: u64::MAX,
+                size: 1,
+            },
+            IpcError::RangeExceedsMemory {
+                offset: 8,
+                size: 8,
+                memory_size: 8,
+            },
+            IpcError::PartialElement {
+                size: 10,
+                element_size: 4,
+            },
+            IpcError::ZeroExtent {
+                width: 0,
+                height: 1,
+                depth: 1,
+                layers: 1,
+            },
+            IpcError::MipLevels {
+                levels: 5,
+                largest: 4,
+                max: 3,
+            },
+            IpcError::BadBool {
+                field: "dedicated",
+                value: 2,
+            },
+            IpcError::UnknownRole { value: 7 },
+            IpcError::PeerClosed { partial: 0 },
+            IpcError::Timeout { ms: 10 },
+            IpcError::TruncatedControl { received: 1 },
+            IpcError::TooManyFds { got: 17, max: 16 },
+            IpcError::Io {
+                op: "sendmsg",
+                errno: 9,
+            },
+            IpcError::Unsupported { what: "ipc" },
+        ]
+    }
+
+    #[test]
+    fn codes_and_names_are_distinct_and_in_their_group() {
+        let all = one_of_each();
+        let codes: HashSet<u16> = all.iter().map(IpcError::code).collect();
+        let names: HashSet<&str> = all.iter().map(IpcError::name).collect();
+        assert_eq!(codes.len(), all.len());
+        assert_eq!(names.len(), all.len());
+        for e in &all {
+            assert_eq!(e.code() >> 8, 0x0C, "{e:?}");
+            let name = e.name();
+            assert!(
+                name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{name}"
+            );
+            assert!(!e.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn messages_name_the_rule_and_numbers() {
+        let e = IpcError::UnsupportedVersion {
+            found: 7,
+            supported: 1,
+        };
+        assert!(e.to_string().contains('7') && e.to_string().contains("version 1"));
+        let e = IpcError::RangeExceedsMemory {
+            offset: 4096,
+            size: 64,
+            memory_size: 4100,
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("4096") && s.contains("64") && s.contains("4100"),
+            "{s}"
+        );
+    }
+}

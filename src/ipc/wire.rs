@@ -1,0 +1,902 @@
+//! The wire format: a 16-byte header, then a fixed-size body per kind, all little-endian.
+//!
+//! ```text
+//! header: magic b"CUVK" | version u16 | kind u16 | body length u32 | fd count u32
+//! ```
+//!
+//! Decoding is canonical: a byte string that decodes is exactly the encoding of the message it
+//! decodes to (booleans are 0 or 1, no trailing bytes), and everything a peer could get wrong
+//! is refused with the rule it broke ([`IpcError`]).
+
+use ash::vk;
+
+use super::error::IpcError;
+
+/// The first four bytes of every message.
+pub const MAGIC: [u8; 4] = *b"CUVK";
+/// The wire version this build reads and writes.
+pub const VERSION: u16 = 1;
+/// The size of a message header in bytes.
+pub const HEADER_LEN: usize = 16;
+/// The most descriptors one message carries (a receiver's control buffer holds no more).
+pub const MAX_FDS: usize = 16;
+
+/// What a message describes; its number is the header's `kind` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[repr(u16)]
+pub enum MessageKind {
+    /// [`Hello`]: who publishes, and how many objects follow.
+    Hello = 1,
+    /// [`BufferInfo`], with the memory's descriptor.
+    Buffer = 2,
+    /// [`ImageInfo`], with the memory's descriptor.
+    Image = 3,
+    /// [`TimelineInfo`], with the semaphore's descriptor.
+    Timeline = 4,
+    /// [`FrameNotice`].
+    Frame = 5,
+    /// The sender is leaving; no body.
+    Goodbye = 6,
+}
+
+impl MessageKind {
+    /// The kind with this number, if this version has one.
+    pub fn from_u16(kind: u16) -> Option<Self> {
+        Some(match kind {
+            1 => MessageKind::Hello,
+            2 => MessageKind::Buffer,
+            3 => MessageKind::Image,
+            4 => MessageKind::Timeline,
+            5 => MessageKind::Frame,
+            6 => MessageKind::Goodbye,
+            _ => return None,
+        })
+    }
+
+    /// The size in bytes of a body of this kind.
+    pub fn body_len(self) -> u32 {
+        match self {
+            MessageKind::Hello => 48,
+            MessageKind::Buffer => 45,
+            MessageKind::Image => 49,
+            MessageKind::Timeline => 17,
+            MessageKind::Frame => 8,
+            MessageKind::Goodbye => 0,
+        }
+    }
+
+    /// The descriptors a message of this kind carries.
+    pub fn fd_count(self) -> u32 {
+        match self {
+            MessageKind::Buffer | MessageKind::Image | MessageKind::Timeline => 1,
+            MessageKind::Hello | MessageKind::Frame | MessageKind::Goodbye => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for MessageKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A decoded, checked message header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// The message's kind.
+    pub kind: MessageKind,
+    /// The body's length in bytes (always `kind.body_len()`).
+    pub body_len: u32,
+    /// The descriptors that travel with the message (always `kind.fd_count()`).
+    pub fd_count: u32,
+}
+
+impl Header {
+    /// Reads and checks the header at the start of `bytes` (magic, version, kind, body length
+    /// and descriptor count against the kind); bytes after the header are not looked at.
+    pub fn decode(bytes: &[u8]) -> Result<Header, IpcError> {
+        let mut r = Reader {
+            bytes,
+            pos: 0,
+            kind: None,
+        };
+        let found: [u8; 4] = r.take()?;
+        if found != MAGIC {
+            return Err(IpcError::BadMagic { found });
+        }
+        let version = r.u16()?;
+        if version != VERSION {
+            return Err(IpcError::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            });
+        }
+        let raw_kind = r.u16()?;
+        let kind =
+            MessageKind::from_u16(raw_kind).ok_or(IpcError::UnknownKind { kind: raw_kind })?;
+        let (body_len, fd_count) = (r.u32()?, r.u32()?);
+        if body_len != kind.body_len() {
+            return Err(IpcError::BodyLengthMismatch {
+                kind,
+                expected: kind.body_len(),
+                got: body_len,
+            });
+        }
+        if fd_count != kind.fd_count() {
+            return Err(IpcError::FdCountMismatch {
+                kind,
+                expected: kind.fd_count(),
+                got: fd_count,
+            });
+        }
+        Ok(Header {
+            kind,
+            body_len,
+            fd_count,
+        })
+    }
+
+    /// Header plus body, in bytes.
+    pub fn message_len(&self) -> usize {
+        HEADER_LEN + self.body_len as usize
+    }
+}
+
+/// The first message of a publisher: which GPU and driver its handles belong to (opaque
+/// handles import only where both UUIDs match), which process, and how many objects follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    /// The publisher's Vulkan `deviceUUID`.
+    pub device_uuid: [u8; 16],
+    /// The publisher's Vulkan `driverUUID`.
+    pub driver_uuid: [u8; 16],
+    /// The publisher's process id.
+    pub pid: u32,
+    /// Bumped each time the publisher republishes its objects.
+    pub generation: u64,
+    /// The number of buffer, image and timeline messages that follow.
+    pub object_count: u32,
+}
+
+/// A buffer bound to exportable memory; the message carries the memory's descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferInfo {
+    /// The publisher's id for the object.
+    pub id: u32,
+    /// The buffer's size in bytes (a whole number of elements).
+    pub size: u64,
+    /// The buffer's offset in its memory allocation.
+    pub offset: u64,
+    /// The memory allocation's size in bytes (what an importer passes as its size).
+    pub memory_size: u64,
+    /// The element type, as a tag the two sides agree on.
+    pub element_type: u32,
+    /// The element size in bytes.
+    pub element_size: u32,
+    /// Whether the memory is a dedicated allocation for this buffer.
+    pub dedicated: bool,
+    /// The buffer's Vulkan usage flags.
+    pub usage: vk::BufferUsageFlags,
+    /// The handle type of the descriptor (`OPAQUE_FD`).
+    pub handle_type: vk::ExternalMemoryHandleTypeFlags,
+}
+
+/// An image bound to exportable memory; the message carries the memory's descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The publisher's id for the object.
+    pub id: u32,
+    /// The image's format.
+    pub format: vk::Format,
+    /// Width in texels.
+    pub width: u32,
+    /// Height in texels.
+    pub height: u32,
+    /// Depth in texels (1 for a 2D image).
+    pub depth: u32,
+    /// Mip levels (at most the full chain).
+    pub mip_levels: u32,
+    /// Array layers.
+    pub array_layers: u32,
+    /// The image's Vulkan usage flags.
+    pub usage: vk::ImageUsageFlags,
+    /// The image's tiling.
+    pub tiling: vk::ImageTiling,
+    /// The memory allocation's size in bytes.
+    pub memory_size: u64,
+    /// Whether the memory is a dedicated allocation for this image.
+    pub dedicated: bool,
+    /// The handle type of the descriptor (`OPAQUE_FD`).
+    pub handle_type: vk::ExternalMemoryHandleTypeFlags,
+}
+
+/// Which side signals a timeline semaphore (the other side waits on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum TimelineRole {
+    /// The publisher signals, the attacher waits.
+    Publisher = 0,
+    /// The attacher signals, the publisher waits.
+    Attacher = 1,
+}
+
+/// A timeline semaphore; the message carries its descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimelineInfo {
+    /// The publisher's id for the object.
+    pub id: u32,
+    /// Which side signals it.
+    pub role: TimelineRole,
+    /// Its value when published.
+    pub initial_value: u64,
+    /// The handle type of the descriptor (`OPAQUE_FD`).
+    pub handle_type: vk::ExternalSemaphoreHandleTypeFlags,
+}
+
+/// An optional per-frame notice: the publisher reached `value` (a timeline value or frame
+/// number, as the two sides agree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameNotice {
+    /// The value reached.
+    pub value: u64,
+}
+
+/// One message of the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Message {
+    /// See [`Hello`].
+    Hello(Hello),
+    /// See [`BufferInfo`].
+    Buffer(BufferInfo),
+    /// See [`ImageInfo`].
+    Image(ImageInfo),
+    /// See [`TimelineInfo`].
+    Timeline(TimelineInfo),
+    /// See [`FrameNotice`].
+    Frame(FrameNotice),
+    /// The sender is leaving.
+    Goodbye,
+}
+
+impl Message {
+    /// The message's kind.
+    pub fn kind(&self) -> MessageKind {
+        match self {
+            Message::Hello(_) => MessageKind::Hello,
+            Message::Buffer(_) => MessageKind::Buffer,
+            Message::Image(_) => MessageKind::Image,
+            Message::Timeline(_) => MessageKind::Timeline,
+            Message::Frame(_) => MessageKind::Frame,
+            Message::Goodbye => MessageKind::Goodbye,
+        }
+    }
+
+    /// Checks the rules a decoder checks on the body: non-zero sizes, a buffer range inside
+    /// its memory, whole elements, non-zero image extents, at most the full mip chain.
+    pub fn validate(&self) -> Result<(), IpcError> {
+        match self {
+            Message::Buffer(b) => {
+                for (field, v) in [
+                    ("size", b.size),
+                    ("memory_size", b.memory_size),
+                    ("element_size", u64::from(b.element_size)),
+                ] {
+                    if v == 0 {
+                        return Err(IpcError::ZeroSize { field });
+                    }
+                }
+                let (offset, size) = (b.offset, b.size);
+                let end = offset
+                    .checked_add(size)
+                    .ok_or(IpcError::RangeOverflow { offset, size })?;
+                if end > b.memory_size {
+                    return Err(IpcError::RangeExceedsMemory {
+                        offset,
+                        size,
+                        memory_size: b.memory_size,
+                    });
+                }
+                if size % u64::from(b.element_size) != 0 {
+                    return Err(IpcError::PartialElement {
+                        size,
+                        element_size: b.element_size,
+                    });
+                }
+            }
+            Message::Image(i) => {
+                if i.memory_size == 0 {
+                    return Err(IpcError::ZeroSize {
+                        field: "memory_size",
+                    });
+                }
+                if [i.width, i.height, i.depth, i.array_layers].contains(&0) {
+                    return Err(IpcError::ZeroExtent {
+                        width: i.width,
+                        height: i.height,
+                        depth: i.depth,
+                        layers: i.array_layers,
+                    });
+                }
+                let largest = i.width.max(i.height).max(i.depth);
+                let max = u32::BITS - largest.leading_zeros(); // floor(log2(largest)) + 1
+                if i.mip_levels == 0 || i.mip_levels > max {
+                    return Err(IpcError::MipLevels {
+                        levels: i.mip_levels,
+                        largest,
+                        max,
+                    });
+                }
+            }
+            Message::Hello(_) | Message::Timeline(_) | Message::Frame(_) | Message::Goodbye => {}
+        }
+        Ok(())
+    }
+}
+
+/// Encodes `msg` (header and body); no checks: [`decode`] (and a send) check.
+pub fn encode(msg: &Message) -> Vec<u8> {
+    let kind = msg.kind();
+    let mut w = Vec::with_capacity(HEADER_LEN + kind.body_len() as usize);
+    w.extend_from_slice(&MAGIC);
+    w.extend_from_slice(&VERSION.to_le_bytes());
+    w.extend_from_slice(&(kind as u16).to_le_bytes());
+    w.extend_from_slice(&kind.body_len().to_le_bytes());
+    w.extend_from_slice(&kind.fd_count().to_le_bytes());
+    let mut put = |bytes: &[u8]| w.extend_from_slice(bytes);
+    match msg {
+        Message::Hello(h) => {
+            put(&h.device_uuid);
+            put(&h.driver_uuid);
+            put(&h.pid.to_le_bytes());
+            put(&h.generation.to_le_bytes());
+            put(&h.object_count.to_le_bytes());
+        }
+        Message::Buffer(b) => {
+            put(&b.id.to_le_bytes());
+            put(&b.size.to_le_bytes());
+            put(&b.offset.to_le_bytes());
+            put(&b.memory_size.to_le_bytes());
+            put(&b.element_type.to_le_bytes());
+            put(&b.element_size.to_le_bytes());
+            put(&[u8::from(b.dedicated)]);
+            put(&b.usage.as_raw().to_le_bytes());
+            put(&b.handle_type.as_raw().to_le_bytes());
+        }
+        Message::Image(i) => {
+            put(&i.id.to_le_bytes());
+            put(&i.format.as_raw().to_le_bytes());
+            for v in [i.width, i.height, i.depth, i.mip_levels, i.array_layers] {
+                put(&v.to_le_bytes());
+            }
+            put(&i.usage.as_raw().to_le_bytes());
+            put(&i.tiling.as_raw().to_le_bytes());
+            put(&i.memory_size.to_le_bytes());
+            put(&[u8::from(i.dedicated)]);
+            put(&i.handle_type.as_raw().to_le_bytes());
+        }
+        Message::Timeline(t) => {
+            put(&t.id.to_le_bytes());
+            put(&[t.role as u8]);
+            put(&t.initial_value.to_le_bytes());
+            put(&t.handle_type.as_raw().to_le_bytes());
+        }
+        Message::Frame(f) => put(&f.value.to_le_bytes()),
+        Message::Goodbye => {}
+    }
+    w
+}
+
+/// Decodes and checks one whole message (`bytes` holds exactly one), which arrived with
+/// `fds_received` descriptors.
+pub fn decode(bytes: &[u8], fds_received: usize) -> Result<Message, IpcError> {
+    if bytes.len() < HEADER_LEN {
+        return Err(IpcError::TruncatedHeader {
+            expected: HEADER_LEN,
+            got: bytes.len(),
+        });
+    }
+    let header = Header::decode(bytes)?;
+    let body = &bytes[HEADER_LEN..];
+    let expected = header.body_len as usize;
+    if body.len() < expected {
+        return Err(IpcError::TruncatedBody {
+            kind: header.kind,
+            expected,
+            got: body.len(),
+        });
+    }
+    if body.len() > expected {
+        return Err(IpcError::TrailingBytes {
+            expected: header.message_len(),
+            got: bytes.len(),
+        });
+    }
+    if fds_received != header.fd_count as usize {
+        return Err(IpcError::FdsNotAsAnnounced {
+            announced: header.fd_count,
+            received: fds_received,
+        });
+    }
+    let msg = decode_body(header.kind, body)?;
+    msg.validate()?;
+    Ok(msg)
+}
+
+fn decode_body(kind: MessageKind, body: &[u8]) -> Result<Message, IpcError> {
+    let mut r = Reader {
+        bytes: body,
+        pos: 0,
+        kind: Some(kind),
+    };
+    Ok(match kind {
+        MessageKind::Hello => Message::Hello(Hello {
+            device_uuid: r.take()?,
+            driver_uuid: r.take()?,
+            pid: r.u32()?,
+            generation: r.u64()?,
+            object_count: r.u32()?,
+        }),
+        MessageKind::Buffer => Message::Buffer(BufferInfo {
+            id: r.u32()?,
+            size: r.u64()?,
+            offset: r.u64()?,
+            memory_size: r.u64()?,
+            element_type: r.u32()?,
+            element_size: r.u32()?,
+            dedicated: r.bool("dedicated")?,
+            usage: vk::BufferUsageFlags::from_raw(r.u32()?),
+            handle_type: vk::ExternalMemoryHandleTypeFlags::from_raw(r.u32()?),
+        }),
+        MessageKind::Image => Message::Image(ImageInfo {
+            id: r.u32()?,
+            format: vk::Format::from_raw(r.i32()?),
+            width: r.u32()?,
+            height: r.u32()?,
+            depth: r.u32()?,
+            mip_levels: r.u32()?,
+            array_layers: r.u32()?,
+            usage: vk::ImageUsageFlags::from_raw(r.u32()?),
+            tiling: vk::ImageTiling::from_raw(r.i32()?),
+            memory_size: r.u64()?,
+            dedicated: r.bool("dedicated")?,
+            handle_type: vk::ExternalMemoryHandleTypeFlags::from_raw(r.u32()?),
+        }),
+        MessageKind::Timeline => Message::Timeline(TimelineInfo {
+            id: r.u32()?,
+            role: match r.take::<1>()?[0] {
+                0 => TimelineRole::Publisher,
+                1 => TimelineRole::Attacher,
+                value => return Err(IpcError::UnknownRole { value }),
+            },
+            initial_value: r.u64()?,
+            handle_type: vk::ExternalSemaphoreHandleTypeFlags::from_raw(r.u32()?),
+        }),
+        MessageKind::Frame => Message::Frame(FrameNotice { value: r.u64()? }),
+        MessageKind::Goodbye => Message::Goodbye,
+    })
+}
+
+/// Reads little-endian fields in order; running out is a truncated header (`kind` is `None`)
+/// or body.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    kind: Option<MessageKind>,
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], IpcError> {
+        let field = self
+            .bytes
+            .get(self.pos..self.pos + N)
+            .and_then(|s| <[u8; N]>::try_from(s).ok());
+        let Some(field) = field else {
+            let got = self.bytes.len();
+            return Err(match self.kind {
+                None => IpcError::TruncatedHeader {
+                    expected: HEADER_LEN,
+                    got,
+                },
+                Some(kind) => IpcError::TruncatedBody {
+                    kind,
+                    expected: kind.body_len() as usize,
+                    got,
+                },
+            });
+        };
+        self.pos += N;
+        Ok(field)
+    }
+    fn u16(&mut self) -> Result<u16, IpcError> {
+        self.take().map(u16::from_le_bytes)
+    }
+    fn u32(&mut self) -> Result<u32, IpcError> {
+        self.take().map(u32::from_le_bytes)
+    }
+    fn i32(&mut self) -> Result<i32, IpcError> {
+        self.take().map(i32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Result<u64, IpcError> {
+        self.take().map(u64::from_le_bytes)
+    }
+    fn bool(&mut self, field: &'static str) -> Result<bool, IpcError> {
+        match self.take::<1>()?[0] {
+            0 => Ok(false),
+            1 => Ok(true),
+            value => Err(IpcError::BadBool { field, value }),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One valid message of each kind.
+    pub(crate) fn samples() -> Vec<Message> {
+        vec![
+            Message::Hello(Hello {
+                device_uuid: [7; 16],
+                driver_uuid: [9; 16],
+                pid: 4242,
+                generation: 3,
+                object_count: 3,
+            }),
+            Message::Buffer(BufferInfo {
+                id: 1,
+                size: 4096,
+                offset: 65536,
+                memory_size: 1 << 20,
+                element_type: 0x46_34, // e.g. "f32x4", a tag the sides agree on
+                element_size: 16,
+                dedicated: false,
+                usage: vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC,
+                handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+            }),
+            Message::Image(ImageInfo {
+                id: 2,
+                format: vk::Format::R8G8B8A8_UNORM,
+                width: 1920,
+                height: 1080,
+                depth: 1,
+                mip_levels: 11,
+                array_layers: 1,
+                usage: vk::ImageUsageFlags::STORAGE | vk::ImageUsageFlags::SAMPLED,
+                tiling: vk::ImageTiling::OPTIMAL,
+                memory_size: 8 << 20,
+                dedicated: true,
+                handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+            }),
+            Message::Timeline(TimelineInfo {
+                id: 3,
+                role: TimelineRole::Attacher,
+                initial_value: 17,
+                handle_type: vk::ExternalSemaphoreHandleTypeFlags::OPAQUE_FD,
+            }),
+            Message::Frame(FrameNotice { value: 99 }),
+            Message::Goodbye,
+        ]
+    }
+
+    fn fds(m: &Message) -> usize {
+        m.kind().fd_count() as usize
+    }
+
+    #[test]
+    fn every_kind_round_trips_at_its_size() {
+        for m in samples() {
+            let bytes = encode(&m);
+            assert_eq!(
+                bytes.len(),
+                HEADER_LEN + m.kind().body_len() as usize,
+                "{m:?}"
+            );
+            assert_eq!(decode(&bytes, fds(&m)), Ok(m));
+        }
+    }
+
+    #[test]
+    fn header_refusals_name_the_rule_and_numbers() {
+        let bytes = encode(&samples()[1]);
+        let mut b = bytes.clone();
+        b[0] = b'X';
+        assert_eq!(decode(&b, 1), Err(IpcError::BadMagic { found: *b"XUVK" }));
+        let mut b = bytes.clone();
+        b[4] = 2;
+        let e = decode(&b, 1).unwrap_err();
+        assert_eq!(
+            e,
+            IpcError::UnsupportedVersion {
+                found: 2,
+                supported: 1
+            }
+        );
+        assert!(e.to_string().contains("version 2") && e.to_string().contains("version 1"));
+        let mut b = bytes.clone();
+        b[6] = 77;
+        assert_eq!(decode(&b, 1), Err(IpcError::UnknownKind { kind: 77 }));
+        assert_eq!(
+            decode(&bytes[..5], 1),
+            Err(IpcError::TruncatedHeader {
+                expected: 16,
+                got: 5
+            })
+        );
+        assert_eq!(
+            decode(&bytes[..20], 1),
+            Err(IpcError::TruncatedBody {
+                kind: MessageKind::Buffer,
+                expected: 45,
+                got: 4
+            })
+        );
+        let mut b = bytes.clone();
+        b.push(0);
+        assert_eq!(
+            decode(&b, 1),
+            Err(IpcError::TrailingBytes {
+                expected: 61,
+                got: 62
+            })
+        );
+        let mut b = bytes.clone();
+        b[8] = 44;
+        assert_eq!(
+            decode(&b, 1),
+            Err(IpcError::BodyLengthMismatch {
+                kind: MessageKind::Buffer,
+                expected: 45,
+                got: 44
+            })
+        );
+        let mut b = bytes.clone();
+        b[12] = 2;
+        assert_eq!(
+            decode(&b, 2),
+            Err(IpcError::FdCountMismatch {
+                kind: MessageKind::Buffer,
+                expected: 1,
+                got: 2
+            })
+        );
+        assert_eq!(
+            decode(&bytes, 0),
+            Err(IpcError::FdsNotAsAnnounced {
+                announced: 1,
+                received: 0
+            })
+        );
+    }
+
+    fn buffer(size: u64, offset: u64, memory_size: u64, element_size: u32) -> Message {
+        let Message::Buffer(b) = samples()[1] else {
+            unreachable!()
+        };
+        Message::Buffer(BufferInfo {
+            size,
+            offset,
+            memory_size,
+            element_size,
+            ..b
+        })
+    }
+
+    fn image(width: u32, height: u32, depth: u32, layers: u32, mips: u32) -> Message {
+        let Message::Image(i) = samples()[2] else {
+            unreachable!()
+        };
+        Message::Image(ImageInfo {
+            width,
+            height,
+            depth,
+            array_layers: layers,
+            mip_levels: mips,
+            ..i
+        })
+    }
+
+    #[test]
+    fn body_refusals_name_the_rule_and_numbers() {
+        let check = |m: Message| decode(&encode(&m), fds(&m));
+        assert_eq!(
+            check(buffer(0, 0, 16, 4)),
+            Err(IpcError::ZeroSize { field: "size" })
+        );
+        assert_eq!(
+            check(buffer(16, 0, 0, 4)),
+            Err(IpcError::ZeroSize {
+                field: "memory_size"
+            })
+        );
+        assert_eq!(
+            check(buffer(16, 0, 16, 0)),
+            Err(IpcError::ZeroSize {
+                field: "element_size"
+            })
+        );
+        assert_eq!(
+            check(buffer(16, u64::MAX - 8, u64::MAX, 4)),
+            Err(IpcError::RangeOverflow {
+                offset: u64::MAX - 8,
+                size: 16
+            })
+        );
+        assert_eq!(
+            check(buffer(16, 8, 16, 4)),
+            Err(IpcError::RangeExceedsMemory {
+                offset: 8,
+                size: 16,
+                memory_size: 16
+            })
+        );
+        assert_eq!(check(buffer(16, 0, 16, 4)), Ok(buffer(16, 0, 16, 4)));
+        assert_eq!(
+            check(buffer(10, 0, 16, 4)),
+            Err(IpcError::PartialElement {
+                size: 10,
+                element_size: 4
+            })
+        );
+        assert_eq!(
+            check(image(4, 0, 1, 1, 1)),
+            Err(IpcError::ZeroExtent {
+                width: 4,
+                height: 0,
+                depth: 1,
+                layers: 1
+            })
+        );
+        assert!(matches!(
+            check(image(4, 4, 1, 0, 1)),
+            Err(IpcError::ZeroExtent { layers: 0, .. })
+        ));
+        // 1024 texels: 11 levels (1024 .. 1); a 1x1 image has one.
+        assert!(check(image(1024, 3, 1, 1, 11)).is_ok());
+        assert_eq!(
+            check(image(1024, 3, 1, 1, 12)),
+            Err(IpcError::MipLevels {
+                levels: 12,
+                largest: 1024,
+                max: 11
+            })
+        );
+        assert_eq!(
+            check(image(1, 1, 1, 1, 2)),
+            Err(IpcError::MipLevels {
+                levels: 2,
+                largest: 1,
+                max: 1
+            })
+        );
+        assert!(matches!(
+            check(image(3, 1000, 1, 1, 0)),
+            Err(IpcError::MipLevels { levels: 0, .. })
+        ));
+        let mut b = encode(&samples()[1]);
+        b[HEADER_LEN + 36] = 2; // `dedicated`
+        assert_eq!(
+            decode(&b, 1),
+            Err(IpcError::BadBool {
+                field: "dedicated",
+                value: 2
+            })
+        );
+        let mut b = encode(&samples()[3]);
+        b[HEADER_LEN + 4] = 5; // `role`
+        assert_eq!(decode(&b, 1), Err(IpcError::UnknownRole { value: 5 }));
+    }
+
+    fn any_message() -> impl Strategy<Value = Message> {
+        let uuid = any::<[u8; 16]>();
+        prop_oneof![
+            (uuid, uuid, any::<u32>(), any::<u64>(), any::<u32>()).prop_map(
+                |(device_uuid, driver_uuid, pid, generation, object_count)| {
+                    Message::Hello(Hello {
+                        device_uuid,
+                        driver_uuid,
+                        pid,
+                        generation,
+                        object_count,
+                    })
+                }
+            ),
+            (
+                (any::<u32>(), 1u64..1 << 30, 1u32..256, 0u64..1 << 40),
+                (0u64..1 << 20, any::<u32>(), any::<bool>(), any::<u32>())
+            )
+                .prop_map(
+                    |((id, elems, esize, offset), (slack, tag, dedicated, usage))| {
+                        let size = elems * u64::from(esize);
+                        Message::Buffer(BufferInfo {
+                            id,
+                            size,
+                            offset,
+                            memory_size: offset + size + slack,
+                            element_type: tag,
+                            element_size: esize,
+                            dedicated,
+                            usage: vk::BufferUsageFlags::from_raw(usage),
+                            handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+                        })
+                    }
+                ),
+            (
+                (
+                    any::<u32>(),
+                    any::<i32>(),
+                    1u32..1 << 14,
+                    1u32..1 << 14,
+                    1u32..64
+                ),
+                (1u32..64, 1u64..1 << 40, any::<bool>(), 0u32..32)
+            )
+                .prop_map(
+                    |((id, format, width, height, depth), (layers, mem, dedicated, m))| {
+                        let max = 32 - width.max(height).max(depth).leading_zeros();
+                        Message::Image(ImageInfo {
+                            id,
+                            format: vk::Format::from_raw(format),
+                            width,
+                            height,
+                            depth,
+                            mip_levels: 1 + m % max,
+                            array_layers: layers,
+                            usage: vk::ImageUsageFlags::STORAGE,
+                            tiling: vk::ImageTiling::OPTIMAL,
+                            memory_size: mem,
+                            dedicated,
+                            handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+                        })
+                    }
+                ),
+            (any::<u32>(), any::<bool>(), any::<u64>()).prop_map(
+                |(id, attacher, initial_value)| {
+                    Message::Timeline(TimelineInfo {
+                        id,
+                        role: if attacher {
+                            TimelineRole::Attacher
+                        } else {
+                            TimelineRole::Publisher
+                        },
+                        initial_value,
+                        handle_type: vk::ExternalSemaphoreHandleTypeFlags::OPAQUE_FD,
+                    })
+                }
+            ),
+            any::<u64>().prop_map(|value| Message::Frame(FrameNotice { value })),
+            Just(Message::Goodbye),
+        ]
+    }
+
+    proptest! {
+        /// A truncated message is always refused; a message with a byte changed either is
+        /// refused or decodes to a message whose encoding is exactly those bytes (decoding is
+        /// canonical, so equal bytes mean an equal message); neither ever panics.
+        #[test]
+        fn damaged_messages_are_refused_or_canonical(
+            m in any_message(),
+            cut in any::<prop::sample::Index>(),
+            at in any::<prop::sample::Index>(),
+            flip in 1u8..=255,
+            extra_fds in 0usize..3,
+        ) {
+            let bytes = encode(&m);
+            prop_assert_eq!(decode(&bytes, fds(&m)), Ok(m));
+            let short = &bytes[..cut.index(bytes.len())];
+            prop_assert!(decode(short, fds(&m)).is_err());
+            let mut damaged = bytes.clone();
+            damaged[at.index(bytes.len())] ^= flip;
+            for n in [0, 1, extra_fds] {
+                if let Ok(d) = decode(&damaged, n) {
+                    prop_assert_eq!(&encode(&d), &damaged);
+                    prop_assert_eq!(n, fds(&d));
+                    prop_assert!(d.validate().is_ok());
+                }
+            }
+        }
+    }
+}
