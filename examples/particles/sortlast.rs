@@ -534,6 +534,8 @@ fn run_rank(
     let exposure = canvas.exposure_for(cfg.particles as u64);
     let n_chunks = particles.chunks.len();
     if rank == 0 {
+        std::fs::create_dir_all(&cfg.out)
+            .with_context(|| format!("creating {}", cfg.out.display()))?;
         println!(
             "sort-last on {world} GPU(s): {} particles ({} per rank, chunks of at most {}), {w}x{h}, NCCL {}",
             cfg.particles,

@@ -306,17 +306,20 @@ fn sendmsg(sock: RawFd, data: &[u8], fds: &[BorrowedFd<'_>]) -> Result<usize, i3
         iov_base: data.as_ptr().cast_mut().cast(),
         iov_len: data.len(),
     };
-    let mut control = Control([0; CONTROL_LEN]);
+    // Sized for exactly these descriptors (u64 words: aligned for cmsghdr). Public callers
+    // send at most MAX_FDS; the tests send more to see the receiver refuse them.
+    let payload = (fds.len() * size_of::<RawFd>()) as u32;
+    // SAFETY: arithmetic only.
+    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
     // SAFETY: msghdr is plain data; all zeros (null pointers, zero lengths) is a valid value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     if !fds.is_empty() {
-        let payload = (fds.len() * size_of::<RawFd>()) as u32; // fds.len() <= MAX_FDS
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        // SAFETY: arithmetic only.
-        msg.msg_controllen = unsafe { libc::CMSG_SPACE(payload) } as _;
-        // SAFETY: msg_control points at CONTROL_LEN >= CMSG_SPACE(payload) bytes aligned for
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: msg_control points at `space` = CMSG_SPACE(payload) bytes aligned for
         // cmsghdr, so the first header and its `payload` data bytes are inside the buffer.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&msg);

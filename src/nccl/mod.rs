@@ -11,6 +11,13 @@
 //! communicator; and a rank that dies mid-frame makes the others' bounded waits
 //! ([`Communicator::wait_cuda`]) abort the communicator and return [`PeerError::RankLost`]
 //! instead of hanging.
+//!
+//! One thing no bound covers: NCCL (2.22 and later) connects the ranks on a communicator's
+//! first collective of each kind, and that *enqueue* blocks until the peers take part. A rank
+//! that dies before the first frame leaves the others blocked inside NCCL, not in cuvk's
+//! waits. Set `NCCL_RUNTIME_CONNECT=0` (the particle demo's launcher does) to connect in
+//! [`Communicator::init`], where every rank is known to be there, or run one collective
+//! together first.
 
 mod ffi;
 

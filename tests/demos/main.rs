@@ -9,5 +9,6 @@ mod fluid;
 mod fluid_cli;
 mod gpu_fluid;
 mod gpu_particles;
+mod multi_gpu;
 mod particles;
 mod particles_cli;

@@ -91,12 +91,10 @@ fn a_peer_gpus_kernel_writes_what_vulkan_reads_ordered_across_gpus() {
         );
         return;
     }
-    // 500 writes: the checker counts checked elements in 32 bits.
-    let (bad, checks) = run(&bridge, &peer, 500, true);
+    let (bad, checks) = run(&bridge, &peer, 2000, true);
     assert_eq!(
-        u64::from(checks),
-        500 * ELEMENTS as u64,
-        "every element of every write checked"
+        checks, 2000,
+        "every write checked (all 4M elements of each)"
     );
     assert_eq!(
         bad, 0,
@@ -258,17 +256,36 @@ mod nccl {
         let free_before = cuvk::cudarc::driver::result::mem_get_info().unwrap().0;
         let own = bridge.cuda().clone();
         let bridge = &bridge;
+        let (quiet_tx, quiet_rx) = std::sync::mpsc::channel::<()>();
+        let quiet_rx = std::sync::Mutex::new(quiet_rx);
+        let peer_bridge = cuvk::Bridge::new(cuvk::BridgeConfig {
+            cuda_device: cuvk::cuda::CudaDeviceChoice::Ordinal(peer.ordinal()),
+            ..Default::default()
+        })
+        .unwrap();
+        let bridges = [bridge, &peer_bridge];
         let outcomes = two_ranks([own, peer], id, |rank, comm| {
+            let b = bridges[rank];
+            let order = StreamOrder::new(b).unwrap();
+            let marks = order.marks();
+            let mut buffer: SharedBuffer<u32> = b
+                .create_buffer(1 << 20, BufferUsage::STORAGE_BUFFER)
+                .unwrap();
+            // One frame together: NCCL connects its ranks on a communicator's first
+            // collective (a rank gone before that blocks the enqueue itself, in NCCL).
+            let value = comm
+                .reduce_into(&mut buffer, ReduceOp::Sum, 0, &order, &marks)
+                .unwrap();
+            comm.wait_cuda(&order, value, WAIT).unwrap();
             if rank == 1 {
-                // This rank "dies": it never joins the reduce, and goes away.
+                // Then this rank stops answering; it lets go once rank 0 has given up.
+                let _ = quiet_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(Duration::from_secs(60));
                 drop(comm);
                 return None;
             }
-            let order = StreamOrder::new(bridge).unwrap();
-            let marks = order.marks();
-            let mut buffer: SharedBuffer<u32> = bridge
-                .create_buffer(1 << 20, BufferUsage::STORAGE_BUFFER)
-                .unwrap();
             let value = comm
                 .reduce_into(&mut buffer, ReduceOp::Sum, 0, &order, &marks)
                 .unwrap();
@@ -281,9 +298,11 @@ mod nccl {
             let again = comm
                 .reduce_into(&mut buffer, ReduceOp::Sum, 0, &order, &marks)
                 .unwrap_err();
-            // The buffer and order drop within the drop budget: the aborted kernel let go.
+            // The aborted kernel let go of the stream: the release after it completes.
+            order.wait_cuda(value, Duration::from_secs(10)).unwrap();
             drop(buffer);
             drop(order);
+            quiet_tx.send(()).unwrap();
             Some((e, waited, again))
         });
         let (e, waited, again) = outcomes.into_iter().flatten().next().unwrap();

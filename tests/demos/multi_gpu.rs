@@ -1,0 +1,120 @@
+//! The particle demo's multi-GPU mode (`--gpus N`, sort-last on NCCL): the picture of N GPUs
+//! equals the one-GPU picture exactly (integer sums), and a rank that dies makes the others
+//! stop with an error within the rank timeout. Needs 2 CUDA GPUs and NCCL: skipped with the
+//! reason elsewhere (REQUIRE_GPUS=2 makes that a failure). The command-line refusals run
+//! everywhere.
+
+use crate::particles::{run_demo, temp_dir};
+use cuvk_dev::testing::read_png;
+
+use std::time::{Duration, Instant};
+
+fn two_gpus(test: &str) -> bool {
+    let n = cuvk::cuda::devices().map(|d| d.len()).unwrap_or(0);
+    let nccl = cuvk::nccl::version().is_ok();
+    if n >= 2 && nccl {
+        return true;
+    }
+    let wanted: usize = std::env::var("REQUIRE_GPUS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        wanted < 2,
+        "{test}: REQUIRE_GPUS={wanted}, but {n} GPU(s), NCCL present: {nccl}"
+    );
+    eprintln!("SKIP {test}: needs 2 CUDA GPUs and NCCL ({n} GPU(s), NCCL present: {nccl})");
+    false
+}
+
+#[test]
+fn bad_gpu_counts_are_usage_errors() {
+    let out = run_demo(&["--gpus", "0"]);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--gpus must be at least 1"));
+    let out = run_demo(&["--gpus", "2", "--fail-at", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn two_gpus_draw_exactly_the_one_gpu_picture() {
+    if !two_gpus("multi_gpu_picture") {
+        return;
+    }
+    let mut pictures = Vec::new();
+    for gpus in ["1", "2"] {
+        let dir = temp_dir(&format!("multi{gpus}"));
+        let d = dir.to_str().unwrap();
+        let out = run_demo(&[
+            "--gpus",
+            gpus,
+            "--particles",
+            "4000000",
+            "--frames",
+            "40",
+            "--out",
+            d,
+        ]);
+        assert!(out.status.success(), "--gpus {gpus} failed");
+        pictures.push(read_png(&dir.join(format!("multi_{gpus}gpu_0040.png"))));
+    }
+    let (w, h, one) = &pictures[0];
+    let (_, _, two) = &pictures[1];
+    let differ = one
+        .chunks(4)
+        .zip(two.chunks(4))
+        .filter(|(a, b)| a != b)
+        .count();
+    // The HUD's second line names the GPU count: compare the picture below the HUD panel.
+    let hud_rows = 6 * (h / 360).max(1) + (3 * 10 + 5) * (h / 360).max(1) + 2;
+    let below: usize = one
+        .chunks(4 * *w as usize)
+        .zip(two.chunks(4 * *w as usize))
+        .skip(hud_rows as usize)
+        .map(|(a, b)| a.chunks(4).zip(b.chunks(4)).filter(|(x, y)| x != y).count())
+        .sum();
+    eprintln!("multi_gpu_picture: {differ} pixels differ in all, {below} below the HUD");
+    assert_eq!(
+        below, 0,
+        "sort-last sums are integers: the pictures must match exactly"
+    );
+    let lit = one
+        .chunks(4)
+        .filter(|p| p[0] as u32 + p[1] as u32 + p[2] as u32 > 60)
+        .count();
+    assert!(
+        lit > 10_000,
+        "a picture of galaxies, not a black frame ({lit} lit pixels)"
+    );
+}
+
+#[test]
+fn a_rank_that_dies_stops_the_others_within_the_rank_timeout() {
+    if !two_gpus("multi_gpu_rank_death") {
+        return;
+    }
+    let dir = temp_dir("multi_death");
+    let start = Instant::now();
+    let out = run_demo(&[
+        "--gpus",
+        "2",
+        "--particles",
+        "4000000",
+        "--frames",
+        "400",
+        "--fail-at",
+        "1:30",
+        "--rank-timeout",
+        "5",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a rank died: the run must fail");
+    assert!(
+        err.contains("rank 0: a collective did not complete"),
+        "rank 0 says why: {err}"
+    );
+    assert!(took < Duration::from_secs(60), "bounded: {took:?}");
+}
