@@ -3,7 +3,7 @@
 //! ordered against Vulkan on the GPU by the buffer's [`StreamOrder`], with every wait bounded.
 //!
 //! NCCL is loaded at run time (`libnccl.so.2`, or the path in `CUVK_NCCL_LIBRARY`); where it
-//! is missing, [`Communicator::init`] returns [`Capability::Nccl`](crate::Capability::Nccl).
+//! is missing, [`Communicator::init`] returns [`Capability::Nccl`].
 //!
 //! What users get wrong is refused before NCCL sees it: a buffer on another GPU than the
 //! communicator's ([`PeerError::DeviceMismatch`]), ranks with buffers of different sizes
