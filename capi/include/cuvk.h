@@ -570,6 +570,114 @@ enum CuvkRule
    */
   CUVK_RULE_WGPU_REENTRANT_SUBMIT = 2832,
   /**
+   * The message does not start with `b"CUVK"`.
+   */
+  CUVK_RULE_IPC_BAD_MAGIC = 3073,
+  /**
+   * The message is of a wire version this build does not read.
+   */
+  CUVK_RULE_IPC_UNSUPPORTED_VERSION = 3074,
+  /**
+   * The header names a message kind this version does not have.
+   */
+  CUVK_RULE_IPC_UNKNOWN_KIND = 3075,
+  /**
+   * Fewer bytes than a header.
+   */
+  CUVK_RULE_IPC_TRUNCATED_HEADER = 3076,
+  /**
+   * Fewer body bytes than the header announced.
+   */
+  CUVK_RULE_IPC_TRUNCATED_BODY = 3077,
+  /**
+   * The header's body length is not the size of its kind's body.
+   */
+  CUVK_RULE_IPC_BODY_LENGTH_MISMATCH = 3078,
+  /**
+   * Bytes after the end of the message the header describes.
+   */
+  CUVK_RULE_IPC_TRAILING_BYTES = 3079,
+  /**
+   * A header (or a send) with a descriptor count other than its kind carries.
+   */
+  CUVK_RULE_IPC_FD_COUNT_MISMATCH = 3080,
+  /**
+   * Descriptors received differ from the count the header announced (they were closed).
+   */
+  CUVK_RULE_IPC_FDS_NOT_AS_ANNOUNCED = 3081,
+  /**
+   * A size that must not be zero is zero.
+   */
+  CUVK_RULE_IPC_ZERO_SIZE = 3082,
+  /**
+   * A buffer's offset + size does not fit in 64 bits.
+   */
+  CUVK_RULE_IPC_RANGE_OVERFLOW = 3083,
+  /**
+   * A buffer's range ends past its memory allocation.
+   */
+  CUVK_RULE_IPC_RANGE_EXCEEDS_MEMORY = 3084,
+  /**
+   * A buffer size that is not a whole number of elements.
+   */
+  CUVK_RULE_IPC_PARTIAL_ELEMENT = 3085,
+  /**
+   * An image extent or layer count of zero.
+   */
+  CUVK_RULE_IPC_ZERO_EXTENT = 3086,
+  /**
+   * Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
+   */
+  CUVK_RULE_IPC_MIP_LEVELS = 3087,
+  /**
+   * A boolean byte other than 0 or 1.
+   */
+  CUVK_RULE_IPC_BAD_BOOL = 3088,
+  /**
+   * A timeline role other than 0 (publisher signals) or 1 (attacher signals).
+   */
+  CUVK_RULE_IPC_UNKNOWN_ROLE = 3089,
+  /**
+   * The descriptors did not fit the control buffer (`MSG_CTRUNC`); those that arrived were closed.
+   */
+  CUVK_RULE_IPC_TRUNCATED_CONTROL = 3092,
+  /**
+   * More descriptors than one message carries.
+   */
+  CUVK_RULE_IPC_TOO_MANY_FDS = 3093,
+  /**
+   * The transport does not exist on this platform.
+   */
+  CUVK_RULE_IPC_UNSUPPORTED = 3095,
+  /**
+   * The server's objects live on another GPU than the client's.
+   */
+  CUVK_RULE_IPC_WRONG_DEVICE = 3096,
+  /**
+   * The server's driver is another than the client's (opaque handles need the same one).
+   */
+  CUVK_RULE_IPC_DRIVER_MISMATCH = 3097,
+  /**
+   * A descriptor that cannot be GPU memory or a semaphore.
+   */
+  CUVK_RULE_IPC_WRONG_FD_KIND = 3098,
+  /**
+   * A description that claims more memory than its descriptor holds.
+   */
+  CUVK_RULE_IPC_SIZE_LIE = 3099,
+  /**
+   * A message of another kind than the protocol expects next.
+   */
+  CUVK_RULE_IPC_UNEXPECTED_MESSAGE = 3100,
+  /**
+   * An object id the server did not publish (of that kind).
+   */
+  CUVK_RULE_IPC_NO_SUCH_OBJECT = 3101,
+  /**
+   * A description the importing driver (or the caller's types) contradicts.
+   */
+  CUVK_RULE_IPC_DESCRIPTION_REFUSED = 3102,
+  /**
    * Peer access asked for between GPUs that have no peer path.
    */
   CUVK_RULE_PEER_NO_ACCESS = 3329,

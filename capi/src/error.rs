@@ -351,6 +351,87 @@ pub enum CuvkRule {
     /// A cuvk submission from inside a wgpu callback of another.
     CuvkRuleWgpuReentrantSubmit = 0x0B10,
 
+    /// The message does not start with `b"CUVK"`.
+    CuvkRuleIpcBadMagic = 0x0C01,
+
+    /// The message is of a wire version this build does not read.
+    CuvkRuleIpcUnsupportedVersion = 0x0C02,
+
+    /// The header names a message kind this version does not have.
+    CuvkRuleIpcUnknownKind = 0x0C03,
+
+    /// Fewer bytes than a header.
+    CuvkRuleIpcTruncatedHeader = 0x0C04,
+
+    /// Fewer body bytes than the header announced.
+    CuvkRuleIpcTruncatedBody = 0x0C05,
+
+    /// The header's body length is not the size of its kind's body.
+    CuvkRuleIpcBodyLengthMismatch = 0x0C06,
+
+    /// Bytes after the end of the message the header describes.
+    CuvkRuleIpcTrailingBytes = 0x0C07,
+
+    /// A header (or a send) with a descriptor count other than its kind carries.
+    CuvkRuleIpcFdCountMismatch = 0x0C08,
+
+    /// Descriptors received differ from the count the header announced (they were closed).
+    CuvkRuleIpcFdsNotAsAnnounced = 0x0C09,
+
+    /// A size that must not be zero is zero.
+    CuvkRuleIpcZeroSize = 0x0C0A,
+
+    /// A buffer's offset + size does not fit in 64 bits.
+    CuvkRuleIpcRangeOverflow = 0x0C0B,
+
+    /// A buffer's range ends past its memory allocation.
+    CuvkRuleIpcRangeExceedsMemory = 0x0C0C,
+
+    /// A buffer size that is not a whole number of elements.
+    CuvkRuleIpcPartialElement = 0x0C0D,
+
+    /// An image extent or layer count of zero.
+    CuvkRuleIpcZeroExtent = 0x0C0E,
+
+    /// Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
+    CuvkRuleIpcMipLevels = 0x0C0F,
+
+    /// A boolean byte other than 0 or 1.
+    CuvkRuleIpcBadBool = 0x0C10,
+
+    /// A timeline role other than 0 (publisher signals) or 1 (attacher signals).
+    CuvkRuleIpcUnknownRole = 0x0C11,
+
+    /// The descriptors did not fit the control buffer (`MSG_CTRUNC`); those that arrived were closed.
+    CuvkRuleIpcTruncatedControl = 0x0C14,
+
+    /// More descriptors than one message carries.
+    CuvkRuleIpcTooManyFds = 0x0C15,
+
+    /// The transport does not exist on this platform.
+    CuvkRuleIpcUnsupported = 0x0C17,
+
+    /// The server's objects live on another GPU than the client's.
+    CuvkRuleIpcWrongDevice = 0x0C18,
+
+    /// The server's driver is another than the client's (opaque handles need the same one).
+    CuvkRuleIpcDriverMismatch = 0x0C19,
+
+    /// A descriptor that cannot be GPU memory or a semaphore.
+    CuvkRuleIpcWrongFdKind = 0x0C1A,
+
+    /// A description that claims more memory than its descriptor holds.
+    CuvkRuleIpcSizeLie = 0x0C1B,
+
+    /// A message of another kind than the protocol expects next.
+    CuvkRuleIpcUnexpectedMessage = 0x0C1C,
+
+    /// An object id the server did not publish (of that kind).
+    CuvkRuleIpcNoSuchObject = 0x0C1D,
+
+    /// A description the importing driver (or the caller's types) contradicts.
+    CuvkRuleIpcDescriptionRefused = 0x0C1E,
+
     /// Peer access asked for between GPUs that have no peer path.
     CuvkRulePeerNoAccess = 0x0D01,
 

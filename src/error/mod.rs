@@ -300,6 +300,9 @@ pub enum Error {
     #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
     #[error(transparent)]
     Wgpu(#[from] WgpuError),
+    /// A message between processes refused, or the connection failed (`cuvk::ipc`).
+    #[error(transparent)]
+    Ipc(#[from] crate::ipc::IpcError),
     /// A rule of several GPUs broken (peer access, NCCL collectives on shared memory).
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -380,6 +383,7 @@ impl Error {
             Error::Wgpu(e) => e.kind(),
             Error::Io { .. } => K::Io,
             Error::Peer(e) => e.kind(),
+            Error::Ipc(e) => e.kind(),
             Error::Nccl { .. } => K::Driver,
             Error::Image(e) if e.is_unsupported() => K::Unsupported,
             Error::Nvrtc { .. }

@@ -13,6 +13,7 @@
 #[cfg(feature = "wgpu")]
 use crate::error::WgpuError;
 use crate::error::{Capability, Error, LaunchError, MemoryError, PeerError, SyncError};
+use crate::ipc::IpcError;
 use crate::rules::image_format::{ImageError, TextureRule};
 use crate::rules::layout::LayoutError;
 use crate::rules::ptx::PtxError;
@@ -279,6 +280,60 @@ pub enum Rule {
     WgpuImageNotShared = 0x0B0F,
     /// A cuvk submission from inside a wgpu callback of another.
     WgpuReentrantSubmit = 0x0B10,
+    /// The message does not start with `b"CUVK"`.
+    IpcBadMagic = 0x0C01,
+    /// The message is of a wire version this build does not read.
+    IpcUnsupportedVersion = 0x0C02,
+    /// The header names a message kind this version does not have.
+    IpcUnknownKind = 0x0C03,
+    /// Fewer bytes than a header.
+    IpcTruncatedHeader = 0x0C04,
+    /// Fewer body bytes than the header announced.
+    IpcTruncatedBody = 0x0C05,
+    /// The header's body length is not the size of its kind's body.
+    IpcBodyLengthMismatch = 0x0C06,
+    /// Bytes after the end of the message the header describes.
+    IpcTrailingBytes = 0x0C07,
+    /// A header (or a send) with a descriptor count other than its kind carries.
+    IpcFdCountMismatch = 0x0C08,
+    /// Descriptors received differ from the count the header announced (they were closed).
+    IpcFdsNotAsAnnounced = 0x0C09,
+    /// A size that must not be zero is zero.
+    IpcZeroSize = 0x0C0A,
+    /// A buffer's offset + size does not fit in 64 bits.
+    IpcRangeOverflow = 0x0C0B,
+    /// A buffer's range ends past its memory allocation.
+    IpcRangeExceedsMemory = 0x0C0C,
+    /// A buffer size that is not a whole number of elements.
+    IpcPartialElement = 0x0C0D,
+    /// An image extent or layer count of zero.
+    IpcZeroExtent = 0x0C0E,
+    /// Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
+    IpcMipLevels = 0x0C0F,
+    /// A boolean byte other than 0 or 1.
+    IpcBadBool = 0x0C10,
+    /// A timeline role other than 0 (publisher signals) or 1 (attacher signals).
+    IpcUnknownRole = 0x0C11,
+    /// The descriptors did not fit the control buffer (`MSG_CTRUNC`); those that arrived were closed.
+    IpcTruncatedControl = 0x0C14,
+    /// More descriptors than one message carries.
+    IpcTooManyFds = 0x0C15,
+    /// The transport does not exist on this platform.
+    IpcUnsupported = 0x0C17,
+    /// The server's objects live on another GPU than the client's.
+    IpcWrongDevice = 0x0C18,
+    /// The server's driver is another than the client's (opaque handles need the same one).
+    IpcDriverMismatch = 0x0C19,
+    /// A descriptor that cannot be GPU memory or a semaphore.
+    IpcWrongFdKind = 0x0C1A,
+    /// A description that claims more memory than its descriptor holds.
+    IpcSizeLie = 0x0C1B,
+    /// A message of another kind than the protocol expects next.
+    IpcUnexpectedMessage = 0x0C1C,
+    /// An object id the server did not publish (of that kind).
+    IpcNoSuchObject = 0x0C1D,
+    /// A description the importing driver (or the caller's types) contradicts.
+    IpcDescriptionRefused = 0x0C1E,
     /// Peer access asked for between GPUs that have no peer path.
     PeerNoAccess = 0x0D01,
     /// A shared buffer handed to something on another GPU.
@@ -423,6 +478,33 @@ impl Rule {
         Rule::WgpuTextureNotPaired,
         Rule::WgpuImageNotShared,
         Rule::WgpuReentrantSubmit,
+        Rule::IpcBadMagic,
+        Rule::IpcUnsupportedVersion,
+        Rule::IpcUnknownKind,
+        Rule::IpcTruncatedHeader,
+        Rule::IpcTruncatedBody,
+        Rule::IpcBodyLengthMismatch,
+        Rule::IpcTrailingBytes,
+        Rule::IpcFdCountMismatch,
+        Rule::IpcFdsNotAsAnnounced,
+        Rule::IpcZeroSize,
+        Rule::IpcRangeOverflow,
+        Rule::IpcRangeExceedsMemory,
+        Rule::IpcPartialElement,
+        Rule::IpcZeroExtent,
+        Rule::IpcMipLevels,
+        Rule::IpcBadBool,
+        Rule::IpcUnknownRole,
+        Rule::IpcTruncatedControl,
+        Rule::IpcTooManyFds,
+        Rule::IpcUnsupported,
+        Rule::IpcWrongDevice,
+        Rule::IpcDriverMismatch,
+        Rule::IpcWrongFdKind,
+        Rule::IpcSizeLie,
+        Rule::IpcUnexpectedMessage,
+        Rule::IpcNoSuchObject,
+        Rule::IpcDescriptionRefused,
         Rule::PeerNoAccess,
         Rule::PeerDeviceMismatch,
         Rule::PeerSizeMismatch,
@@ -579,6 +661,33 @@ impl Rule {
             Rule::WgpuTextureNotPaired => "Wgpu.TextureNotPaired",
             Rule::WgpuImageNotShared => "Wgpu.ImageNotShared",
             Rule::WgpuReentrantSubmit => "Wgpu.ReentrantSubmit",
+            Rule::IpcBadMagic => "Ipc.BadMagic",
+            Rule::IpcUnsupportedVersion => "Ipc.UnsupportedVersion",
+            Rule::IpcUnknownKind => "Ipc.UnknownKind",
+            Rule::IpcTruncatedHeader => "Ipc.TruncatedHeader",
+            Rule::IpcTruncatedBody => "Ipc.TruncatedBody",
+            Rule::IpcBodyLengthMismatch => "Ipc.BodyLengthMismatch",
+            Rule::IpcTrailingBytes => "Ipc.TrailingBytes",
+            Rule::IpcFdCountMismatch => "Ipc.FdCountMismatch",
+            Rule::IpcFdsNotAsAnnounced => "Ipc.FdsNotAsAnnounced",
+            Rule::IpcZeroSize => "Ipc.ZeroSize",
+            Rule::IpcRangeOverflow => "Ipc.RangeOverflow",
+            Rule::IpcRangeExceedsMemory => "Ipc.RangeExceedsMemory",
+            Rule::IpcPartialElement => "Ipc.PartialElement",
+            Rule::IpcZeroExtent => "Ipc.ZeroExtent",
+            Rule::IpcMipLevels => "Ipc.MipLevels",
+            Rule::IpcBadBool => "Ipc.BadBool",
+            Rule::IpcUnknownRole => "Ipc.UnknownRole",
+            Rule::IpcTruncatedControl => "Ipc.TruncatedControl",
+            Rule::IpcTooManyFds => "Ipc.TooManyFds",
+            Rule::IpcUnsupported => "Ipc.Unsupported",
+            Rule::IpcWrongDevice => "Ipc.WrongDevice",
+            Rule::IpcDriverMismatch => "Ipc.DriverMismatch",
+            Rule::IpcWrongFdKind => "Ipc.WrongFdKind",
+            Rule::IpcSizeLie => "Ipc.SizeLie",
+            Rule::IpcUnexpectedMessage => "Ipc.UnexpectedMessage",
+            Rule::IpcNoSuchObject => "Ipc.NoSuchObject",
+            Rule::IpcDescriptionRefused => "Ipc.DescriptionRefused",
             Rule::PeerNoAccess => "Peer.NoPeerAccess",
             Rule::PeerDeviceMismatch => "Peer.DeviceMismatch",
             Rule::PeerSizeMismatch => "Peer.SizeMismatch",
@@ -784,6 +893,36 @@ impl Error {
                 WgpuError::Call { .. }
                 | WgpuError::NotReady { .. }
                 | WgpuError::NotSubmitted { .. },
+            ) => return None,
+            Error::Ipc(IpcError::BadMagic { .. }) => Rule::IpcBadMagic,
+            Error::Ipc(IpcError::UnsupportedVersion { .. }) => Rule::IpcUnsupportedVersion,
+            Error::Ipc(IpcError::UnknownKind { .. }) => Rule::IpcUnknownKind,
+            Error::Ipc(IpcError::TruncatedHeader { .. }) => Rule::IpcTruncatedHeader,
+            Error::Ipc(IpcError::TruncatedBody { .. }) => Rule::IpcTruncatedBody,
+            Error::Ipc(IpcError::BodyLengthMismatch { .. }) => Rule::IpcBodyLengthMismatch,
+            Error::Ipc(IpcError::TrailingBytes { .. }) => Rule::IpcTrailingBytes,
+            Error::Ipc(IpcError::FdCountMismatch { .. }) => Rule::IpcFdCountMismatch,
+            Error::Ipc(IpcError::FdsNotAsAnnounced { .. }) => Rule::IpcFdsNotAsAnnounced,
+            Error::Ipc(IpcError::ZeroSize { .. }) => Rule::IpcZeroSize,
+            Error::Ipc(IpcError::RangeOverflow { .. }) => Rule::IpcRangeOverflow,
+            Error::Ipc(IpcError::RangeExceedsMemory { .. }) => Rule::IpcRangeExceedsMemory,
+            Error::Ipc(IpcError::PartialElement { .. }) => Rule::IpcPartialElement,
+            Error::Ipc(IpcError::ZeroExtent { .. }) => Rule::IpcZeroExtent,
+            Error::Ipc(IpcError::MipLevels { .. }) => Rule::IpcMipLevels,
+            Error::Ipc(IpcError::BadBool { .. }) => Rule::IpcBadBool,
+            Error::Ipc(IpcError::UnknownRole { .. }) => Rule::IpcUnknownRole,
+            Error::Ipc(IpcError::TruncatedControl { .. }) => Rule::IpcTruncatedControl,
+            Error::Ipc(IpcError::TooManyFds { .. }) => Rule::IpcTooManyFds,
+            Error::Ipc(IpcError::Unsupported { .. }) => Rule::IpcUnsupported,
+            Error::Ipc(IpcError::WrongDevice { .. }) => Rule::IpcWrongDevice,
+            Error::Ipc(IpcError::DriverMismatch { .. }) => Rule::IpcDriverMismatch,
+            Error::Ipc(IpcError::WrongFdKind { .. }) => Rule::IpcWrongFdKind,
+            Error::Ipc(IpcError::SizeLie { .. }) => Rule::IpcSizeLie,
+            Error::Ipc(IpcError::UnexpectedMessage { .. }) => Rule::IpcUnexpectedMessage,
+            Error::Ipc(IpcError::NoSuchObject { .. }) => Rule::IpcNoSuchObject,
+            Error::Ipc(IpcError::DescriptionRefused { .. }) => Rule::IpcDescriptionRefused,
+            Error::Ipc(
+                IpcError::PeerClosed { .. } | IpcError::Timeout { .. } | IpcError::Io { .. },
             ) => return None,
             Error::Peer(PeerError::NoPeerAccess { .. }) => Rule::PeerNoAccess,
             Error::Peer(PeerError::DeviceMismatch { .. }) => Rule::PeerDeviceMismatch,

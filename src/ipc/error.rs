@@ -193,6 +193,70 @@ pub enum IpcError {
         /// What was asked for.
         what: &'static str,
     },
+    /// The server's objects live on another GPU than the client's.
+    #[error("the server publishes memory of GPU {published}; this process's GPU is {local}")]
+    WrongDevice {
+        /// The server's deviceUUID.
+        published: String,
+        /// The client's.
+        local: String,
+    },
+    /// The server's driver is another than the client's (opaque handles need the same one).
+    #[error("the server's driver is {published}, this process's {local}: opaque handles need the same driver")]
+    DriverMismatch {
+        /// The server's driverUUID.
+        published: String,
+        /// The client's.
+        local: String,
+    },
+    /// A descriptor that cannot be GPU memory or a semaphore.
+    #[error("object {id}: its descriptor is {kind}, not GPU memory or a semaphore")]
+    WrongFdKind {
+        /// The object.
+        id: u32,
+        /// What the descriptor is.
+        kind: &'static str,
+    },
+    /// A description that claims more memory than its descriptor holds.
+    #[error(
+        "object {id}: described as {described} bytes of memory, its descriptor holds {actual}"
+    )]
+    SizeLie {
+        /// The object.
+        id: u32,
+        /// The size described.
+        described: u64,
+        /// The size the descriptor has.
+        actual: u64,
+    },
+    /// A message of another kind than the protocol expects next.
+    #[error("expected a {expected} message, got {got}")]
+    UnexpectedMessage {
+        /// What was expected.
+        expected: &'static str,
+        /// What came.
+        got: MessageKind,
+    },
+    /// An object id the server did not publish (of that kind).
+    #[error("no {kind} with id {id} was published")]
+    NoSuchObject {
+        /// The id asked for.
+        id: u32,
+        /// The kind asked for.
+        kind: MessageKind,
+    },
+    /// A description the importing driver (or the caller's types) contradicts.
+    #[error("object {id}: the description breaks the rule \"{rule}\" (described {described}, found {driver})")]
+    DescriptionRefused {
+        /// The object.
+        id: u32,
+        /// The rule.
+        rule: &'static str,
+        /// The number the description gave.
+        described: u64,
+        /// The number the driver (or the caller) has.
+        driver: u64,
+    },
 }
 
 impl IpcError {
@@ -222,6 +286,13 @@ impl IpcError {
             IpcError::TooManyFds { .. } => 0x0C15,
             IpcError::Io { .. } => 0x0C16,
             IpcError::Unsupported { .. } => 0x0C17,
+            IpcError::WrongDevice { .. } => 0x0C18,
+            IpcError::DriverMismatch { .. } => 0x0C19,
+            IpcError::WrongFdKind { .. } => 0x0C1A,
+            IpcError::SizeLie { .. } => 0x0C1B,
+            IpcError::UnexpectedMessage { .. } => 0x0C1C,
+            IpcError::NoSuchObject { .. } => 0x0C1D,
+            IpcError::DescriptionRefused { .. } => 0x0C1E,
         }
     }
 
@@ -251,7 +322,35 @@ impl IpcError {
             IpcError::TooManyFds { .. } => "too_many_fds",
             IpcError::Io { .. } => "io",
             IpcError::Unsupported { .. } => "unsupported",
+            IpcError::WrongDevice { .. } => "wrong_device",
+            IpcError::DriverMismatch { .. } => "driver_mismatch",
+            IpcError::WrongFdKind { .. } => "wrong_fd_kind",
+            IpcError::SizeLie { .. } => "size_lie",
+            IpcError::UnexpectedMessage { .. } => "unexpected_message",
+            IpcError::NoSuchObject { .. } => "no_such_object",
+            IpcError::DescriptionRefused { .. } => "description_refused",
         }
+    }
+
+    /// The [`ErrorKind`](crate::ErrorKind) callers act on.
+    pub(crate) fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            IpcError::PeerClosed { .. } | IpcError::Io { .. } => K::Io,
+            IpcError::Timeout { .. } => K::Timeout,
+            IpcError::Unsupported { .. } => K::Unsupported,
+            IpcError::WrongDevice { .. } | IpcError::DriverMismatch { .. } => K::WrongDevice,
+            _ => K::InvalidInput,
+        }
+    }
+
+    /// Whether this is a refusal (a rule broken) rather than the connection failing or
+    /// timing out.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(
+            self,
+            IpcError::PeerClosed { .. } | IpcError::Io { .. } | IpcError::Timeout { .. }
+        )
     }
 
     /// An [`IpcError::Io`] from a `std::io::Error` (`EINVAL` where it carries no OS code).
@@ -344,6 +443,34 @@ mod tests {
                 errno: 9,
             },
             IpcError::Unsupported { what: "ipc" },
+            IpcError::WrongDevice {
+                published: "a".into(),
+                local: "b".into(),
+            },
+            IpcError::DriverMismatch {
+                published: "a".into(),
+                local: "b".into(),
+            },
+            IpcError::WrongFdKind {
+                id: 0,
+                kind: "a pipe",
+            },
+            IpcError::SizeLie {
+                id: 0,
+                described: 2,
+                actual: 1,
+            },
+            IpcError::UnexpectedMessage {
+                expected: "Hello",
+                got: k,
+            },
+            IpcError::NoSuchObject { id: 3, kind: k },
+            IpcError::DescriptionRefused {
+                id: 0,
+                rule: "r",
+                described: 1,
+                driver: 2,
+            },
         ]
     }
 

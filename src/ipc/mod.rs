@@ -44,8 +44,13 @@ mod error;
 pub mod wire;
 
 #[cfg(target_os = "linux")]
+mod share;
+
+#[cfg(target_os = "linux")]
 pub use channel::{Channel, Listener};
 pub use error::IpcError;
+#[cfg(target_os = "linux")]
+pub use share::{Attached, Link, Server};
 pub use wire::{
     decode, encode, BufferInfo, FrameNotice, Header, Hello, ImageInfo, Message, MessageKind,
     TimelineInfo, TimelineRole, HEADER_LEN, MAX_FDS, VERSION,

@@ -12,6 +12,8 @@ mod host_memory;
 mod image;
 mod image_handles;
 mod inline;
+#[cfg(target_os = "linux")]
+mod ipc;
 mod memory;
 mod pacer;
 mod pool;

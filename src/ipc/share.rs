@@ -1,0 +1,533 @@
+//! Publishing Vulkan memory and timelines to another process, and attaching to them.
+//!
+//! A [`Server`] (the process that owns the memory and the timelines: a viewer that draws, in
+//! the particle demo's `--serve`) publishes buffers bound to exportable memory and exportable
+//! timeline semaphores under a name; each [`Server::accept`] sends a new client the
+//! description of every object with a fresh descriptor of it. A client ([`Attached::connect`])
+//! checks the description against its own device and each descriptor's kind, then imports what
+//! it needs — into Vulkan ([`Attached::import_vulkan_buffer`]) or CUDA
+//! ([`Attached::import_cuda_buffer`]) — each import from a duplicate, so the descriptors it
+//! received are closed exactly once, when the [`Attached`] drops.
+//!
+//! Frames then cross with one-way notices ([`Link::notify`], [`Link::latest`]): "value N is
+//! scheduled on the timeline I signal", so the other side may enqueue a GPU wait for it (no
+//! wait is ever enqueued for a value nobody scheduled) — no host round trip per frame.
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use cudarc::driver::CudaContext;
+
+use super::channel::{Channel, Listener};
+use super::error::IpcError;
+use super::wire::{
+    BufferInfo, FrameNotice, Hello, Message, MessageKind, TimelineInfo, TimelineRole,
+};
+use crate::cuda::{ExternalSemaphore, ImportedMemory, MapOptions, MappedRange};
+use crate::error::{Error, Result};
+use crate::rules::layout::ImportLayout;
+use crate::rules::timeline::SignalLedger;
+use crate::uuid::Uuid;
+use crate::vulkan::{
+    BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse, Semaphore, SemaphoreKind,
+    VulkanContext,
+};
+
+const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
+const OPAQUE_SEMAPHORE_FD: vk::ExternalSemaphoreHandleTypeFlags =
+    vk::ExternalSemaphoreHandleTypeFlags::OPAQUE_FD;
+
+/// The publishing side: owns what it publishes; any number of clients attach, one at a time
+/// through [`Self::accept`].
+pub struct Server {
+    listener: Listener,
+    vk: Arc<VulkanContext>,
+    buffers: Vec<(BufferInfo, Arc<BoundBuffer>)>,
+    timelines: Vec<(TimelineInfo, Arc<Semaphore>)>,
+    generation: u64,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("buffers", &self.buffers.len())
+            .field("timelines", &self.timelines.len())
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Listens under `name` (an abstract socket name, or a path where it has a `/`) for
+    /// clients of `vk`'s device.
+    pub fn bind(name: &str, vk: &Arc<VulkanContext>) -> Result<Self> {
+        Ok(Self {
+            listener: Listener::bind(name)?,
+            vk: vk.clone(),
+            buffers: Vec::new(),
+            timelines: Vec::new(),
+            generation: 1,
+        })
+    }
+
+    /// Publishes `buffer` (bound to exportable memory of the server's device), of elements of
+    /// `element_size` bytes tagged `element_type` (the caller's convention, e.g. a DLPack
+    /// code). Returns its id. Refused where the memory cannot be exported or the description
+    /// would break a wire rule.
+    pub fn publish_buffer(
+        &mut self,
+        buffer: &Arc<BoundBuffer>,
+        element_type: u32,
+        element_size: u32,
+    ) -> Result<u32> {
+        let memory = buffer.memory();
+        if !Arc::ptr_eq(memory.context(), &self.vk) {
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Buffer,
+                owner: crate::DeviceOwner::VulkanDevice,
+            });
+        }
+        if !memory.handle_types().contains(OPAQUE_FD) {
+            return Err(crate::MemoryError::NotExportable {
+                what: crate::Exportable::Memory,
+            }
+            .into());
+        }
+        let info = BufferInfo {
+            id: (self.buffers.len() + self.timelines.len()) as u32,
+            size: buffer.buffer().size(),
+            offset: buffer.offset(),
+            memory_size: memory.size(),
+            element_type,
+            element_size,
+            dedicated: memory.is_dedicated(),
+            usage: buffer.buffer().usage(),
+            handle_type: OPAQUE_FD,
+        };
+        Message::Buffer(info).validate()?;
+        self.buffers.push((info, buffer.clone()));
+        self.generation += 1;
+        Ok(info.id)
+    }
+
+    /// Publishes an exportable timeline semaphore of the server's device; `role` says which
+    /// side signals it (each timeline has one signalling side). Returns its id.
+    pub fn publish_timeline(
+        &mut self,
+        semaphore: &Arc<Semaphore>,
+        role: TimelineRole,
+    ) -> Result<u32> {
+        if !matches!(semaphore.kind(), SemaphoreKind::Timeline { .. }) {
+            return Err(crate::SyncError::NeedsTimeline {
+                operation: "publishing a semaphore",
+            }
+            .into());
+        }
+        let info = TimelineInfo {
+            id: (self.buffers.len() + self.timelines.len()) as u32,
+            role,
+            initial_value: semaphore.value()?,
+            handle_type: OPAQUE_SEMAPHORE_FD,
+        };
+        self.timelines.push((info, semaphore.clone()));
+        self.generation += 1;
+        Ok(info.id)
+    }
+
+    /// Waits at most `timeout` for a client, then sends it the description of every object
+    /// with a fresh descriptor of each (closed here once sent: the client has its own).
+    pub fn accept(&self, timeout: Duration) -> Result<Link> {
+        let channel = self.listener.accept(timeout)?;
+        let info = self.vk.info();
+        let hello = Hello {
+            device_uuid: info.device_uuid.0,
+            driver_uuid: info.driver_uuid.0,
+            pid: std::process::id(),
+            generation: self.generation,
+            object_count: (self.buffers.len() + self.timelines.len()) as u32,
+        };
+        channel.send(&Message::Hello(hello), &[])?;
+        for (info, buffer) in &self.buffers {
+            let fd: OwnedFd = buffer.memory().export()?;
+            channel.send(&Message::Buffer(*info), &[fd.as_fd()])?;
+        }
+        for (info, semaphore) in &self.timelines {
+            let fd: OwnedFd = semaphore.export()?;
+            channel.send(&Message::Timeline(*info), &[fd.as_fd()])?;
+        }
+        Ok(Link::new(channel))
+    }
+}
+
+/// The connection after setup: one-way frame notices both ways.
+#[derive(Debug)]
+pub struct Link {
+    channel: Channel,
+    latest: u64,
+    closed: bool,
+}
+
+impl Link {
+    fn new(channel: Channel) -> Self {
+        Self {
+            channel,
+            latest: 0,
+            closed: false,
+        }
+    }
+
+    /// Tells the other side that `value` is scheduled on the timeline this side signals.
+    /// [`IpcError::PeerClosed`] once the other side is gone (never a hang: the socket does
+    /// not block on a dead peer).
+    pub fn notify(&self, value: u64) -> Result<()> {
+        Ok(self
+            .channel
+            .send(&Message::Frame(FrameNotice { value }), &[])?)
+    }
+
+    /// The newest value the other side announced, reading every notice that arrived; waits
+    /// at most `timeout` for one newer than `after`. `Ok(None)`: none newer in time.
+    /// [`IpcError::PeerClosed`] once the other side is gone (its earlier notices still count:
+    /// [`Self::last_seen`]).
+    pub fn latest(&mut self, after: u64, timeout: Duration) -> Result<Option<u64>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = if self.latest > after {
+                Duration::ZERO
+            } else {
+                deadline.saturating_duration_since(Instant::now())
+            };
+            match self.channel.recv(left) {
+                Ok((Message::Frame(n), _)) => self.latest = self.latest.max(n.value),
+                Ok((Message::Goodbye, _)) => {
+                    self.closed = true;
+                    return Err(IpcError::PeerClosed { partial: 0 }.into());
+                }
+                Ok((other, _)) => {
+                    return Err(IpcError::UnexpectedMessage {
+                        expected: "Frame",
+                        got: other.kind(),
+                    }
+                    .into())
+                }
+                Err(IpcError::Timeout { .. }) => {
+                    return Ok((self.latest > after).then_some(self.latest))
+                }
+                Err(e) => {
+                    if matches!(e, IpcError::PeerClosed { .. }) {
+                        self.closed = true;
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    /// The newest value the other side announced so far.
+    pub fn last_seen(&self) -> u64 {
+        self.latest
+    }
+
+    /// Whether the other side closed the connection (seen by [`Self::latest`]).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Says goodbye (the other side's [`Self::latest`] returns `PeerClosed` at once).
+    pub fn goodbye(self) {
+        let _ = self.channel.send(&Message::Goodbye, &[]);
+    }
+}
+
+/// What a client received: the server's checked descriptions, each with its descriptor (owned
+/// here, closed once when this drops), and the link.
+#[derive(Debug)]
+pub struct Attached {
+    /// The server's greeting.
+    pub hello: Hello,
+    buffers: Vec<(BufferInfo, OwnedFd)>,
+    timelines: Vec<(TimelineInfo, OwnedFd)>,
+    link: Link,
+}
+
+/// What a descriptor is, from `fstat`: memory and semaphores of GPU drivers are character
+/// devices, anonymous inodes or memfds; a pipe, socket or directory never is.
+fn check_fd_kind(
+    id: u32,
+    fd: &OwnedFd,
+    memory_size: Option<u64>,
+) -> std::result::Result<(), IpcError> {
+    // SAFETY: all-zero is a valid `stat`; fstat fills it for an open descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: an open descriptor we own, a stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(IpcError::Io {
+            op: "fstat",
+            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        });
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFIFO => Some("a pipe"),
+        libc::S_IFSOCK => Some("a socket"),
+        libc::S_IFDIR => Some("a directory"),
+        libc::S_IFLNK => Some("a symbolic link"),
+        _ => None,
+    };
+    if let Some(kind) = kind {
+        return Err(IpcError::WrongFdKind { id, kind });
+    }
+    // A memfd-backed export (Mesa) has the allocation's size: a description that says more
+    // is a lie the driver might not catch.
+    if let Some(described) = memory_size {
+        let actual = st.st_size as u64;
+        if st.st_mode & libc::S_IFMT == libc::S_IFREG && actual > 0 && actual < described {
+            return Err(IpcError::SizeLie {
+                id,
+                described,
+                actual,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn dup(fd: &OwnedFd) -> Result<OwnedFd> {
+    fd.try_clone().map_err(|source| Error::Io {
+        call: "dup",
+        source,
+    })
+}
+
+impl Attached {
+    /// Connects to the server `name` (waiting at most `timeout` for it and for each message)
+    /// and receives its objects. Refused, with nothing left open: another GPU than
+    /// `device_uuid` ([`IpcError::WrongDevice`]), another driver than `driver_uuid` where given,
+    /// any wire rule, a descriptor of the wrong kind or a size the descriptor contradicts.
+    pub fn connect(
+        name: &str,
+        device_uuid: Uuid,
+        driver_uuid: Option<Uuid>,
+        timeout: Duration,
+    ) -> Result<Self> {
+        let channel = Channel::connect(name, timeout)?;
+        let hello = match channel.recv(timeout)? {
+            (Message::Hello(h), _) => h,
+            (other, _) => {
+                return Err(IpcError::UnexpectedMessage {
+                    expected: "Hello",
+                    got: other.kind(),
+                }
+                .into())
+            }
+        };
+        if hello.device_uuid != device_uuid.0 {
+            return Err(IpcError::WrongDevice {
+                published: Uuid(hello.device_uuid).to_string(),
+                local: device_uuid.to_string(),
+            }
+            .into());
+        }
+        if let Some(driver) = driver_uuid {
+            if hello.driver_uuid != driver.0 {
+                return Err(IpcError::DriverMismatch {
+                    published: Uuid(hello.driver_uuid).to_string(),
+                    local: driver.to_string(),
+                }
+                .into());
+            }
+        }
+        let mut buffers = Vec::new();
+        let mut timelines = Vec::new();
+        for _ in 0..hello.object_count {
+            let (msg, mut fds) = channel.recv(timeout)?;
+            if !matches!(msg, Message::Buffer(_) | Message::Timeline(_)) {
+                return Err(IpcError::UnexpectedMessage {
+                    expected: "Buffer or Timeline",
+                    got: msg.kind(),
+                }
+                .into());
+            }
+            // Exactly one descriptor per object message (the wire layer checked the count).
+            let fd = fds.pop().ok_or(IpcError::FdsNotAsAnnounced {
+                announced: 1,
+                received: 0,
+            })?;
+            match msg {
+                Message::Buffer(info) => {
+                    check_fd_kind(info.id, &fd, Some(info.memory_size))?;
+                    buffers.push((info, fd));
+                }
+                Message::Timeline(info) => {
+                    check_fd_kind(info.id, &fd, None)?;
+                    timelines.push((info, fd));
+                }
+                _ => {}
+            }
+        }
+        Ok(Self {
+            hello,
+            buffers,
+            timelines,
+            link: Link::new(channel),
+        })
+    }
+
+    /// The descriptions of the buffers received.
+    pub fn buffers(&self) -> impl Iterator<Item = &BufferInfo> {
+        self.buffers.iter().map(|(i, _)| i)
+    }
+
+    /// The descriptions of the timelines received.
+    pub fn timelines(&self) -> impl Iterator<Item = &TimelineInfo> {
+        self.timelines.iter().map(|(i, _)| i)
+    }
+
+    /// The first timeline whose signalling side is `role`.
+    pub fn timeline_id(&self, role: TimelineRole) -> Option<u32> {
+        self.timelines
+            .iter()
+            .find(|(i, _)| i.role == role)
+            .map(|(i, _)| i.id)
+    }
+
+    fn buffer(&self, id: u32) -> Result<&(BufferInfo, OwnedFd)> {
+        self.buffers
+            .iter()
+            .find(|(i, _)| i.id == id)
+            .ok_or_else(|| {
+                IpcError::NoSuchObject {
+                    id,
+                    kind: MessageKind::Buffer,
+                }
+                .into()
+            })
+    }
+
+    fn timeline(&self, id: u32) -> Result<&(TimelineInfo, OwnedFd)> {
+        self.timelines
+            .iter()
+            .find(|(i, _)| i.id == id)
+            .ok_or_else(|| {
+                IpcError::NoSuchObject {
+                    id,
+                    kind: MessageKind::Timeline,
+                }
+                .into()
+            })
+    }
+
+    /// Imports buffer `id` into `vk` (same device, checked at connect): a buffer of the
+    /// described size and usage, bound at the described offset of the imported memory. The
+    /// driver's requirements are checked against the description first.
+    pub fn import_vulkan_buffer(&self, id: u32, vk: &Arc<VulkanContext>) -> Result<BoundBuffer> {
+        let (info, fd) = self.buffer(id)?;
+        let buffer = Buffer::new(
+            vk,
+            BufferDesc {
+                size: info.size,
+                usage: info.usage,
+                external: ExternalUse::Import,
+            },
+        )?;
+        let r = buffer.requirements();
+        let end = info.offset.checked_add(r.size);
+        if end.is_none_or(|end| end > info.memory_size) || info.offset % r.alignment.max(1) != 0 {
+            return Err(IpcError::DescriptionRefused {
+                id,
+                rule: "the buffer's requirements (size and alignment) fit the memory at the offset",
+                described: info.memory_size,
+                driver: r.size,
+            }
+            .into());
+        }
+        if r.requires_dedicated != info.dedicated && r.requires_dedicated {
+            return Err(IpcError::DescriptionRefused {
+                id,
+                rule: "the driver requires a dedicated allocation for this buffer",
+                described: u64::from(info.dedicated),
+                driver: 1,
+            }
+            .into());
+        }
+        let dedicated = info.dedicated.then_some(&buffer);
+        // SAFETY: the descriptor is an opaque FD of exportable memory of `memory_size` bytes
+        // from a device with this deviceUUID (checked at connect); the types are the ones the
+        // buffer accepts. A duplicate is consumed: ours stays for other imports.
+        let memory = unsafe {
+            DeviceMemory::import(
+                vk,
+                dup(fd)?,
+                info.memory_size,
+                r.memory_type_bits,
+                dedicated,
+            )
+        }?;
+        buffer.bind(Arc::new(memory), info.offset)
+    }
+
+    /// Imports buffer `id` into `cuda` (same GPU, checked at connect): the memory imported with
+    /// `cuImportExternalMemory` and the buffer's range mapped, `T` checked against the
+    /// described element size.
+    pub fn import_cuda_buffer<T>(&self, id: u32, cuda: &Arc<CudaContext>) -> Result<MappedRange> {
+        let (info, fd) = self.buffer(id)?;
+        if info.element_size as usize != std::mem::size_of::<T>() {
+            return Err(IpcError::DescriptionRefused {
+                id,
+                rule: "the element type's size is the described element size",
+                described: u64::from(info.element_size),
+                driver: std::mem::size_of::<T>() as u64,
+            }
+            .into());
+        }
+        let layout = ImportLayout {
+            allocation_size: info.memory_size,
+            dedicated: info.dedicated,
+        };
+        // SAFETY: an opaque FD of memory of `memory_size` bytes, dedicated as described, from
+        // this GPU (deviceUUID checked at connect). A duplicate is consumed.
+        let imported = unsafe { ImportedMemory::import(cuda, dup(fd)?, layout, None) }?;
+        imported.map(info.offset, info.size, MapOptions::default())
+    }
+
+    /// Imports timeline `id` into `vk`.
+    pub fn import_vulkan_timeline(
+        &self,
+        id: u32,
+        vk: &Arc<VulkanContext>,
+    ) -> Result<Arc<Semaphore>> {
+        let (_, fd) = self.timeline(id)?;
+        // SAFETY: an opaque FD exported from a timeline semaphore of a device with this
+        // deviceUUID (checked at connect). A duplicate is consumed.
+        unsafe { Semaphore::import(vk, dup(fd)?, SemaphoreKind::Timeline { initial: 0 }) }
+    }
+
+    /// Imports timeline `id` into `cuda`, with a ledger of its own (this process's signals;
+    /// the other side's values arrive as notices on the link).
+    pub fn import_cuda_timeline(
+        &self,
+        id: u32,
+        cuda: &Arc<CudaContext>,
+    ) -> Result<ExternalSemaphore> {
+        let (info, fd) = self.timeline(id)?;
+        let ledger = SignalLedger::new(info.initial_value, true);
+        // SAFETY: an opaque FD of a timeline semaphore on this GPU; the ledger is this
+        // process's only record of it; the server keeps the semaphore alive (and the payload
+        // lives while any import does).
+        unsafe {
+            ExternalSemaphore::import(
+                cuda,
+                dup(fd)?,
+                crate::cuda::CudaSemaphoreType::Timeline,
+                ledger,
+                None,
+            )
+        }
+    }
+
+    /// The link for frame notices.
+    pub fn link(&mut self) -> &mut Link {
+        &mut self.link
+    }
+}

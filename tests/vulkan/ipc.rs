@@ -1,0 +1,408 @@
+//! Vulkan memory across two processes (`cuvk::ipc`, issue 29), on any Vulkan device (lavapipe
+//! in CI): a server publishes a buffer, a child process attaches, reads what the server wrote
+//! and writes back, with frame notices both ways; refusals of descriptions that lie or do not
+//! fit (nothing left open, the next attach works); a client killed with SIGKILL is noticed and
+//! the server keeps its memory; a server gone makes the client's calls fail, typed; many
+//! attach/detach cycles leak no descriptor. (Timelines across processes need
+//! `VK_KHR_external_semaphore_fd`, which lavapipe lacks: the GPU machine tests them.)
+
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuvk::ash::vk;
+use cuvk::ipc::wire::{BufferInfo, Hello, Message};
+use cuvk::ipc::{Attached, Channel, IpcError, Listener, Server};
+use cuvk::vulkan::{BoundBuffer, HostBuffer, VulkanContext};
+use cuvk::Error;
+use cuvk_dev::testing as common;
+
+const T: Duration = Duration::from_secs(20);
+const WORDS: usize = 1 << 16;
+
+fn unique(name: &str) -> String {
+    format!("test-{name}-{}", std::process::id())
+}
+
+/// An exportable buffer, written with the words of `seed` (where given).
+fn exportable(ctx: &Arc<VulkanContext>, seed: Option<u32>) -> Arc<BoundBuffer> {
+    let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    let mut b = BoundBuffer::new_exportable(
+        ctx,
+        (WORDS * 4) as u64,
+        usage,
+        vk::MemoryPropertyFlags::DEVICE_LOCAL,
+    )
+    .unwrap();
+    if let Some(seed) = seed {
+        write_words(ctx, &mut b, seed);
+    }
+    Arc::new(b)
+}
+
+fn write_words(ctx: &Arc<VulkanContext>, buffer: &mut BoundBuffer, seed: u32) {
+    let data: Vec<u32> = (0..WORDS as u32)
+        .map(|i| i.wrapping_mul(2654435761) ^ seed)
+        .collect();
+    let mut host = HostBuffer::new(ctx, (WORDS * 4) as u64, vk::BufferUsageFlags::empty()).unwrap();
+    host.write(&data).unwrap();
+    ctx.copy_buffer(&host, 0, buffer, 0, (WORDS * 4) as u64)
+        .unwrap();
+}
+
+fn words_match(ctx: &Arc<VulkanContext>, buffer: &BoundBuffer, seed: u32) -> bool {
+    let got = common::read_via_vulkan(ctx, buffer);
+    got.iter()
+        .enumerate()
+        .all(|(i, &w)| w == (i as u32).wrapping_mul(2654435761) ^ seed)
+}
+
+fn spawn_child(role: &str, name: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "ipc::ipc_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CUVK_IPC_ROLE", role)
+        .env("CUVK_IPC_NAME", name)
+        .spawn()
+        .unwrap()
+}
+
+/// The child's side of the tests (does nothing when run as an ordinary test).
+#[test]
+fn ipc_child() {
+    let (Ok(role), Ok(name)) = (
+        std::env::var("CUVK_IPC_ROLE"),
+        std::env::var("CUVK_IPC_NAME"),
+    ) else {
+        return;
+    };
+    let ctx = common::vulkan("ipc_child").expect("the parent found a Vulkan device");
+    let info = ctx.info();
+    let mut attached =
+        Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap();
+    let id = attached.buffers().next().unwrap().id;
+    let mut buffer = attached.import_vulkan_buffer(id, &ctx).unwrap();
+    match role.as_str() {
+        "reader-writer" => {
+            // What the server wrote, exactly; then our answer, announced as frame 1.
+            assert!(
+                words_match(&ctx, &buffer, 7),
+                "the child sees the server's data"
+            );
+            write_words(&ctx, &mut buffer, 9);
+            attached.link().notify(1).unwrap();
+            // Wait for the server's goodbye (or its end) before letting go.
+            let _ = attached.link().latest(1, T);
+        }
+        "spinner" => {
+            // Announces frames until killed.
+            for n in 1.. {
+                attached.link().notify(n).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+    drop(buffer);
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn a_buffer_crosses_processes_with_its_data_both_ways() {
+    let _g = common::shared();
+    let Some(ctx) = common::vulkan("ipc_both_ways") else {
+        return;
+    };
+    let name = unique("both-ways");
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    let buffer = exportable(&ctx, Some(7));
+    server.publish_buffer(&buffer, 0, 4).unwrap();
+    let mut child = spawn_child("reader-writer", &name);
+    let mut link = server.accept(T).unwrap();
+    assert_eq!(
+        link.latest(0, T).unwrap(),
+        Some(1),
+        "the child announced its frame"
+    );
+    assert!(
+        words_match(&ctx, &buffer, 9),
+        "the server sees what the child wrote"
+    );
+    link.goodbye();
+    assert!(child.wait().unwrap().success(), "the child's checks passed");
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn a_client_killed_mid_stream_is_noticed_and_the_server_keeps_its_memory() {
+    let _g = common::shared();
+    let Some(ctx) = common::vulkan("ipc_killed") else {
+        return;
+    };
+    let name = unique("killed");
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    let buffer = exportable(&ctx, Some(3));
+    server.publish_buffer(&buffer, 0, 4).unwrap();
+    let mut child = spawn_child("spinner", &name);
+    let mut link = server.accept(T).unwrap();
+    let seen = link.latest(10, T).unwrap().unwrap();
+    assert!(seen > 10);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let start = Instant::now();
+    let e = loop {
+        match link.latest(u64::MAX - 1, Duration::from_millis(200)) {
+            Ok(_) => assert!(start.elapsed() < T, "never noticed the kill"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(e, Error::Ipc(IpcError::PeerClosed { .. })), "{e}");
+    assert!(link.is_closed() && link.last_seen() >= seen);
+    eprintln!(
+        "ipc_killed: noticed after {:?}, last frame {}",
+        start.elapsed(),
+        link.last_seen()
+    );
+    // The server's memory is its own: still there, still right.
+    assert!(words_match(&ctx, &buffer, 3));
+    // Its calls fail, typed, never hang.
+    assert!(matches!(
+        link.notify(1),
+        Err(Error::Ipc(
+            IpcError::Io { .. } | IpcError::PeerClosed { .. }
+        ))
+    ));
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn a_server_gone_makes_the_clients_calls_fail_typed() {
+    let _g = common::shared();
+    let Some(ctx) = common::vulkan("ipc_server_gone") else {
+        return;
+    };
+    let name = unique("server-gone");
+    let info = ctx.info().clone();
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    server
+        .publish_buffer(&exportable(&ctx, None), 0, 4)
+        .unwrap();
+    let serve = std::thread::spawn(move || {
+        let link = server.accept(T).unwrap();
+        drop(link); // the server goes away (as a killed process's socket closes)
+        drop(server);
+    });
+    let mut attached =
+        Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap();
+    serve.join().unwrap();
+    let e = attached.link().latest(0, T).unwrap_err();
+    assert!(matches!(e, Error::Ipc(IpcError::PeerClosed { .. })), "{e}");
+    // The memory it imported stays valid: the import holds it.
+    let id = attached.buffers().next().unwrap().id;
+    let imported = attached.import_vulkan_buffer(id, &ctx).unwrap();
+    let _ = common::read_via_vulkan(&ctx, &imported);
+    drop(imported);
+    common::assert_clean(&ctx);
+}
+
+/// A server that sends `hello` and then `objects` with the given descriptors.
+fn fake_server(
+    name: &str,
+    hello: Hello,
+    objects: Vec<(Message, Vec<OwnedFd>)>,
+) -> std::thread::JoinHandle<()> {
+    let listener = Listener::bind(name).unwrap();
+    std::thread::spawn(move || {
+        let ch: Channel = listener.accept(T).unwrap();
+        ch.send(&Message::Hello(hello), &[]).unwrap();
+        for (m, fds) in &objects {
+            let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+            let _ = ch.send(m, &borrowed);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    })
+}
+
+fn buffer_info(memory_size: u64) -> BufferInfo {
+    BufferInfo {
+        id: 0,
+        size: 4096,
+        offset: 0,
+        memory_size,
+        element_type: 0,
+        element_size: 4,
+        dedicated: false,
+        usage: vk::BufferUsageFlags::TRANSFER_SRC,
+        handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+    }
+}
+
+fn memfd(len: i64) -> OwnedFd {
+    // SAFETY: a NUL-terminated name; the result is checked and owned once.
+    let fd = unsafe { libc::memfd_create(c"cuvk-ipc-lie".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0);
+    // SAFETY: a new descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    // SAFETY: an open descriptor.
+    let rc = unsafe { libc::ftruncate(raw, len) };
+    assert_eq!(rc, 0);
+    fd
+}
+
+fn pipe() -> OwnedFd {
+    let mut fds = [0; 2];
+    // SAFETY: two out-parameters.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: new descriptors, each owned once (the write end closes at once).
+    unsafe {
+        drop(OwnedFd::from_raw_fd(fds[1]));
+        OwnedFd::from_raw_fd(fds[0])
+    }
+}
+
+#[test]
+fn lies_and_mismatches_are_refused_leaving_nothing_open() {
+    let _g = common::serial();
+    let Some(ctx) = common::vulkan("ipc_refusals") else {
+        return;
+    };
+    let info = ctx.info().clone();
+    let (device_uuid, driver_uuid) = (info.device_uuid.0, info.driver_uuid.0);
+    let hello = move |objects: u32| Hello {
+        device_uuid,
+        driver_uuid,
+        pid: 1,
+        generation: 1,
+        object_count: objects,
+    };
+    let before = common::non_driver_fds();
+    type Objects = Box<dyn Fn() -> Vec<(Message, Vec<OwnedFd>)>>;
+    let none: Objects = Box::new(Vec::new);
+    let cases: Vec<(Hello, Objects, &str)> = vec![
+        (
+            Hello {
+                device_uuid: [9; 16],
+                ..hello(0)
+            },
+            none,
+            "wrong_device",
+        ),
+        (
+            Hello {
+                driver_uuid: [9; 16],
+                ..hello(0)
+            },
+            Box::new(Vec::new),
+            "driver_mismatch",
+        ),
+        (
+            hello(1),
+            Box::new(|| vec![(Message::Buffer(buffer_info(4096)), vec![pipe()])]),
+            "wrong_fd_kind",
+        ),
+        (
+            hello(1),
+            Box::new(|| vec![(Message::Buffer(buffer_info(1 << 20)), vec![memfd(4096)])]),
+            "size_lie",
+        ),
+        (
+            hello(1),
+            Box::new(move || vec![(Message::Hello(hello(0)), vec![])]),
+            "unexpected_message",
+        ),
+    ];
+    for (i, (h, objects, rule)) in cases.into_iter().enumerate() {
+        let name = unique(&format!("lie{i}"));
+        let server = fake_server(&name, h, objects());
+        let e = Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap_err();
+        server.join().unwrap();
+        let Error::Ipc(ipc) = &e else { panic!("{e}") };
+        assert_eq!(ipc.name(), rule, "{e}");
+        assert!(e.rule().is_some(), "{e} has a rule");
+        assert_eq!(
+            common::non_driver_fds(),
+            before,
+            "nothing left open after {rule}"
+        );
+    }
+    // The next valid attach works, and its objects are checked on import too.
+    let name = unique("valid");
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    let buffer = exportable(&ctx, Some(5));
+    let id = server.publish_buffer(&buffer, 0, 4).unwrap();
+    let serve = std::thread::spawn(move || {
+        let link = server.accept(T).unwrap();
+        (server, link)
+    });
+    let attached = Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap();
+    let (server, link) = serve.join().unwrap();
+    let e = attached.import_vulkan_buffer(id + 7, &ctx).err().unwrap();
+    assert!(
+        matches!(e, Error::Ipc(IpcError::NoSuchObject { .. })),
+        "{e}"
+    );
+    let imported = attached.import_vulkan_buffer(id, &ctx).unwrap();
+    assert!(words_match(&ctx, &imported, 5));
+    drop((imported, attached, link, server, buffer));
+    assert_eq!(
+        common::non_driver_fds(),
+        before,
+        "every descriptor closed exactly once"
+    );
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn many_attach_detach_cycles_leak_no_descriptor() {
+    let _g = common::serial();
+    let Some(ctx) = common::vulkan("ipc_cycles") else {
+        return;
+    };
+    let info = ctx.info().clone();
+    let before = common::non_driver_fds();
+    let name = unique("cycles");
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    let buffer = exportable(&ctx, None);
+    server.publish_buffer(&buffer, 0, 4).unwrap();
+    let cycles: u32 = std::env::var("CUVK_IPC_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let imports = 1_000;
+    let start = Instant::now();
+    let serve = std::thread::spawn(move || {
+        for _ in 0..cycles {
+            let link = server.accept(T).unwrap();
+            drop(link);
+        }
+        server
+    });
+    for n in 0..cycles {
+        let attached =
+            Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap();
+        if n < imports {
+            // Some cycles also import the memory (a Vulkan allocation each).
+            let id = attached.buffers().next().unwrap().id;
+            drop(attached.import_vulkan_buffer(id, &ctx).unwrap());
+        }
+    }
+    let server = serve.join().unwrap();
+    eprintln!(
+        "ipc_cycles: {cycles} attach/detach cycles ({imports} with a Vulkan import) in {:?}",
+        start.elapsed()
+    );
+    drop(server);
+    drop(buffer);
+    assert_eq!(
+        common::non_driver_fds(),
+        before,
+        "no descriptor leaked over {cycles} cycles"
+    );
+    common::assert_clean(&ctx);
+}
