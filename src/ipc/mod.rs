@@ -44,11 +44,15 @@ mod error;
 pub mod wire;
 
 #[cfg(target_os = "linux")]
+mod frames;
+#[cfg(target_os = "linux")]
 mod share;
 
 #[cfg(target_os = "linux")]
 pub use channel::{Channel, Listener};
 pub use error::IpcError;
+#[cfg(target_os = "linux")]
+pub use frames::{FrameClient, FrameServer};
 #[cfg(target_os = "linux")]
 pub use share::{Attached, Link, Server};
 pub use wire::{

@@ -61,6 +61,25 @@ impl SignalLedger {
         self.waited.fetch_max(value, Ordering::AcqRel);
     }
 
+    /// Notes that another process scheduled `value` (its notice said so): waits for it may be
+    /// enqueued from now on.
+    pub(crate) fn note_remote(&self, value: u64) {
+        let mut h = self.lock();
+        *h = (*h).max(value);
+    }
+
+    /// Runs `signal` for `value` above every value scheduled, without asking whether those
+    /// ran: for a semaphore whose other signaller is gone (its signals never will).
+    pub(crate) fn signal_over<R>(&self, value: u64, signal: impl FnOnce() -> Result<R>) -> Result<R> {
+        let mut last = self.lock();
+        if value <= *last {
+            return Err(SyncError::TimelineNotIncreasing { value, last: *last }.into());
+        }
+        let r = signal()?;
+        *last = value;
+        Ok(r)
+    }
+
     /// The highest value a GPU wait was enqueued for (the initial value before any).
     pub fn highest_wait(&self) -> u64 {
         self.waited.load(Ordering::Acquire)

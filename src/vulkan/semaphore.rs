@@ -250,6 +250,31 @@ impl Semaphore {
         )
     }
 
+    /// Notes that another process scheduled `value` on this exported timeline (a notice on the
+    /// connection that carries its frames said so), so that waits for it may be enqueued.
+    /// If that process dies before the signal runs, [`Self::release_after_peer_lost`] frees
+    /// what waits.
+    pub fn note_remote_signal(&self, value: u64) -> Result<()> {
+        self.require_timeline("a remote signal")?;
+        self.ledger.note_remote(value);
+        Ok(())
+    }
+
+    /// Signals `value` from the host after the process that was to signal this timeline is
+    /// gone: every wait enqueued here for its values is released (they will never be
+    /// signalled otherwise). `value` must exceed every value scheduled or noted.
+    pub fn release_after_peer_lost(&self, value: u64) -> Result<()> {
+        self.require_timeline("a host signal")?;
+        let info = vk::SemaphoreSignalInfo::default()
+            .semaphore(self.semaphore)
+            .value(value);
+        self.ledger.signal_over(value, || {
+            // SAFETY: a live timeline semaphore; the value exceeds every value scheduled in
+            // this process, and the process that scheduled the others is gone.
+            unsafe { self.ctx.device().signal_semaphore(&info) }.vk("vkSignalSemaphore")
+        })
+    }
+
     /// Waits on the host until the counter reaches `value`, or returns [`Error::Timeout`].
     /// A value that no signal was scheduled for (yet) is waited for too: another thread may
     /// schedule it; check with [`Self::check_scheduled`] first where none will.

@@ -1,0 +1,278 @@
+//! Frames across processes: a viewer (Vulkan, the [`FrameServer`]) draws what a producer
+//! (CUDA, the [`FrameClient`]) writes into the viewer's buffers, ordered on the GPU by two
+//! timelines the viewer owns — `written` (the producer signals frame N written) and `drawn`
+//! (the viewer signals frame N drawn) — as the in-process frame pacer does, with K frames in
+//! flight.
+//!
+//! Each side announces the values it schedules with a one-way notice ([`Link::notify`]); the
+//! other enqueues a GPU wait only for a value announced (none for a value nobody will
+//! signal), and the notices of frame N - K are long there when frame N needs them: no host
+//! round trip per frame. Every host wait is bounded. When the other side dies (its socket
+//! closes), each side releases what it enqueued waits for — the viewer signals `written` from
+//! the host ([`FrameServer::release_waits`]: it owns the timeline), the producer signals
+//! `drawn` from a fresh stream ([`FrameClient::release_waits`]) — and carries on or stops with
+//! [`IpcError::PeerClosed`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::error::IpcError;
+use super::share::{Attached, Link, Server};
+use super::wire::TimelineRole;
+use crate::cuda::{ExternalSemaphore, MappedRange};
+use crate::error::{CudaResultExt, Result};
+use crate::interop::FrameSubmit;
+use crate::vulkan::{BoundBuffer, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext};
+
+/// A value above any frame number: what a release after a lost peer signals.
+const RELEASED: u64 = 1 << 62;
+
+/// The viewer's side: owns the buffers (the caller's) and both timelines.
+pub struct FrameServer {
+    server: Server,
+    written: Arc<Semaphore>,
+    drawn: Arc<Semaphore>,
+    vk: Arc<VulkanContext>,
+    link: Option<Link>,
+    frames_in_flight: u32,
+}
+
+impl std::fmt::Debug for FrameServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameServer")
+            .field("server", &self.server)
+            .field("attached", &self.is_attached())
+            .field("frames_in_flight", &self.frames_in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FrameServer {
+    /// Listens under `name` for a producer writing `frames_in_flight` slots ahead; makes and
+    /// publishes the two timelines. Refused where the device cannot export timelines.
+    pub fn bind(name: &str, vk: &Arc<VulkanContext>, frames_in_flight: u32) -> Result<Self> {
+        if !(1..=16).contains(&frames_in_flight) {
+            return Err(crate::SyncError::FramesInFlight {
+                requested: frames_in_flight,
+                max: 16,
+            }
+            .into());
+        }
+        let written = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
+        let drawn = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE)?;
+        let mut server = Server::bind(name, vk)?;
+        server.publish_timeline(&written, TimelineRole::Attacher)?;
+        server.publish_timeline(&drawn, TimelineRole::Publisher)?;
+        Ok(Self {
+            server,
+            written,
+            drawn,
+            vk: vk.clone(),
+            link: None,
+            frames_in_flight,
+        })
+    }
+
+    /// Publishes a buffer the producer writes (see [`Server::publish_buffer`]).
+    pub fn publish_buffer(&mut self, buffer: &Arc<BoundBuffer>, element_type: u32, element_size: u32) -> Result<u32> {
+        self.server.publish_buffer(buffer, element_type, element_size)
+    }
+
+    /// Waits at most `timeout` for a producer (a new one replaces one that is gone).
+    pub fn accept(&mut self, timeout: Duration) -> Result<()> {
+        self.link = Some(self.server.accept(timeout)?);
+        Ok(())
+    }
+
+    /// Whether a producer is attached and has not gone.
+    pub fn is_attached(&self) -> bool {
+        self.link.as_ref().is_some_and(|l| !l.is_closed())
+    }
+
+    fn link(&mut self) -> Result<&mut Link> {
+        self.link
+            .as_mut()
+            .ok_or_else(|| IpcError::PeerClosed { partial: 0 }.into())
+    }
+
+    /// The newest frame the producer announced written, waiting at most `timeout` for one
+    /// after `after`; `Ok(None)` if none came in time. The value may now be waited for
+    /// ([`Self::submit_drawn`]). [`IpcError::PeerClosed`] once the producer is gone.
+    pub fn written(&mut self, after: u64, timeout: Duration) -> Result<Option<u64>> {
+        let newest = self.link()?.latest(after, timeout)?;
+        if let Some(n) = newest {
+            self.written.note_remote_signal(n)?;
+        }
+        Ok(newest)
+    }
+
+    /// Submits `submit` waiting (on the GPU) for frame `n` written and signalling frame `n`
+    /// drawn, then announces it. `n` must have been announced ([`Self::written`]): a wait
+    /// for anything else is refused ([`crate::SyncError::WaitNeverSignalled`]).
+    ///
+    /// # Safety
+    /// As [`VulkanContext::submit_with_semaphores`]: executable command buffers of this
+    /// device whose resources live until frame `n` is drawn.
+    pub unsafe fn submit_drawn(&mut self, n: u64, submit: &FrameSubmit<'_>) -> Result<()> {
+        let mut waits = vec![SemaphoreOp::wait(&self.written, n, submit.wait_stage)];
+        waits.extend_from_slice(submit.waits);
+        let mut signals = vec![SemaphoreOp::signal(&self.drawn, n)];
+        signals.extend_from_slice(submit.signals);
+        // SAFETY: forwarded; the wait is for an announced value (the ledger refuses others).
+        unsafe {
+            self.vk
+                .submit_with_semaphores(submit.command_buffers, &waits, &signals, submit.fence)
+        }?;
+        match self.link()?.notify(n) {
+            Ok(()) => Ok(()),
+            // The producer is gone: our frame is still drawn; the next call says so.
+            Err(crate::Error::Ipc(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// As [`Self::submit_drawn`] without the GPU wait for frame `n` written: for negative
+    /// controls (the draw then races the producer's writes).
+    ///
+    /// # Safety
+    /// As [`Self::submit_drawn`].
+    #[doc(hidden)]
+    pub unsafe fn submit_drawn_without_waiting(&mut self, n: u64, submit: &FrameSubmit<'_>) -> Result<()> {
+        let mut signals = vec![SemaphoreOp::signal(&self.drawn, n)];
+        signals.extend_from_slice(submit.signals);
+        // SAFETY: forwarded.
+        unsafe {
+            self.vk
+                .submit_with_semaphores(submit.command_buffers, submit.waits, &signals, submit.fence)
+        }?;
+        let _ = self.link()?.notify(n);
+        Ok(())
+    }
+
+    /// Waits on the host, at most `timeout`, until frame `n` is drawn (its command buffers
+    /// may be reused).
+    pub fn wait_drawn(&self, n: u64, timeout: Duration) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.drawn.check_scheduled(n)?;
+        self.drawn.wait_host(n, timeout)
+    }
+
+    /// After the producer is gone: releases every wait this viewer enqueued on `written` (a
+    /// host signal above any frame), so its queue runs on and its frames complete. The
+    /// buffers keep the last frame written.
+    pub fn release_waits(&mut self) -> Result<()> {
+        self.link = None;
+        let next = self.written.highest_signal().max(RELEASED) + 1;
+        self.written.release_after_peer_lost(next)
+    }
+
+    /// Frames in flight.
+    pub fn frames_in_flight(&self) -> u32 {
+        self.frames_in_flight
+    }
+}
+
+/// The producer's side: the viewer's buffers and timelines imported into CUDA.
+pub struct FrameClient {
+    attached: Attached,
+    written: ExternalSemaphore,
+    drawn: ExternalSemaphore,
+    cuda: Arc<CudaContext>,
+    frames_in_flight: u32,
+}
+
+impl std::fmt::Debug for FrameClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameClient")
+            .field("frames_in_flight", &self.frames_in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FrameClient {
+    /// Attaches to the viewer `name` from `cuda`'s GPU (checked against the viewer's), writing
+    /// `frames_in_flight` frames ahead at most; waits at most `timeout`.
+    pub fn attach(name: &str, cuda: &Arc<CudaContext>, frames_in_flight: u32, timeout: Duration) -> Result<Self> {
+        let uuid = crate::cuda::uuid_of(cuda)?;
+        let attached = Attached::connect(name, uuid, None, timeout)?;
+        let missing = |role| IpcError::NoSuchObject {
+            id: u32::from(role == TimelineRole::Publisher),
+            kind: super::wire::MessageKind::Timeline,
+        };
+        let written_id = attached.timeline_id(TimelineRole::Attacher).ok_or(missing(TimelineRole::Attacher))?;
+        let drawn_id = attached.timeline_id(TimelineRole::Publisher).ok_or(missing(TimelineRole::Publisher))?;
+        Ok(Self {
+            written: attached.import_cuda_timeline(written_id, cuda)?,
+            drawn: attached.import_cuda_timeline(drawn_id, cuda)?,
+            attached,
+            cuda: cuda.clone(),
+            frames_in_flight,
+        })
+    }
+
+    /// The published buffers' ids, in order.
+    pub fn buffer_ids(&self) -> Vec<u32> {
+        self.attached.buffers().map(|b| b.id).collect()
+    }
+
+    /// Buffer `id` mapped into CUDA (elements of `T`, checked against the description).
+    pub fn buffer<T>(&self, id: u32) -> Result<MappedRange> {
+        self.attached.import_cuda_buffer::<T>(id, &self.cuda)
+    }
+
+    /// Before writing frame `n` (1, 2, ...): `stream` waits on the GPU until the viewer has
+    /// drawn frame `n - K` (whose slot frame `n` reuses). Waits on the host, at most
+    /// `timeout`, only while the viewer has not yet announced that frame.
+    pub fn acquire(&mut self, n: u64, stream: &CudaStream, timeout: Duration) -> Result<()> {
+        let k = u64::from(self.frames_in_flight);
+        if n <= k {
+            return Ok(());
+        }
+        let need = n - k;
+        let link = self.attached.link();
+        if link.last_seen() < need {
+            match link.latest(need - 1, timeout)? {
+                Some(v) if v >= need => {}
+                _ => {
+                    return Err(crate::Error::Timeout {
+                        what: "the viewer's notice of a drawn frame",
+                        timeout_ns: timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+                    })
+                }
+            }
+        }
+        self.drawn.wait(stream, need)
+    }
+
+    /// After writing frame `n`: `stream` signals it written (the viewer's draw of it waits on
+    /// the GPU) and the viewer is told.
+    pub fn release(&mut self, n: u64, stream: &CudaStream) -> Result<()> {
+        self.written.signal(stream, n)?;
+        self.attached.link().notify(n)
+    }
+
+    /// Reads the viewer's notices without waiting: the newest frame it announced drawn.
+    /// [`IpcError::PeerClosed`] once it is gone.
+    pub fn drawn(&mut self) -> Result<u64> {
+        let link = self.attached.link();
+        link.latest(u64::MAX - 1, Duration::ZERO)?;
+        Ok(link.last_seen())
+    }
+
+    /// After the viewer is gone: releases this process's stream waits on `drawn` (a signal
+    /// above any frame from a fresh stream), so its streams run on.
+    pub fn release_waits(&self) -> Result<()> {
+        let stream = self.cuda.new_stream().cuda("cuStreamCreate")?;
+        self.drawn.signal(&stream, RELEASED + 1)?;
+        stream.synchronize().cuda("cuStreamSynchronize")
+    }
+
+    /// Frames in flight.
+    pub fn frames_in_flight(&self) -> u32 {
+        self.frames_in_flight
+    }
+}
