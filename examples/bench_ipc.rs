@@ -34,9 +34,17 @@ fn producer(name: &str, k: u32, frames: u64, stop_at: Option<u64>) -> anyhow::Re
     let cuda = cuvk::cuda::context(0)?;
     let t = Instant::now();
     let mut client = FrameClient::attach(name, &cuda, k, T)?;
-    let slots: Vec<_> = client.buffer_ids().iter().map(|&id| client.buffer::<u32>(id)).collect::<cuvk::Result<_>>()?;
+    let slots: Vec<_> = client
+        .buffer_ids()
+        .iter()
+        .map(|&id| client.buffer::<u32>(id))
+        .collect::<cuvk::Result<_>>()?;
     if slots.len() == 1 && slots[0].size() > 64 << 20 {
-        println!("attach + CUDA import of a {} MiB buffer: {:.2} ms", slots[0].size() >> 20, t.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "attach + CUDA import of a {} MiB buffer: {:.2} ms",
+            slots[0].size() >> 20,
+            t.elapsed().as_secs_f64() * 1e3
+        );
         return Ok(());
     }
     let kernels = Kernels::load(&cuda)?;
@@ -52,7 +60,9 @@ fn producer(name: &str, k: u32, frames: u64, stop_at: Option<u64>) -> anyhow::Re
                 // The viewer is gone: release what our stream waits for, then stop.
                 client.release_waits()?;
                 stream.synchronize()?;
-                println!("producer: the viewer went away at frame {n} ({e}); stream released, stopping");
+                println!(
+                    "producer: the viewer went away at frame {n} ({e}); stream released, stopping"
+                );
                 return Ok(());
             }
         }
@@ -60,7 +70,11 @@ fn producer(name: &str, k: u32, frames: u64, stop_at: Option<u64>) -> anyhow::Re
         kernels.fill(&stream, slot.device_ptr_ref(), ELEMENTS as u64, n as u32)?;
         client.release(n, &stream)?;
     }
+    let deadline = Instant::now() + T;
     while client.drawn()? < frames {
+        if Instant::now() > deadline {
+            bail!("producer: the viewer's notice of frame {frames} drawn never came");
+        }
         std::thread::sleep(Duration::from_micros(200));
     }
     stream.synchronize()?;
@@ -76,6 +90,22 @@ fn spawn_producer(name: &str, k: u32, frames: u64, stop_at: Option<u64>) -> anyh
     Ok(cmd.spawn()?)
 }
 
+/// Waits at most `T` for the producer; kills it past that. Whether it succeeded.
+fn wait_child(child: &mut Child) -> anyhow::Result<bool> {
+    let deadline = Instant::now() + T;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status.success());
+        }
+        if Instant::now() > deadline {
+            child.kill()?;
+            child.wait()?;
+            bail!("the producer did not finish within {T:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 struct Viewer {
     bridge: Bridge,
     slots: Vec<SharedBuffer<u32>>,
@@ -86,13 +116,18 @@ impl Viewer {
     /// A checker over the slots, its counts reset.
     fn checker(&mut self, command_slots: usize) -> anyhow::Result<Checker> {
         self.result.write(&[0u32; 3])?;
-        Ok(Checker::new(&self.bridge, &self.slots, &self.result, command_slots)?)
+        Checker::new(&self.bridge, &self.slots, &self.result, command_slots)
     }
 }
 
 /// The viewer side of `frames` cross-process frames at K in flight: (µs per frame, wrong
 /// elements). `gpu_wait` false: the negative control (Vulkan checks without waiting).
-fn cross_process(v: &mut Viewer, k: u32, frames: u64, gpu_wait: bool) -> anyhow::Result<(f64, u32)> {
+fn cross_process(
+    v: &mut Viewer,
+    k: u32,
+    frames: u64,
+    gpu_wait: bool,
+) -> anyhow::Result<(f64, u32)> {
     let name = name(&format!("k{k}-{gpu_wait}"));
     let mut server = FrameServer::bind(&name, v.bridge.vulkan(), k)?;
     for s in &v.slots[..k as usize] {
@@ -127,7 +162,7 @@ fn cross_process(v: &mut Viewer, k: u32, frames: u64, gpu_wait: bool) -> anyhow:
     }
     server.wait_drawn(frames, T)?;
     let us = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
-    if !child.wait()?.success() {
+    if !wait_child(&mut child)? {
         bail!("producer failed");
     }
     drop(checker);
@@ -145,12 +180,20 @@ fn in_process(v: &mut Viewer, k: u32, frames: u64) -> anyhow::Result<(f64, u32)>
         let f = pacer.begin_frame()?;
         let slot = &v.slots[f.slot()];
         pacer.cuda_acquire(&f, &stream)?;
-        kernels.fill(&stream, slot.kernel_arg(), ELEMENTS as u64, f.number() as u32)?;
+        kernels.fill(
+            &stream,
+            slot.kernel_arg(),
+            ELEMENTS as u64,
+            f.number() as u32,
+        )?;
         pacer.cuda_release(&f, &stream)?;
         // SAFETY: begin_frame freed the command slot; everything lives until wait_idle.
         unsafe {
             let cmd = checker.record(f.command_slot(), f.slot(), f.number() as u32, Some(slot))?;
-            pacer.vulkan_submit(&f, &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER))?;
+            pacer.vulkan_submit(
+                &f,
+                &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
+            )?;
         }
     }
     pacer.wait_idle(T)?;
@@ -189,7 +232,10 @@ fn faults(v: &mut Viewer) -> anyhow::Result<()> {
                     child.wait()?;
                     let t = Instant::now();
                     let e = server.written(announced, T).unwrap_err();
-                    println!("viewer: producer killed after frame {announced}; noticed in {:?}: {e}", t.elapsed());
+                    println!(
+                        "viewer: producer killed after frame {announced}; noticed in {:?}: {e}",
+                        t.elapsed()
+                    );
                     break;
                 }
                 Err(e) => bail!("unexpected {e}"),
@@ -201,7 +247,10 @@ fn faults(v: &mut Viewer) -> anyhow::Result<()> {
         // SAFETY: as in `cross_process`.
         unsafe {
             let cmd = checker.record(cs, slot, n as u32, Some(&v.slots[slot]))?;
-            server.submit_drawn(n, &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER))?;
+            server.submit_drawn(
+                n,
+                &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
+            )?;
         }
         submitted = n;
     }
@@ -224,9 +273,12 @@ fn faults(v: &mut Viewer) -> anyhow::Result<()> {
     let _ = server.written(0, T)?;
     let t = Instant::now();
     drop(server);
-    let status = child.wait()?;
-    println!("producer: exited {status} {:?} after the viewer went away", t.elapsed());
-    if !status.success() {
+    let ok = wait_child(&mut child)?;
+    println!(
+        "producer: exited (success: {ok}) {:?} after the viewer went away",
+        t.elapsed()
+    );
+    if !ok {
         bail!("the producer did not stop cleanly");
     }
     Ok(())
@@ -256,41 +308,65 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let bridge = Bridge::new(BridgeConfig::default())?;
-    println!("device: {} (uuid {})", bridge.vulkan().info().name, bridge.uuid());
+    println!(
+        "device: {} (uuid {})",
+        bridge.vulkan().info().name,
+        bridge.uuid()
+    );
     let slots = (0..8)
         .map(|_| bridge.create_buffer::<u32>(ELEMENTS, BufferUsage::STORAGE_BUFFER))
         .collect::<cuvk::Result<Vec<_>>>()?;
     let result = HostBuffer::new(bridge.vulkan(), 12, vk::BufferUsageFlags::STORAGE_BUFFER)?;
-    let mut v = Viewer { bridge, slots, result };
+    let mut v = Viewer {
+        bridge,
+        slots,
+        result,
+    };
     if fault_test {
         return faults(&mut v);
     }
     // Setup: publish + attach of a 256 MiB buffer (the producer prints its side).
     {
-        let big: SharedBuffer<u32> = v.bridge.create_buffer(64 << 20, BufferUsage::STORAGE_BUFFER)?;
+        let big: SharedBuffer<u32> = v
+            .bridge
+            .create_buffer(64 << 20, BufferUsage::STORAGE_BUFFER)?;
         let name = name("setup");
         let t = Instant::now();
         let mut server = FrameServer::bind(&name, v.bridge.vulkan(), 1)?;
         server.publish_buffer(big.vulkan_buffer(), 0, 4)?;
         let mut child = spawn_producer(&name, 1, 0, None)?;
         server.accept(T)?;
-        println!("publish + accept (export and send) of a 256 MiB buffer: {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
-        child.wait()?;
+        println!(
+            "publish + accept (export and send) of a 256 MiB buffer: {:.2} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        wait_child(&mut child)?;
     }
     // Warm-up.
+    eprintln!("warm-up: in-process");
     in_process(&mut v, 3, 200)?;
+    eprintln!("warm-up: cross-process");
     cross_process(&mut v, 3, 200, true)?;
+    eprintln!("warm-up done");
     let mut rows = Vec::new();
-    for k in [1, 3, 8] {
+    for k in [3, 8, 1] {
         let (a, bad_a) = in_process(&mut v, k, frames)?;
+        eprintln!("K={k}: in-process {a:.1} us/frame, {bad_a} wrong");
         let (b, bad_b) = cross_process(&mut v, k, frames, true)?;
+        eprintln!("K={k}: cross-process {b:.1} us/frame, {bad_b} wrong");
         rows.push((k, a, bad_a, b, bad_b));
     }
     let (ctl, bad_ctl) = cross_process(&mut v, 3, frames.min(2000), false)?;
     println!();
-    println!("{:<6} {:>22} {:>8} {:>22} {:>8} {:>7}", "K", "in-process pacer us/f", "wrong", "cross-process us/f", "wrong", "ratio");
+    println!(
+        "{:<6} {:>22} {:>8} {:>22} {:>8} {:>7}",
+        "K", "in-process pacer us/f", "wrong", "cross-process us/f", "wrong", "ratio"
+    );
     for (k, a, bad_a, b, bad_b) in rows {
-        println!("{k:<6} {a:>22.1} {bad_a:>8} {b:>22.1} {bad_b:>8} {:>6.2}x", b / a);
+        println!(
+            "{k:<6} {a:>22.1} {bad_a:>8} {b:>22.1} {bad_b:>8} {:>6.2}x",
+            b / a
+        );
     }
     println!("negative control, K=3, viewer without its GPU wait: {ctl:.1} us/frame, {bad_ctl} wrong elements");
     Ok(())

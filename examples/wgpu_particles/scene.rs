@@ -488,6 +488,7 @@ fn canvas(
 }
 
 /// Particle storage and the step for one [`Mode`].
+#[allow(clippy::large_enum_variant)] // one per scene
 enum Store {
     Inline {
         wgpu: WgpuDevice,
