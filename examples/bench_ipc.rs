@@ -56,7 +56,7 @@ fn producer(name: &str, k: u32, frames: u64, stop_at: Option<u64>) -> anyhow::Re
         }
         match client.acquire(n, &stream, T) {
             Ok(()) => {}
-            Err(e) => {
+            Err(e @ cuvk::Error::Ipc(cuvk::ipc::IpcError::PeerClosed { .. })) => {
                 // The viewer is gone: release what our stream waits for, then stop.
                 client.release_waits()?;
                 stream.synchronize()?;
@@ -65,6 +65,7 @@ fn producer(name: &str, k: u32, frames: u64, stop_at: Option<u64>) -> anyhow::Re
                 );
                 return Ok(());
             }
+            Err(e) => return Err(e.into()),
         }
         let slot = &slots[((n - 1) % u64::from(k)) as usize];
         kernels.fill(&stream, slot.device_ptr_ref(), ELEMENTS as u64, n as u32)?;
@@ -145,6 +146,9 @@ fn cross_process(
             while announced < n {
                 announced = server.written(announced, T)?.context("producer silent")?;
             }
+        } else if let Some(v) = server.written(announced, Duration::ZERO)? {
+            // The control does not wait, but still reads the producer's notices.
+            announced = v;
         }
         let slot = ((n - 1) % u64::from(k)) as usize;
         // SAFETY: the command slot's frame 2K back is drawn (waited above); the slots and the

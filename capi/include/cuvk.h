@@ -678,6 +678,10 @@ enum CuvkRule
    */
   CUVK_RULE_IPC_DESCRIPTION_REFUSED = 3102,
   /**
+   * A release meant for a lost peer asked for while the peer is still connected.
+   */
+  CUVK_RULE_IPC_STILL_CONNECTED = 3103,
+  /**
    * Peer access asked for between GPUs that have no peer path.
    */
   CUVK_RULE_PEER_NO_ACCESS = 3329,

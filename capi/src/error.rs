@@ -432,6 +432,9 @@ pub enum CuvkRule {
     /// A description the importing driver (or the caller's types) contradicts.
     CuvkRuleIpcDescriptionRefused = 0x0C1E,
 
+    /// A release meant for a lost peer asked for while the peer is still connected.
+    CuvkRuleIpcStillConnected = 0x0C1F,
+
     /// Peer access asked for between GPUs that have no peer path.
     CuvkRulePeerNoAccess = 0x0D01,
 

@@ -177,6 +177,7 @@ pub(crate) const ALL: &[R] = &[
     R::CuvkRuleIpcUnexpectedMessage,
     R::CuvkRuleIpcNoSuchObject,
     R::CuvkRuleIpcDescriptionRefused,
+    R::CuvkRuleIpcStillConnected,
     R::CuvkRulePeerNoAccess,
     R::CuvkRulePeerDeviceMismatch,
     R::CuvkRulePeerSizeMismatch,

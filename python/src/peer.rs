@@ -38,7 +38,10 @@ fn cuda_array(src: &Bound<'_, PyAny>) -> PyResult<(u64, u64)> {
         .get(2..)
         .and_then(|d| d.parse().ok())
         .ok_or_else(not_array)?;
-    let count: u64 = shape.iter().product();
+    let count = shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .ok_or_else(not_array)?;
     if let Some(strides) = cai.get_item("strides")?.filter(|s| !s.is_none()) {
         let strides: Vec<i64> = strides
             .cast::<PyTuple>()
@@ -57,7 +60,7 @@ fn cuda_array(src: &Bound<'_, PyAny>) -> PyResult<(u64, u64)> {
             expected *= *dim as i64;
         }
     }
-    Ok((ptr, count * itemsize))
+    Ok((ptr, count.checked_mul(itemsize).ok_or_else(not_array)?))
 }
 
 /// See the module documentation.

@@ -334,6 +334,8 @@ pub enum Rule {
     IpcNoSuchObject = 0x0C1D,
     /// A description the importing driver (or the caller's types) contradicts.
     IpcDescriptionRefused = 0x0C1E,
+    /// A release meant for a lost peer asked for while the peer is still connected.
+    IpcStillConnected = 0x0C1F,
     /// Peer access asked for between GPUs that have no peer path.
     PeerNoAccess = 0x0D01,
     /// A shared buffer handed to something on another GPU.
@@ -505,6 +507,7 @@ impl Rule {
         Rule::IpcUnexpectedMessage,
         Rule::IpcNoSuchObject,
         Rule::IpcDescriptionRefused,
+        Rule::IpcStillConnected,
         Rule::PeerNoAccess,
         Rule::PeerDeviceMismatch,
         Rule::PeerSizeMismatch,
@@ -688,6 +691,7 @@ impl Rule {
             Rule::IpcUnexpectedMessage => "Ipc.UnexpectedMessage",
             Rule::IpcNoSuchObject => "Ipc.NoSuchObject",
             Rule::IpcDescriptionRefused => "Ipc.DescriptionRefused",
+            Rule::IpcStillConnected => "Ipc.StillConnected",
             Rule::PeerNoAccess => "Peer.NoPeerAccess",
             Rule::PeerDeviceMismatch => "Peer.DeviceMismatch",
             Rule::PeerSizeMismatch => "Peer.SizeMismatch",
@@ -921,6 +925,7 @@ impl Error {
             Error::Ipc(IpcError::UnexpectedMessage { .. }) => Rule::IpcUnexpectedMessage,
             Error::Ipc(IpcError::NoSuchObject { .. }) => Rule::IpcNoSuchObject,
             Error::Ipc(IpcError::DescriptionRefused { .. }) => Rule::IpcDescriptionRefused,
+            Error::Ipc(IpcError::StillConnected { .. }) => Rule::IpcStillConnected,
             Error::Ipc(
                 IpcError::PeerClosed { .. } | IpcError::Timeout { .. } | IpcError::Io { .. },
             ) => return None,

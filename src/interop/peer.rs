@@ -94,7 +94,12 @@ pub fn device_pointer_range(ptr: sys::CUdeviceptr) -> Result<(usize, std::ops::R
         .result()
         .cuda("cuPointerGetAttribute(RANGE_SIZE)")?;
     }
-    Ok((ordinal.max(0) as usize, start..start + size as u64))
+    // -1: host or managed memory, which lives on no GPU.
+    let ordinal = usize::try_from(ordinal).map_err(|_| crate::Error::Cuda {
+        call: "cuPointerGetAttribute(DEVICE_ORDINAL): not device memory",
+        source: cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE),
+    })?;
+    Ok((ordinal, start..start + size as u64))
 }
 
 /// The devices a peer buffer opens to: the owner first, then each other device once; refused

@@ -67,12 +67,14 @@ pub struct StreamOrder {
 
 /// How a stream of another GPU (a peer) joins the order: CUDA events across devices, in one
 /// process. The semaphores are imported into the bridge's context only, so the waits and
-/// signals run on a relay stream there: a peer's release records an event on the peer's
-/// stream that the relay stream waits for before signalling; a peer's acquire waits on the
-/// relay stream and records an event there that the peer's stream waits for.
+/// signals run on relay streams there: a peer's release records an event on the peer's
+/// stream that the release relay waits for before signalling; a peer's acquire waits on the
+/// acquire relay and records an event there that the peer's stream waits for. Two relays, so
+/// that an acquire's wait for Vulkan never holds up a release Vulkan may be waiting for.
 struct Relay {
     cuda: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+    acquire_stream: Arc<CudaStream>,
+    release_stream: Arc<CudaStream>,
     // Recorded on the relay stream after an acquire's wait; held while recorded and waited.
     acquired: Mutex<CudaEvent>,
     // One event per peer context, recorded on the peer's stream before its release (under the
@@ -85,7 +87,8 @@ impl Relay {
         let quiet = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
         Ok(Self {
             cuda: cuda.clone(),
-            stream: cuda.new_stream().cuda("cuStreamCreate")?,
+            acquire_stream: cuda.new_stream().cuda("cuStreamCreate")?,
+            release_stream: cuda.new_stream().cuda("cuStreamCreate")?,
             acquired: Mutex::new(cuda.new_event(quiet).cuda("cuEventCreate")?),
             peers: Mutex::new(Vec::new()),
         })
@@ -113,12 +116,14 @@ impl Relay {
         };
         let event = &peers[at];
         event.record(stream).cuda("cuEventRecord")?;
-        self.stream.wait(event).cuda("cuStreamWaitEvent")
+        self.release_stream.wait(event).cuda("cuStreamWaitEvent")
     }
 
     /// Makes the peer `stream` wait for the work enqueued on the relay stream so far.
     fn lead(&self, stream: &CudaStream, acquired: &CudaEvent) -> Result<()> {
-        acquired.record(&self.stream).cuda("cuEventRecord")?;
+        acquired
+            .record(&self.acquire_stream)
+            .cuda("cuEventRecord")?;
         stream.wait(acquired).cuda("cuStreamWaitEvent")
     }
 }
@@ -282,7 +287,7 @@ impl StreamOrder {
             let acquired = lock(&self.relay.acquired);
             self.timelines
                 .vulkan_done_import
-                .wait(&self.relay.stream, value)?;
+                .wait(&self.relay.acquire_stream, value)?;
             return self.relay.lead(stream, &acquired);
         }
         self.timelines.vulkan_done_import.wait(stream, value)
@@ -323,7 +328,7 @@ impl StreamOrder {
         }
         self.relay.follow(stream)?;
         // SAFETY: the relay stream is a live stream of the order's context.
-        unsafe { self.release_chained(self.relay.stream.cu_stream(), value) }
+        unsafe { self.release_chained(self.relay.release_stream.cu_stream(), value) }
     }
 
     /// As [`Self::cuda_release`] on a raw stream (checked to be the bridge context's).
@@ -447,8 +452,10 @@ impl StreamOrder {
         signals.push(SemaphoreOp::signal(&t.vulkan_done, vulkan_value));
         signals.push(SemaphoreOp::signal(&t.vulkan_done_host, vulkan_value));
         signals.extend_from_slice(submit.signals);
-        // SAFETY: forwarded from the caller; `submit_with_semaphores` refuses waits for
-        // values never scheduled and signals that do not increase, before the driver.
+        // SAFETY: forwarded from the caller; `submit_with_semaphores` refuses signals that do
+        // not increase, before the driver. (The `cuda_done` wait is for a marks' release,
+        // scheduled when it was recorded, or for the caller's value in
+        // `vulkan_submit_values`, which the frame pacer checks before it submits.)
         unsafe {
             self.context().submit_with_semaphores(
                 submit.command_buffers,

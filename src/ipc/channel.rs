@@ -21,6 +21,9 @@ use super::wire::{decode, encode, Header, Message, HEADER_LEN, MAX_FDS};
 const CONTROL_LEN: usize =
     unsafe { libc::CMSG_SPACE((MAX_FDS * size_of::<RawFd>()) as u32) } as usize;
 
+/// How long the rest of a message that has begun to arrive may take.
+const MESSAGE_GRACE: Duration = Duration::from_secs(1);
+
 /// A control-message buffer aligned for `cmsghdr`.
 #[repr(C, align(8))]
 struct Control([u8; CONTROL_LEN]);
@@ -116,18 +119,57 @@ impl Channel {
         let mut sent = 0;
         while sent < bytes.len() {
             let fds = if sent == 0 { fds } else { &[] };
-            sent +=
-                sendmsg(self.stream.as_raw_fd(), &bytes[sent..], fds).map_err(
-                    |errno| match errno {
-                        libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
-                        _ => IpcError::Io {
-                            op: "sendmsg",
-                            errno,
-                        },
+            sent += sendmsg(self.stream.as_raw_fd(), &bytes[sent..], fds, 0).map_err(|errno| {
+                match errno {
+                    libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
+                    _ => IpcError::Io {
+                        op: "sendmsg",
+                        errno,
                     },
-                )?;
+                }
+            })?;
         }
         Ok(())
+    }
+
+    /// Sends `msg` (one without descriptors) only if the socket takes it at once: `Ok(false)`
+    /// where it would block (the peer is not reading), so a sender of notices never waits on
+    /// its peer. A message the socket took part of is finished within `timeout` (it is a few
+    /// bytes: the rest follows as soon as the peer reads anything).
+    pub fn try_send(&self, msg: &Message, timeout: Duration) -> Result<bool, IpcError> {
+        if msg.kind().fd_count() != 0 {
+            return Err(IpcError::FdCountMismatch {
+                kind: msg.kind(),
+                expected: msg.kind().fd_count(),
+                got: 0,
+            });
+        }
+        msg.validate()?;
+        let bytes = encode(msg);
+        let _guard = lock(&self.send_lock);
+        let fd = self.stream.as_raw_fd();
+        let closed = |errno, sent| match errno {
+            libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
+            _ => IpcError::Io {
+                op: "sendmsg",
+                errno,
+            },
+        };
+        let mut sent = match sendmsg(fd, &bytes, &[], libc::MSG_DONTWAIT) {
+            Ok(n) => n,
+            Err(libc::EAGAIN) => return Ok(false),
+            Err(errno) => return Err(closed(errno, 0)),
+        };
+        let deadline = Instant::now().checked_add(timeout);
+        while sent < bytes.len() {
+            wait_writable(fd, deadline, timeout)?;
+            match sendmsg(fd, &bytes[sent..], &[], libc::MSG_DONTWAIT) {
+                Ok(n) => sent += n,
+                Err(libc::EAGAIN) => {}
+                Err(errno) => return Err(closed(errno, sent)),
+            }
+        }
+        Ok(true)
     }
 
     /// Receives one whole message and its descriptors, waiting at most `timeout` for all of
@@ -163,8 +205,17 @@ impl Channel {
     ) -> Result<(), IpcError> {
         let fd = self.stream.as_raw_fd();
         let mut filled = 0;
+        // Once a message has begun, its rest gets a grace period past the caller's deadline:
+        // a timeout mid-message would leave the stream out of step (a zero-timeout poll that
+        // caught a header must not lose the body).
+        let grace = Instant::now().checked_add(MESSAGE_GRACE);
         while filled < buf.len() {
-            wait(fd, deadline, timeout)?;
+            let begun = before + filled > 0;
+            let until = match (begun, deadline, grace) {
+                (true, Some(d), Some(g)) => Some(d.max(g)),
+                _ => deadline,
+            };
+            wait(fd, until, timeout)?;
             match recvmsg(fd, &mut buf[filled..], fds) {
                 Ok(Some(0)) => {
                     return Err(IpcError::PeerClosed {
@@ -268,6 +319,20 @@ fn timed_out(timeout: Duration) -> IpcError {
 
 /// Waits until `fd` is readable (or hung up) or the deadline passes (`None`: no deadline).
 fn wait(fd: RawFd, deadline: Option<Instant>, timeout: Duration) -> Result<(), IpcError> {
+    wait_for(fd, libc::POLLIN, deadline, timeout)
+}
+
+/// Waits until `fd` takes more bytes (or hung up) or the deadline passes.
+fn wait_writable(fd: RawFd, deadline: Option<Instant>, timeout: Duration) -> Result<(), IpcError> {
+    wait_for(fd, libc::POLLOUT, deadline, timeout)
+}
+
+fn wait_for(
+    fd: RawFd,
+    events: i16,
+    deadline: Option<Instant>,
+    timeout: Duration,
+) -> Result<(), IpcError> {
     loop {
         let ms = match deadline {
             None => -1,
@@ -279,7 +344,7 @@ fn wait(fd: RawFd, deadline: Option<Instant>, timeout: Duration) -> Result<(), I
         };
         let mut pfd = libc::pollfd {
             fd,
-            events: libc::POLLIN,
+            events,
             revents: 0,
         };
         // SAFETY: one valid pollfd, for the duration of the call.
@@ -301,7 +366,7 @@ fn wait(fd: RawFd, deadline: Option<Instant>, timeout: Duration) -> Result<(), I
 
 /// One `sendmsg` of `data`, with `fds` as `SCM_RIGHTS` when there are any: the bytes sent,
 /// or the errno.
-fn sendmsg(sock: RawFd, data: &[u8], fds: &[BorrowedFd<'_>]) -> Result<usize, i32> {
+fn sendmsg(sock: RawFd, data: &[u8], fds: &[BorrowedFd<'_>], flags: i32) -> Result<usize, i32> {
     let mut iov = libc::iovec {
         iov_base: data.as_ptr().cast_mut().cast(),
         iov_len: data.len(),
@@ -336,7 +401,7 @@ fn sendmsg(sock: RawFd, data: &[u8], fds: &[BorrowedFd<'_>]) -> Result<usize, i3
         // SAFETY: `msg` points at `iov` (over `data`) and `control`, all alive for the call;
         // the descriptors are borrowed, so open. MSG_NOSIGNAL: a closed peer is EPIPE, not
         // SIGPIPE.
-        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL | flags) };
         match usize::try_from(n) {
             Ok(0) => return Err(libc::EIO), // a stream socket sends something or fails
             Ok(n) => return Ok(n),

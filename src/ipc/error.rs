@@ -245,6 +245,13 @@ pub enum IpcError {
         /// The kind asked for.
         kind: MessageKind,
     },
+    /// A release meant for a lost peer asked for while the peer is still connected (it would
+    /// signal values under the peer's feet).
+    #[error("the other side is still connected: {what} is only for after it is gone")]
+    StillConnected {
+        /// What was asked for.
+        what: &'static str,
+    },
     /// A description the importing driver (or the caller's types) contradicts.
     #[error("object {id}: the description breaks the rule \"{rule}\" (described {described}, found {driver})")]
     DescriptionRefused {
@@ -293,6 +300,7 @@ impl IpcError {
             IpcError::UnexpectedMessage { .. } => 0x0C1C,
             IpcError::NoSuchObject { .. } => 0x0C1D,
             IpcError::DescriptionRefused { .. } => 0x0C1E,
+            IpcError::StillConnected { .. } => 0x0C1F,
         }
     }
 
@@ -329,6 +337,7 @@ impl IpcError {
             IpcError::UnexpectedMessage { .. } => "unexpected_message",
             IpcError::NoSuchObject { .. } => "no_such_object",
             IpcError::DescriptionRefused { .. } => "description_refused",
+            IpcError::StillConnected { .. } => "still_connected",
         }
     }
 

@@ -76,8 +76,14 @@ impl FrameServer {
     }
 
     /// Publishes a buffer the producer writes (see [`Server::publish_buffer`]).
-    pub fn publish_buffer(&mut self, buffer: &Arc<BoundBuffer>, element_type: u32, element_size: u32) -> Result<u32> {
-        self.server.publish_buffer(buffer, element_type, element_size)
+    pub fn publish_buffer(
+        &mut self,
+        buffer: &Arc<BoundBuffer>,
+        element_type: u32,
+        element_size: u32,
+    ) -> Result<u32> {
+        self.server
+            .publish_buffer(buffer, element_type, element_size)
     }
 
     /// Waits at most `timeout` for a producer (a new one replaces one that is gone).
@@ -116,6 +122,7 @@ impl FrameServer {
     /// As [`VulkanContext::submit_with_semaphores`]: executable command buffers of this
     /// device whose resources live until frame `n` is drawn.
     pub unsafe fn submit_drawn(&mut self, n: u64, submit: &FrameSubmit<'_>) -> Result<()> {
+        self.written.check_scheduled(n)?;
         let mut waits = vec![SemaphoreOp::wait(&self.written, n, submit.wait_stage)];
         waits.extend_from_slice(submit.waits);
         let mut signals = vec![SemaphoreOp::signal(&self.drawn, n)];
@@ -126,10 +133,9 @@ impl FrameServer {
                 .submit_with_semaphores(submit.command_buffers, &waits, &signals, submit.fence)
         }?;
         match self.link()?.notify(n) {
-            Ok(()) => Ok(()),
             // The producer is gone: our frame is still drawn; the next call says so.
-            Err(crate::Error::Ipc(_)) => Ok(()),
-            Err(e) => Err(e),
+            Err(crate::Error::Ipc(IpcError::PeerClosed { .. })) => Ok(()),
+            other => other,
         }
     }
 
@@ -139,16 +145,26 @@ impl FrameServer {
     /// # Safety
     /// As [`Self::submit_drawn`].
     #[doc(hidden)]
-    pub unsafe fn submit_drawn_without_waiting(&mut self, n: u64, submit: &FrameSubmit<'_>) -> Result<()> {
+    pub unsafe fn submit_drawn_without_waiting(
+        &mut self,
+        n: u64,
+        submit: &FrameSubmit<'_>,
+    ) -> Result<()> {
         let mut signals = vec![SemaphoreOp::signal(&self.drawn, n)];
         signals.extend_from_slice(submit.signals);
         // SAFETY: forwarded.
         unsafe {
-            self.vk
-                .submit_with_semaphores(submit.command_buffers, submit.waits, &signals, submit.fence)
+            self.vk.submit_with_semaphores(
+                submit.command_buffers,
+                submit.waits,
+                &signals,
+                submit.fence,
+            )
         }?;
-        let _ = self.link()?.notify(n);
-        Ok(())
+        match self.link()?.notify(n) {
+            Err(crate::Error::Ipc(IpcError::PeerClosed { .. })) => Ok(()),
+            other => other,
+        }
     }
 
     /// Waits on the host, at most `timeout`, until frame `n` is drawn (its command buffers
@@ -164,7 +180,16 @@ impl FrameServer {
     /// After the producer is gone: releases every wait this viewer enqueued on `written` (a
     /// host signal above any frame), so its queue runs on and its frames complete. The
     /// buffers keep the last frame written.
+    ///
+    /// Refused ([`IpcError::StillConnected`]) while the producer is connected: its signals
+    /// would then land below the released value.
     pub fn release_waits(&mut self) -> Result<()> {
+        if self.is_attached() {
+            return Err(IpcError::StillConnected {
+                what: "releasing the waits on the producer's timeline",
+            }
+            .into());
+        }
         self.link = None;
         let next = self.written.highest_signal().max(RELEASED) + 1;
         self.written.release_after_peer_lost(next)
@@ -196,15 +221,24 @@ impl std::fmt::Debug for FrameClient {
 impl FrameClient {
     /// Attaches to the viewer `name` from `cuda`'s GPU (checked against the viewer's), writing
     /// `frames_in_flight` frames ahead at most; waits at most `timeout`.
-    pub fn attach(name: &str, cuda: &Arc<CudaContext>, frames_in_flight: u32, timeout: Duration) -> Result<Self> {
+    pub fn attach(
+        name: &str,
+        cuda: &Arc<CudaContext>,
+        frames_in_flight: u32,
+        timeout: Duration,
+    ) -> Result<Self> {
         let uuid = crate::cuda::uuid_of(cuda)?;
         let attached = Attached::connect(name, uuid, None, timeout)?;
         let missing = |role| IpcError::NoSuchObject {
             id: u32::from(role == TimelineRole::Publisher),
             kind: super::wire::MessageKind::Timeline,
         };
-        let written_id = attached.timeline_id(TimelineRole::Attacher).ok_or(missing(TimelineRole::Attacher))?;
-        let drawn_id = attached.timeline_id(TimelineRole::Publisher).ok_or(missing(TimelineRole::Publisher))?;
+        let written_id = attached
+            .timeline_id(TimelineRole::Attacher)
+            .ok_or(missing(TimelineRole::Attacher))?;
+        let drawn_id = attached
+            .timeline_id(TimelineRole::Publisher)
+            .ok_or(missing(TimelineRole::Publisher))?;
         Ok(Self {
             written: attached.import_cuda_timeline(written_id, cuda)?,
             drawn: attached.import_cuda_timeline(drawn_id, cuda)?,
@@ -252,7 +286,10 @@ impl FrameClient {
     /// the GPU) and the viewer is told.
     pub fn release(&mut self, n: u64, stream: &CudaStream) -> Result<()> {
         self.written.signal(stream, n)?;
-        self.attached.link().notify(n)
+        let link = self.attached.link();
+        link.notify(n)?;
+        // Read what the viewer said meanwhile, so its notices never pile up unread.
+        link.latest(u64::MAX - 1, Duration::ZERO).map(drop)
     }
 
     /// Reads the viewer's notices without waiting: the newest frame it announced drawn.
@@ -265,7 +302,15 @@ impl FrameClient {
 
     /// After the viewer is gone: releases this process's stream waits on `drawn` (a signal
     /// above any frame from a fresh stream), so its streams run on.
-    pub fn release_waits(&self) -> Result<()> {
+    ///
+    /// Refused ([`IpcError::StillConnected`]) while the viewer is connected.
+    pub fn release_waits(&mut self) -> Result<()> {
+        if !self.attached.link().is_closed() {
+            return Err(IpcError::StillConnected {
+                what: "releasing the waits on the viewer's timeline",
+            }
+            .into());
+        }
         let stream = self.cuda.new_stream().cuda("cuStreamCreate")?;
         self.drawn.signal(&stream, RELEASED + 1)?;
         stream.synchronize().cuda("cuStreamSynchronize")

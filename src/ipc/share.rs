@@ -119,6 +119,18 @@ impl Server {
         semaphore: &Arc<Semaphore>,
         role: TimelineRole,
     ) -> Result<u32> {
+        if !Arc::ptr_eq(semaphore.context(), &self.vk) {
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Semaphore,
+                owner: crate::DeviceOwner::VulkanDevice,
+            });
+        }
+        if !semaphore.is_exportable() {
+            return Err(crate::MemoryError::NotExportable {
+                what: crate::Exportable::Semaphore,
+            }
+            .into());
+        }
         if !matches!(semaphore.kind(), SemaphoreKind::Timeline { .. }) {
             return Err(crate::SyncError::NeedsTimeline {
                 operation: "publishing a semaphore",
@@ -162,12 +174,20 @@ impl Server {
 }
 
 /// The connection after setup: one-way frame notices both ways.
+///
+/// Sending a notice never blocks: where the peer is not reading, the newest value waits here
+/// and goes with the next call (notices carry "up to N", so only the newest matters).
 #[derive(Debug)]
 pub struct Link {
     channel: Channel,
     latest: u64,
     closed: bool,
+    // The newest value not yet sent (the socket was full), sent by the next call.
+    pending: std::sync::Mutex<Option<u64>>,
 }
+
+/// How long a notice the socket took part of may take to finish.
+const NOTICE_GRACE: Duration = Duration::from_secs(1);
 
 impl Link {
     fn new(channel: Channel) -> Self {
@@ -175,35 +195,65 @@ impl Link {
             channel,
             latest: 0,
             closed: false,
+            pending: std::sync::Mutex::new(None),
         }
     }
 
     /// Tells the other side that `value` is scheduled on the timeline this side signals.
-    /// [`IpcError::PeerClosed`] once the other side is gone (never a hang: the socket does
-    /// not block on a dead peer).
+    /// Never waits for the other side: if it is not reading, the value is kept and sent with
+    /// the next notice. [`IpcError::PeerClosed`] once the other side is gone.
     pub fn notify(&self, value: u64) -> Result<()> {
-        Ok(self
-            .channel
-            .send(&Message::Frame(FrameNotice { value }), &[])?)
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let value = pending.take().map_or(value, |p| p.max(value));
+        let notice = Message::Frame(FrameNotice { value });
+        if !self.channel.try_send(&notice, NOTICE_GRACE)? {
+            *pending = Some(value);
+        }
+        Ok(())
+    }
+
+    /// Sends a notice that waited for room, if there is one and room now.
+    fn flush(&self) -> Result<()> {
+        let waiting = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match waiting {
+            Some(v) => self.notify(v),
+            None => Ok(()),
+        }
     }
 
     /// The newest value the other side announced, reading every notice that arrived; waits
     /// at most `timeout` for one newer than `after`. `Ok(None)`: none newer in time.
-    /// [`IpcError::PeerClosed`] once the other side is gone (its earlier notices still count:
-    /// [`Self::last_seen`]).
+    /// [`IpcError::PeerClosed`] once the other side is gone and nothing newer than `after`
+    /// had arrived before (its notices still count: [`Self::last_seen`]).
     pub fn latest(&mut self, after: u64, timeout: Duration) -> Result<Option<u64>> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = if self.latest > after {
-                Duration::ZERO
+        if self.closed {
+            return if self.latest > after {
+                Ok(Some(self.latest))
             } else {
-                deadline.saturating_duration_since(Instant::now())
+                Err(IpcError::PeerClosed { partial: 0 }.into())
+            };
+        }
+        self.flush()?;
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            let left = match deadline {
+                _ if self.latest > after => Duration::ZERO,
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => timeout,
             };
             match self.channel.recv(left) {
                 Ok((Message::Frame(n), _)) => self.latest = self.latest.max(n.value),
-                Ok((Message::Goodbye, _)) => {
+                Ok((Message::Goodbye, _)) | Err(IpcError::PeerClosed { .. }) => {
                     self.closed = true;
-                    return Err(IpcError::PeerClosed { partial: 0 }.into());
+                    return if self.latest > after {
+                        Ok(Some(self.latest))
+                    } else {
+                        Err(IpcError::PeerClosed { partial: 0 }.into())
+                    };
                 }
                 Ok((other, _)) => {
                     return Err(IpcError::UnexpectedMessage {
@@ -215,12 +265,7 @@ impl Link {
                 Err(IpcError::Timeout { .. }) => {
                     return Ok((self.latest > after).then_some(self.latest))
                 }
-                Err(e) => {
-                    if matches!(e, IpcError::PeerClosed { .. }) {
-                        self.closed = true;
-                    }
-                    return Err(e.into());
-                }
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -237,7 +282,7 @@ impl Link {
 
     /// Says goodbye (the other side's [`Self::latest`] returns `PeerClosed` at once).
     pub fn goodbye(self) {
-        let _ = self.channel.send(&Message::Goodbye, &[]);
+        let _ = self.channel.try_send(&Message::Goodbye, NOTICE_GRACE);
     }
 }
 
@@ -497,10 +542,13 @@ impl Attached {
         id: u32,
         vk: &Arc<VulkanContext>,
     ) -> Result<Arc<Semaphore>> {
-        let (_, fd) = self.timeline(id)?;
+        let (info, fd) = self.timeline(id)?;
+        let kind = SemaphoreKind::Timeline {
+            initial: info.initial_value,
+        };
         // SAFETY: an opaque FD exported from a timeline semaphore of a device with this
         // deviceUUID (checked at connect). A duplicate is consumed.
-        unsafe { Semaphore::import(vk, dup(fd)?, SemaphoreKind::Timeline { initial: 0 }) }
+        unsafe { Semaphore::import(vk, dup(fd)?, kind) }
     }
 
     /// Imports timeline `id` into `cuda`, with a ledger of its own (this process's signals;

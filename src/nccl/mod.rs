@@ -147,19 +147,24 @@ fn check(
 /// Drop aborts the communicator (`ncclCommAbort`: never waits for other ranks).
 pub struct Communicator {
     nccl: &'static ffi::Nccl,
-    comm: ffi::Comm,
     rank: usize,
     world: usize,
     stream: Arc<CudaStream>,
-    // Why it was aborted; once aborted, every call is refused.
-    aborted: Mutex<Option<String>>,
+    // The communicator and why it was aborted (then it is null and every call is refused).
+    // Every NCCL call on it holds this lock: NCCL communicators are not thread-safe, and
+    // collectives from two threads would also reach the ranks in different orders.
+    state: Mutex<State>,
 }
 
-// SAFETY: an NCCL communicator may be used from any thread, one call at a time; calls that
-// enqueue work take `&self` and NCCL serialises them per communicator internally. The abort
-// state is behind a Mutex.
+struct State {
+    comm: ffi::Comm,
+    aborted: Option<String>,
+}
+
+// SAFETY: the raw communicator is only touched under the `state` lock, one call at a time,
+// and freed (aborted) under it once; NCCL allows a communicator to be used from any thread.
 unsafe impl Send for Communicator {}
-// SAFETY: as for Send.
+// SAFETY: as for Send: every use goes through the lock.
 unsafe impl Sync for Communicator {}
 
 impl std::fmt::Debug for Communicator {
@@ -189,11 +194,13 @@ impl Communicator {
         check(nccl, code, "ncclCommInitRank", std::ptr::null_mut())?;
         Ok(Self {
             nccl,
-            comm,
             rank,
             world,
             stream,
-            aborted: Mutex::new(None),
+            state: Mutex::new(State {
+                comm,
+                aborted: None,
+            }),
         })
     }
 
@@ -214,9 +221,11 @@ impl Communicator {
         self.stream.context().ordinal()
     }
 
-    fn live(&self) -> Result<()> {
-        match &*lock(&self.aborted) {
-            None => Ok(()),
+    /// The state, locked, refused once aborted.
+    fn live(&self) -> Result<std::sync::MutexGuard<'_, State>> {
+        let st = lock(&self.state);
+        match &st.aborted {
+            None => Ok(st),
             Some(reason) => Err(PeerError::Aborted {
                 rank: self.rank,
                 reason: reason.clone(),
@@ -243,7 +252,7 @@ impl Communicator {
     /// same `len`; [`PeerError::SizeMismatch`] on every rank otherwise. Waits at most
     /// `timeout` for the other ranks.
     pub fn agree_on_len(&self, len: usize, timeout: Duration) -> Result<()> {
-        self.live()?;
+        let st = self.live()?;
         let ctx = self.stream.context();
         // max(len) and max(!len) = !min(len): one all-reduce gives both.
         let mine = [len as u64, !(len as u64)];
@@ -258,12 +267,13 @@ impl Communicator {
                     2,
                     u64::DATA_TYPE,
                     ReduceOp::Max as i32,
-                    self.comm,
+                    st.comm,
                     self.stream.cu_stream() as *mut c_void,
                 )
             };
-            check(self.nccl, code, "ncclAllReduce", self.comm)?;
+            check(self.nccl, code, "ncclAllReduce", st.comm)?;
         }
+        drop(st);
         let done = ctx.new_event(None).cuda("cuEventCreate")?;
         done.record(&self.stream).cuda("cuEventRecord")?;
         self.bounded("the size agreement", timeout, || Ok(done.is_complete()))?;
@@ -293,7 +303,8 @@ impl Communicator {
         order: &StreamOrder,
         marks: &UseMarks,
     ) -> Result<u64> {
-        self.live()?;
+        // Held to the release: this rank's collectives reach NCCL in one order.
+        let st = self.live()?;
         self.check_buffer(buffer)?;
         if root >= self.world {
             return Err(PeerError::RankOutOfRange {
@@ -315,11 +326,11 @@ impl Communicator {
                 T::DATA_TYPE,
                 op as i32,
                 root as i32,
-                self.comm,
+                st.comm,
                 self.stream.cu_stream() as *mut c_void,
             )
         };
-        check(self.nccl, code, "ncclReduce", self.comm)?;
+        check(self.nccl, code, "ncclReduce", st.comm)?;
         order.cuda_release(&[marks], &self.stream)
     }
 
@@ -328,7 +339,7 @@ impl Communicator {
     /// sockets closed) or the time runs out (a rank hung), aborts the communicator — its
     /// kernels stop, so nothing stays blocked — and returns [`PeerError::RankLost`].
     pub fn wait_cuda(&self, order: &StreamOrder, value: u64, timeout: Duration) -> Result<()> {
-        self.live()?;
+        drop(self.live()?);
         let slice = Duration::from_millis(5);
         self.bounded("a collective", timeout, || {
             match order.wait_cuda(value, slice) {
@@ -352,18 +363,20 @@ impl Communicator {
             if done()? {
                 return Ok(());
             }
+            let mut st = self.live()?;
             let mut state = ffi::SUCCESS;
-            // SAFETY: a live communicator, one out-parameter.
-            let code = unsafe { (self.nccl.comm_get_async_error)(self.comm, &mut state) };
-            check(self.nccl, code, "ncclCommGetAsyncError", self.comm)?;
+            // SAFETY: a live communicator (not aborted: checked under the lock we hold), one
+            // out-parameter.
+            let code = unsafe { (self.nccl.comm_get_async_error)(st.comm, &mut state) };
+            check(self.nccl, code, "ncclCommGetAsyncError", st.comm)?;
             let failed = state != ffi::SUCCESS && state != ffi::IN_PROGRESS;
             if failed || start.elapsed() >= timeout {
                 let detail = if failed {
-                    self.nccl.describe(state, self.comm)
+                    self.nccl.describe(state, st.comm)
                 } else {
                     "timed out".to_string()
                 };
-                self.abort(&detail);
+                self.abort_locked(&mut st, &detail);
                 return Err(PeerError::RankLost {
                     rank: self.rank,
                     what,
@@ -372,6 +385,7 @@ impl Communicator {
                 }
                 .into());
             }
+            drop(st);
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -379,24 +393,30 @@ impl Communicator {
     /// Aborts the communicator (`ncclCommAbort`): pending collectives stop, every later call
     /// is refused with [`PeerError::Aborted`]. Idempotent.
     pub fn abort(&self, reason: &str) {
-        let mut aborted = lock(&self.aborted);
-        if aborted.is_some() {
+        let mut st = lock(&self.state);
+        self.abort_locked(&mut st, reason);
+    }
+
+    fn abort_locked(&self, st: &mut State, reason: &str) {
+        if st.aborted.is_some() {
             return;
         }
-        // SAFETY: a live communicator, aborted once (the state above says it was not yet).
-        let code = unsafe { (self.nccl.comm_abort)(self.comm) };
+        // SAFETY: a live communicator (not aborted yet, under the lock), aborted once; it is
+        // never used again (null, and every call is refused from now on).
+        let code = unsafe { (self.nccl.comm_abort)(st.comm) };
         if code != ffi::SUCCESS {
             log::error!(
                 "ncclCommAbort: {}",
                 self.nccl.describe(code, std::ptr::null_mut())
             );
         }
-        *aborted = Some(reason.to_string());
+        st.comm = std::ptr::null_mut();
+        st.aborted = Some(reason.to_string());
     }
 
     /// Whether the communicator was aborted, and why.
     pub fn aborted(&self) -> Option<String> {
-        lock(&self.aborted).clone()
+        lock(&self.state).aborted.clone()
     }
 }
 

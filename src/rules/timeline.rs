@@ -70,7 +70,11 @@ impl SignalLedger {
 
     /// Runs `signal` for `value` above every value scheduled, without asking whether those
     /// ran: for a semaphore whose other signaller is gone (its signals never will).
-    pub(crate) fn signal_over<R>(&self, value: u64, signal: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn signal_over<R>(
+        &self,
+        value: u64,
+        signal: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
         let mut last = self.lock();
         if value <= *last {
             return Err(SyncError::TimelineNotIncreasing { value, last: *last }.into());
