@@ -15,6 +15,8 @@ mod host;
 mod image;
 mod image_handles;
 mod inline;
+#[cfg(target_os = "linux")]
+mod ipc;
 mod pacer;
 mod peers;
 mod pool;

@@ -1,0 +1,288 @@
+//! Frames across processes on the GPU (`cuvk::ipc::FrameServer` / `FrameClient`, issue 29): a
+//! producer process writes each frame with CUDA into the viewer's memory, the viewer (this
+//! process) checks every element with Vulkan, ordered on the GPU by the viewer's two
+//! timelines. A negative control draws without the GPU wait and must see wrong data; a
+//! producer killed with SIGKILL mid-stream is noticed, the viewer's waits are released and its
+//! frames complete; a viewer that goes away makes the producer stop cleanly, its stream
+//! released. The producer is this test binary again (`ipc::ipc_producer`).
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use cuvk::ash::vk;
+use cuvk::ipc::{FrameClient, FrameServer, IpcError};
+use cuvk::vulkan::HostBuffer;
+use cuvk::{BufferUsage, Error, FrameSubmit, SharedBuffer};
+use cuvk_dev::checker::{self, Checker};
+use cuvk_dev::kernels::Kernels;
+use cuvk_dev::testing as common;
+
+const ELEMENTS: usize = 4 << 20; // 16 MiB per slot: races show
+const T: Duration = Duration::from_secs(30);
+
+fn spawn_producer(name: &str, k: u32, frames: u64, stop_at: u64) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "ipc::ipc_producer",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            "CUVK_IPC_PRODUCER",
+            format!("{name}:{k}:{frames}:{stop_at}"),
+        )
+        .spawn()
+        .unwrap()
+}
+
+/// The producer's side (does nothing when run as an ordinary test).
+#[test]
+fn ipc_producer() {
+    let Ok(spec) = std::env::var("CUVK_IPC_PRODUCER") else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (name, k, frames, stop_at) = (
+        parts[0],
+        parts[1].parse::<u32>().unwrap(),
+        parts[2].parse::<u64>().unwrap(),
+        parts[3].parse::<u64>().unwrap(),
+    );
+    let cuda = cuvk::cuda::context(0).unwrap();
+    let mut client = FrameClient::attach(name, &cuda, k, T).unwrap();
+    let slots: Vec<_> = client
+        .buffer_ids()
+        .iter()
+        .map(|&id| client.buffer::<u32>(id).unwrap())
+        .collect();
+    let kernels = Kernels::load(&cuda).unwrap();
+    let stream = cuda.new_stream().unwrap();
+    for n in 1..=frames {
+        if n == stop_at {
+            std::thread::sleep(Duration::from_secs(600)); // killed here
+        }
+        match client.acquire(n, &stream, T) {
+            Ok(()) => {}
+            Err(Error::Ipc(IpcError::PeerClosed { .. })) => {
+                client.release_waits().unwrap();
+                stream.synchronize().unwrap();
+                eprintln!("producer: viewer gone before frame {n}: stream released");
+                return;
+            }
+            Err(e) => panic!("producer: {e}"),
+        }
+        let slot = &slots[((n - 1) % u64::from(k)) as usize];
+        kernels
+            .fill(&stream, slot.device_ptr_ref(), ELEMENTS as u64, n as u32)
+            .unwrap();
+        client.release(n, &stream).unwrap();
+    }
+    let deadline = Instant::now() + T;
+    while client.drawn().unwrap() < frames {
+        assert!(
+            Instant::now() < deadline,
+            "the viewer never drew the last frame"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    stream.synchronize().unwrap();
+}
+
+fn wait_child(child: &mut Child) -> bool {
+    let deadline = Instant::now() + T;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.success();
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the producer did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// (wrong elements, checks) of `frames` frames at K in flight; `gpu_wait` false: the negative
+/// control.
+fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32) {
+    let name = format!("gpu-ipc-{k}-{gpu_wait}-{}", std::process::id());
+    let slots: Vec<SharedBuffer<u32>> = (0..k)
+        .map(|_| {
+            bridge
+                .create_buffer(ELEMENTS, BufferUsage::STORAGE_BUFFER)
+                .unwrap()
+        })
+        .collect();
+    let ctx = bridge.vulkan();
+    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
+    result.write(&[0u32; 3]).unwrap();
+    let checker = Checker::new(bridge, &slots, &result, 2 * k as usize).unwrap();
+    let mut server = FrameServer::bind(&name, ctx, k).unwrap();
+    for s in &slots {
+        server.publish_buffer(s.vulkan_buffer(), 0, 4).unwrap();
+    }
+    let mut child = spawn_producer(&name, k, frames, 0);
+    server.accept(T).unwrap();
+    let mut announced = 0;
+    for n in 1..=frames {
+        server
+            .wait_drawn(n.saturating_sub(2 * u64::from(k)), T)
+            .unwrap();
+        if gpu_wait {
+            while announced < n {
+                announced = server
+                    .written(announced, T)
+                    .unwrap()
+                    .expect("producer silent");
+            }
+        } else if let Some(v) = server.written(announced, Duration::ZERO).unwrap() {
+            announced = v;
+        }
+        let slot = ((n - 1) % u64::from(k)) as usize;
+        let cs = (n % (2 * u64::from(k))) as usize;
+        // SAFETY: the command slot's frame 2K back is drawn (waited above); the slots and the
+        // checker outlive every submission (waited for below).
+        unsafe {
+            let cmd = checker
+                .record(cs, slot, n as u32, Some(&slots[slot]))
+                .unwrap();
+            let cmds = [cmd];
+            let submit = FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER);
+            if gpu_wait {
+                server.submit_drawn(n, &submit).unwrap();
+            } else {
+                server.submit_drawn_without_waiting(n, &submit).unwrap();
+            }
+        }
+    }
+    server.wait_drawn(frames, T).unwrap();
+    assert!(wait_child(&mut child), "the producer's checks passed");
+    drop(checker);
+    let (bad, checks, _) = checker::read_result(&result).unwrap();
+    common::assert_clean(ctx);
+    (bad, checks)
+}
+
+#[test]
+fn a_producer_process_writes_what_the_viewer_reads_ordered_on_the_gpu() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("ipc_frames") else {
+        return;
+    };
+    for k in [1, 3] {
+        let (bad, checks) = run(&bridge, k, 300, true);
+        assert_eq!(checks, 300, "K={k}: every frame checked (all 4M elements)");
+        assert_eq!(bad, 0, "K={k}: ordered across processes by the timelines");
+    }
+    let (bad, _) = run(&bridge, 3, 300, false);
+    assert!(
+        bad > 0,
+        "without the GPU wait the viewer must see torn or stale frames"
+    );
+    eprintln!("ipc_frames: the unordered control saw {bad} wrong elements");
+}
+
+#[test]
+fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("ipc_faults") else {
+        return;
+    };
+    let ctx = bridge.vulkan();
+    let k = 3;
+    let slots: Vec<SharedBuffer<u32>> = (0..k)
+        .map(|_| {
+            bridge
+                .create_buffer(ELEMENTS, BufferUsage::STORAGE_BUFFER)
+                .unwrap()
+        })
+        .collect();
+    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
+    result.write(&[0u32; 3]).unwrap();
+    let checker = Checker::new(&bridge, &slots, &result, 2 * k as usize).unwrap();
+    let name = format!("gpu-ipc-kill-{}", std::process::id());
+    let mut server = FrameServer::bind(&name, ctx, k as u32).unwrap();
+    for s in &slots {
+        server.publish_buffer(s.vulkan_buffer(), 0, 4).unwrap();
+    }
+    // The producer stops before frame 60 and is killed there.
+    let mut child = spawn_producer(&name, k as u32, 1000, 60);
+    server.accept(T).unwrap();
+    // Refused while it is connected: releasing its timeline under its feet.
+    assert!(matches!(
+        server.release_waits(),
+        Err(Error::Ipc(IpcError::StillConnected { .. }))
+    ));
+    let (mut announced, mut submitted): (u64, u64) = (0, 0);
+    loop {
+        let n = submitted + 1;
+        server
+            .wait_drawn(n.saturating_sub(2 * k as u64), T)
+            .unwrap();
+        if announced < n {
+            match server
+                .written(announced, Duration::from_millis(500))
+                .unwrap()
+            {
+                Some(v) => announced = v,
+                None => break, // silent: stopped
+            }
+        }
+        let slot = ((n - 1) % k as u64) as usize;
+        let cs = (n % (2 * k as u64)) as usize;
+        // SAFETY: as in `run`.
+        unsafe {
+            let cmd = checker
+                .record(cs, slot, n as u32, Some(&slots[slot]))
+                .unwrap();
+            server
+                .submit_drawn(
+                    n,
+                    &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
+                )
+                .unwrap();
+        }
+        submitted = n;
+    }
+    child.kill().unwrap(); // SIGKILL, mid-stream
+    child.wait().unwrap();
+    let start = Instant::now();
+    let e = server.written(announced, T).unwrap_err();
+    assert!(matches!(e, Error::Ipc(IpcError::PeerClosed { .. })), "{e}");
+    server.release_waits().unwrap();
+    server
+        .wait_drawn(submitted, Duration::from_secs(5))
+        .unwrap();
+    eprintln!(
+        "ipc_faults: kill noticed and {submitted} frames completed in {:?}",
+        start.elapsed()
+    );
+    drop(checker);
+    let (bad, checks, _) = checker::read_result(&result).unwrap();
+    assert_eq!(
+        (bad, u64::from(checks)),
+        (0, submitted),
+        "every frame before the kill exact"
+    );
+
+    // A viewer that goes away while the producer waits for it.
+    let name = format!("gpu-ipc-gone-{}", std::process::id());
+    let mut server = FrameServer::bind(&name, ctx, 1).unwrap();
+    server
+        .publish_buffer(slots[0].vulkan_buffer(), 0, 4)
+        .unwrap();
+    let mut child = spawn_producer(&name, 1, 1000, 0);
+    server.accept(T).unwrap();
+    let _ = server.written(0, T).unwrap(); // frame 1 written; never drawn
+    let start = Instant::now();
+    drop(server);
+    assert!(wait_child(&mut child), "the producer stops cleanly");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "bounded: {:?}",
+        start.elapsed()
+    );
+    common::assert_clean(ctx);
+}
