@@ -17,12 +17,15 @@
 //! path: where CUDA waits for Vulkan's release of a frame, on its stream or on the host).
 //! --gpus N: several GPUs (and nodes), one process each, drawing one picture through NCCL
 //! (sort-last rendering; sortlast.rs has its options and how torchrun / mpirun start it).
+//! --serve NAME: draw what a simulation in another process writes (serve.rs; the producer is
+//! examples/ipc_producer.rs or Python).
 //! The window: drag turns the camera (stopping its orbit; O resumes it), wheel zooms, H toggles
 //! the HUD, Space pauses, R restarts the collision, Esc quits.
 
 #[path = "../common/window.rs"]
 mod driver;
 mod engine;
+mod serve;
 mod sortlast;
 mod window;
 
@@ -510,6 +513,10 @@ fn main() -> ExitCode {
     if args.iter().any(|a| a == "--gpus") {
         // Several GPUs, one process each: sort-last rendering on NCCL (sortlast.rs).
         return sortlast::main(args, sortlast::default_shaders());
+    }
+    if args.iter().any(|a| a == "--serve") {
+        // A viewer of a simulation in another process (serve.rs, cuvk::ipc).
+        return serve::main(args, sortlast::default_shaders());
     }
     exit_code(run())
 }

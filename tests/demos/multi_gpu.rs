@@ -37,6 +37,15 @@ fn bad_gpu_counts_are_usage_errors() {
 }
 
 #[test]
+fn serve_without_a_name_is_a_usage_error() {
+    let out = run_demo(&["--serve"]);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+    let out = run_demo(&["--serve", "x", "--frames", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--serve needs a name"));
+}
+
+#[test]
 fn two_gpus_draw_exactly_the_one_gpu_picture() {
     if !two_gpus("multi_gpu_picture") {
         return;
