@@ -20,7 +20,7 @@ which release the GIL) is the module docstring of the stub, cuvk/_cuvk.pyi, and
 python/README.md.
 """
 
-from ._cuvk import Bridge, ParticleRenderer, SharedBuffer, __version__
+from ._cuvk import AttachedBuffer, Bridge, ParticleRenderer, Producer, SharedBuffer, __version__
 from ._errors import (
     CuvkError,
     DriverError,
@@ -38,6 +38,8 @@ __all__ = [
     "Bridge",
     "SharedBuffer",
     "ParticleRenderer",
+    "Producer",
+    "AttachedBuffer",
     "CuvkError",
     "InvalidInputError",
     "UnsupportedError",

@@ -198,6 +198,53 @@ class SharedBuffer:
         wait on the GPU for the buffer's last Vulkan use; its ``stream`` field (1) says so."""
     def __len__(self) -> int: ...
 
+class AttachedBuffer:
+    """One of a viewer's buffers, mapped into this process's CUDA context (a CUDA array:
+    ``torch.as_tensor(buf, device="cuda")`` is a tensor over the viewer's memory; the tensor
+    holds the buffer, the buffer holds the mapping)."""
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+    @property
+    def ptr(self) -> int:
+        """The CUDA device pointer."""
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """Version 3: float32, shape (n, 4) for 16-byte elements, else (bytes / 4,); no
+        stream (order with ``Producer.acquire`` / ``Producer.release``)."""
+
+class Producer:
+    """A simulation in this process writing frames into a viewer in another process
+    (``particles --serve NAME``), zero-copy, ordered on the GPU by the viewer's timelines:
+
+        p = cuvk.Producer("galaxies")
+        slots = [torch.as_tensor(s, device="cuda") for s in p.slots]
+        for n in itertools.count(1):
+            p.acquire(n, torch.cuda.current_stream())   # the viewer drew frame n - K
+            step(slots[(n - 2) % len(slots)], slots[(n - 1) % len(slots)])
+            p.release(n, torch.cuda.current_stream())   # the viewer's draw waits for this
+
+    A viewer that goes away makes ``acquire`` raise ``IoError`` (rule ``Ipc.PeerClosed``
+    is not a rule: a closed connection); call ``release_waits`` then."""
+
+    def __init__(self, name: str, device: int = 0, frames_in_flight: int = 3, timeout: float = 30.0) -> None: ...
+    @property
+    def slots(self) -> List[AttachedBuffer]:
+        """The viewer's buffers; frame n writes slot ``(n - 1) % len(slots)``."""
+    @property
+    def device(self) -> int:
+        """The CUDA device ordinal."""
+    def acquire(self, n: int, stream: Stream = None, timeout: float = 30.0) -> None:
+        """Before writing frame n: `stream` waits on the GPU until the viewer drew frame
+        n - K (a host wait, GIL released, only while the viewer has not announced it)."""
+    def release(self, n: int, stream: Stream = None) -> None:
+        """After writing frame n: `stream` signals it written; the viewer is told."""
+    def drawn(self) -> int:
+        """The newest frame the viewer announced drawn (no wait)."""
+    def release_waits(self) -> None:
+        """After the viewer is gone: releases this process's stream waits on its timeline."""
+
 class ParticleRenderer:
     """The particle demo's renderer, headless, drawing (N, 4) float32 particles straight
     from cuvk memory: a compute splat of each particle into one pixel's HDR counts, a

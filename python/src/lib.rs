@@ -9,6 +9,7 @@ mod bridge;
 mod buffer;
 mod dtype;
 mod errors;
+mod ipc;
 mod peer;
 mod render;
 mod stream;
@@ -21,6 +22,8 @@ fn _cuvk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bridge::PyBridge>()?;
     m.add_class::<buffer::PySharedBuffer>()?;
     m.add_class::<render::PyRenderer>()?;
+    m.add_class::<ipc::PyProducer>()?;
+    m.add_class::<ipc::PyAttachedBuffer>()?;
     m.add_function(wrap_pyfunction!(bridge::buffer_nbytes, m)?)?;
     m.add_function(wrap_pyfunction!(stream::py_parse_stream, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -38,7 +38,7 @@ def test_stub_lists_every_public_method_and_property():
         for node in tree.body
         if isinstance(node, ast.ClassDef)
     }
-    for cls in (cuvk.Bridge, cuvk.SharedBuffer, cuvk.ParticleRenderer):
+    for cls in (cuvk.Bridge, cuvk.SharedBuffer, cuvk.ParticleRenderer, cuvk.Producer, cuvk.AttachedBuffer):
         public = {
             n
             for n in dir(cls)
@@ -250,3 +250,13 @@ def test_stub_lists_every_module_function():
     stubbed = {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
     functions = {n for n in dir(_cuvk) if callable(getattr(_cuvk, n)) and not isinstance(getattr(_cuvk, n), type)}
     assert functions == stubbed
+
+
+def test_a_producer_without_a_viewer_fails_typed_and_bounded():
+    import time
+
+    t = time.perf_counter()
+    with pytest.raises(cuvk.CuvkError) as e:
+        cuvk.Producer("no-such-viewer-%d" % id(t), timeout=0.5)
+    assert e.value.kind in ("NotFound", "Timeout", "Io")
+    assert time.perf_counter() - t < 10

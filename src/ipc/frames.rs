@@ -253,6 +253,16 @@ impl FrameClient {
         self.attached.buffers().map(|b| b.id).collect()
     }
 
+    /// The description of buffer `id`.
+    pub fn buffer_info(&self, id: u32) -> Result<super::wire::BufferInfo> {
+        self.attached.buffer_info(id)
+    }
+
+    /// Buffer `id` mapped into CUDA as bytes (the element type is in [`Self::buffer_info`]).
+    pub fn buffer_bytes(&self, id: u32) -> Result<MappedRange> {
+        self.attached.import_cuda_bytes(id, &self.cuda)
+    }
+
     /// Buffer `id` mapped into CUDA (elements of `T`, checked against the description).
     pub fn buffer<T>(&self, id: u32) -> Result<MappedRange> {
         self.attached.import_cuda_buffer::<T>(id, &self.cuda)
@@ -267,19 +277,61 @@ impl FrameClient {
             return Ok(());
         }
         let need = n - k;
-        let link = self.attached.link();
-        if link.last_seen() < need {
-            match link.latest(need - 1, timeout)? {
-                Some(v) if v >= need => {}
-                _ => {
-                    return Err(crate::Error::Timeout {
-                        what: "the viewer's notice of a drawn frame",
-                        timeout_ns: timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
-                    })
-                }
-            }
-        }
+        self.await_drawn_notice(need, timeout)?;
         self.drawn.wait(stream, need)
+    }
+
+    /// As [`Self::acquire`] on a raw stream handed in by other code (a PyTorch stream): it
+    /// must belong to this client's CUDA context (checked).
+    ///
+    /// # Safety
+    /// `stream` must be null (the legacy default stream) or a live `CUstream`.
+    pub unsafe fn acquire_raw(
+        &mut self,
+        n: u64,
+        stream: cudarc::driver::sys::CUstream,
+        timeout: Duration,
+    ) -> Result<()> {
+        let k = u64::from(self.frames_in_flight);
+        if n <= k {
+            return Ok(());
+        }
+        let need = n - k;
+        self.await_drawn_notice(need, timeout)?;
+        // SAFETY: forwarded; the value was announced by the viewer.
+        unsafe { self.drawn.enqueue_raw(stream, need, false) }
+    }
+
+    /// As [`Self::release`] on a raw stream (checked to be this client's context's).
+    ///
+    /// # Safety
+    /// `stream` must be null (the legacy default stream) or a live `CUstream`.
+    pub unsafe fn release_raw(
+        &mut self,
+        n: u64,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<()> {
+        // SAFETY: forwarded.
+        unsafe { self.written.enqueue_raw(stream, n, true) }?;
+        let link = self.attached.link();
+        link.notify(n)?;
+        link.latest(u64::MAX - 1, Duration::ZERO).map(drop)
+    }
+
+    /// Waits on the host, at most `timeout`, until the viewer has announced frame `need`
+    /// drawn (at once where it already has).
+    fn await_drawn_notice(&mut self, need: u64, timeout: Duration) -> Result<()> {
+        let link = self.attached.link();
+        if link.last_seen() >= need {
+            return Ok(());
+        }
+        match link.latest(need - 1, timeout)? {
+            Some(v) if v >= need => Ok(()),
+            _ => Err(crate::Error::Timeout {
+                what: "the viewer's notice of a drawn frame",
+                timeout_ns: timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+            }),
+        }
     }
 
     /// After writing frame `n`: `stream` signals it written (the viewer's draw of it waits on

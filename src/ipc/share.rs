@@ -437,6 +437,11 @@ impl Attached {
             .map(|(i, _)| i.id)
     }
 
+    /// The description of buffer `id`.
+    pub fn buffer_info(&self, id: u32) -> Result<BufferInfo> {
+        self.buffer(id).map(|(i, _)| *i)
+    }
+
     fn buffer(&self, id: u32) -> Result<&(BufferInfo, OwnedFd)> {
         self.buffers
             .iter()
@@ -516,7 +521,7 @@ impl Attached {
     /// `cuImportExternalMemory` and the buffer's range mapped, `T` checked against the
     /// described element size.
     pub fn import_cuda_buffer<T>(&self, id: u32, cuda: &Arc<CudaContext>) -> Result<MappedRange> {
-        let (info, fd) = self.buffer(id)?;
+        let (info, _) = self.buffer(id)?;
         if info.element_size as usize != std::mem::size_of::<T>() {
             return Err(IpcError::DescriptionRefused {
                 id,
@@ -526,6 +531,13 @@ impl Attached {
             }
             .into());
         }
+        self.import_cuda_bytes(id, cuda)
+    }
+
+    /// As [`Self::import_cuda_buffer`] as bytes (a front end that reads the element type
+    /// from the description: [`Self::buffer_info`]).
+    pub fn import_cuda_bytes(&self, id: u32, cuda: &Arc<CudaContext>) -> Result<MappedRange> {
+        let (info, fd) = self.buffer(id)?;
         let layout = ImportLayout {
             allocation_size: info.memory_size,
             dedicated: info.dedicated,
