@@ -383,6 +383,17 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     CuvkBufferInfo info = {.struct_size = sizeof info};
     EXPECT(cuvk_buffer_info(buffer, &info), CUVK_SUCCESS);
     CHECK(info.cuda_ptr != 0 && info.vk_buffer != 0, "the shared buffer has both a VkBuffer and a CUDA pointer");
+    /* The buffer published for a producer process; none attaches here. */
+    CuvkFrameServer fs = 0;
+    if (cuvk_frame_server_create(bridge, "capi-example-cuda", 2, &fs) == CUVK_SUCCESS) {
+        uint32_t id = 99;
+        EXPECT(cuvk_frame_server_publish_buffer(fs, buffer, 0, 4, &id), CUVK_SUCCESS);
+        EXPECT(cuvk_frame_server_publish_buffer(fs, bridge, 0, 4, &id), CUVK_ERROR_WRONG_HANDLE_KIND);
+        EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_TIMEOUT, CUVK_RULE_NONE);
+        EXPECT(cuvk_frame_server_destroy(fs), CUVK_SUCCESS);
+    } else {
+        printf("frame server unavailable (%s)\n", cuvk_last_error());
+    }
     CuvkSemaphore sem = 0;
     EXPECT(cuvk_semaphore_create(bridge, 0, &sem), CUVK_SUCCESS);
     uint64_t vk_sem = 0;
@@ -596,6 +607,19 @@ int main(void) {
     EXPECT(cuvk_semaphore_wait_host(sem, 5, 0), CUVK_SUCCESS);
     CHECK(cuvk_last_error_rule() == CUVK_RULE_NONE && cuvk_last_error()[0] == 0, "a success clears the error");
     EXPECT(cuvk_semaphore_cuda_signal(sem, NULL, 6), CUVK_ERROR_UNSUPPORTED);
+    /* A frame server (a simulation in another process writes, the engine draws): refusals first. */
+    CuvkFrameServer fs = 0;
+    EXPECT(cuvk_frame_server_create(vb, NULL, 3, &fs), CUVK_ERROR_NULL_POINTER);
+    EXPECT_RULE(cuvk_frame_server_create(vb, "capi-example", 0, &fs), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_SYNC_FRAMES_IN_FLIGHT);
+    if (cuvk_frame_server_create(vb, "capi-example", 3, &fs) == CUVK_SUCCESS) {
+        /* No producer attached: accept times out (not a rule), and nothing waits to release. */
+        EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_TIMEOUT, CUVK_RULE_NONE);
+        EXPECT(cuvk_frame_server_destroy(fs), CUVK_SUCCESS);
+        EXPECT(cuvk_frame_server_destroy(fs), CUVK_ERROR_STALE_HANDLE);
+    } else {
+        printf("frame server unavailable here (%s)\n", cuvk_last_error()); /* lavapipe: no semaphore export */
+    }
     CuvkStaging st = 0;
     EXPECT(cuvk_staging_create(vb, 4096, &st), CUVK_ERROR_UNSUPPORTED);
 

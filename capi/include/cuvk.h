@@ -1113,6 +1113,11 @@ typedef struct CuvkTextureDesc {
  */
 typedef uint64_t CuvkTexture;
 
+/**
+ * A frame server.
+ */
+typedef uint64_t CuvkFrameServer;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1365,6 +1370,84 @@ enum CuvkResult cuvk_texture_destroy(CuvkTexture texture);
  * it stay valid until they are destroyed.
  */
 enum CuvkResult cuvk_image_destroy(CuvkImage image);
+
+/**
+ * Listens under `name` (a NUL-terminated socket name; abstract unless it has a `/`) for a
+ * producer writing `frames_in_flight` frames ahead (1..=16); makes and publishes the two
+ * timelines. Needs a bridge with CUDA's GPU (the producer's) and exportable timelines.
+ *
+ * # Safety
+ * `name` must be a NUL-terminated string; `out_server` writable.
+ */
+enum CuvkResult cuvk_frame_server_create(CuvkBridge bridge,
+                                         const char *name,
+                                         uint32_t frames_in_flight,
+                                         CuvkFrameServer *out_server);
+
+/**
+ * Publishes a shared buffer (made by `cuvk_buffer_create` on a bridge with CUDA) for the
+ * producer, with its element type tag and size; its id in `out_id`. Frame n is written into
+ * the buffer published `(n - 1) % frames_in_flight`-th.
+ *
+ * # Safety
+ * `out_id` must be writable.
+ */
+enum CuvkResult cuvk_frame_server_publish_buffer(CuvkFrameServer server,
+                                                 uint64_t buffer,
+                                                 uint32_t element_type,
+                                                 uint32_t element_size,
+                                                 uint32_t *out_id);
+
+/**
+ * Waits at most `timeout_ns` for a producer to attach (and sends it every object).
+ */
+enum CuvkResult cuvk_frame_server_accept(CuvkFrameServer server, uint64_t timeout_ns);
+
+/**
+ * The newest frame the producer announced written after `after`, waiting at most
+ * `timeout_ns`; `CUVK_ERROR_TIMEOUT` if none came, `CUVK_ERROR_IO` once the producer is gone
+ * (then call `cuvk_frame_server_release_waits`).
+ *
+ * # Safety
+ * `out_frame` must be writable.
+ */
+enum CuvkResult cuvk_frame_server_written(CuvkFrameServer server,
+                                          uint64_t after,
+                                          uint64_t timeout_ns,
+                                          uint64_t *out_frame);
+
+/**
+ * Submits the engine's command buffers for frame `n` (announced by
+ * `cuvk_frame_server_written`): they wait on the GPU (at `wait_stage`, Vulkan pipeline stage
+ * bits) for the frame written, and signal it drawn; the producer is told.
+ *
+ * # Safety
+ * `command_buffers` must hold `count` executable `VkCommandBuffer`s of the bridge's device
+ * whose resources live until frame `n` is drawn (`cuvk_frame_server_wait_drawn`).
+ */
+enum CuvkResult cuvk_frame_server_submit_drawn(CuvkFrameServer server,
+                                               uint64_t n,
+                                               const uint64_t *command_buffers,
+                                               uint32_t count,
+                                               uint32_t wait_stage);
+
+/**
+ * Waits on the host, at most `timeout_ns`, until frame `n` is drawn.
+ */
+enum CuvkResult cuvk_frame_server_wait_drawn(CuvkFrameServer server,
+                                             uint64_t n,
+                                             uint64_t timeout_ns);
+
+/**
+ * After the producer is gone: releases every wait this server enqueued on its timeline (its
+ * frames complete; the buffers keep the last frame). Refused while it is connected.
+ */
+enum CuvkResult cuvk_frame_server_release_waits(CuvkFrameServer server);
+
+/**
+ * Destroys the server (the published buffers stay the engine's).
+ */
+enum CuvkResult cuvk_frame_server_destroy(CuvkFrameServer server);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -23,6 +23,7 @@ pub(crate) enum Kind {
     Pool = 5,
     Image = 6,
     Texture = 7,
+    FrameServer = 8,
 }
 
 /// The object behind a handle.
@@ -34,6 +35,7 @@ pub(crate) enum Object {
     Pool(Arc<CPool>),
     Image(CImage),
     Texture(TextureObject),
+    FrameServer(cuvk::ipc::FrameServer),
 }
 
 impl Object {
@@ -46,6 +48,7 @@ impl Object {
             Object::Pool(_) => Kind::Pool,
             Object::Image(_) => Kind::Image,
             Object::Texture(_) => Kind::Texture,
+            Object::FrameServer(_) => Kind::FrameServer,
         }
     }
 }

@@ -45,6 +45,8 @@ mod staging;
 mod pool;
 // Images and their textures.
 mod image;
+// Frame servers: a simulation in another process writes, the engine draws.
+mod ipc;
 
 pub use bridge::{
     cuvk_bridge_create, cuvk_bridge_destroy, CuvkBridge, CuvkVulkanDevice, CUVK_BRIDGE_VULKAN_ONLY,
@@ -58,6 +60,12 @@ pub use image::{
     cuvk_image_surface, cuvk_texture_create, cuvk_texture_destroy, cuvk_texture_object, CuvkImage,
     CuvkImageDesc, CuvkImageInfo, CuvkTexture, CuvkTextureDesc, CUVK_IMAGE_CUBE,
     CUVK_IMAGE_DEDICATED, CUVK_TEXTURE_ALL_LEVELS,
+};
+pub use ipc::{
+    cuvk_frame_server_accept, cuvk_frame_server_create, cuvk_frame_server_destroy,
+    cuvk_frame_server_publish_buffer, cuvk_frame_server_release_waits,
+    cuvk_frame_server_submit_drawn, cuvk_frame_server_wait_drawn, cuvk_frame_server_written,
+    CuvkFrameServer,
 };
 pub use pool::{
     cuvk_pool_buffer_create, cuvk_pool_create, cuvk_pool_destroy, cuvk_pool_stats, CuvkPool,
