@@ -30,10 +30,11 @@ fn name(tag: &str) -> String {
 
 /// The producer process: attaches to `name`, writes `frames` frames (frame n: the value n in
 /// every element of slot (n - 1) % K), then waits for the viewer to have drawn the last.
-fn producer(name: &str, k: u32, frames: u64, stop_at: Option<u64>) -> anyhow::Result<()> {
+fn producer(name: &str, frames: u64, stop_at: Option<u64>) -> anyhow::Result<()> {
     let cuda = cuvk::cuda::context(0)?;
     let t = Instant::now();
-    let mut client = FrameClient::attach(name, &cuda, k, T)?;
+    let mut client = FrameClient::attach(name, &cuda, T)?;
+    let k = client.frames_in_flight();
     let slots: Vec<_> = client
         .buffer_ids()
         .iter()
@@ -299,7 +300,8 @@ fn main() -> anyhow::Result<()> {
             Some("--stop-at") => Some(args.get(5).context("--stop-at N")?.parse()?),
             _ => None,
         };
-        return producer(name, k, frames, stop_at);
+        let _ = k; // the viewer's: read at attach
+        return producer(name, frames, stop_at);
     }
     let mut frames: u64 = 5000;
     let mut fault_test = false;

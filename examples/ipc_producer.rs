@@ -34,17 +34,15 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let cuda = cuvk::cuda::context(0)?;
-    let k = 3;
-    let mut client = FrameClient::attach(&name, &cuda, k, T)
+    let mut client = FrameClient::attach(&name, &cuda, T)
         .with_context(|| format!("attaching to the viewer '{name}' (particles --serve {name})"))?;
     let slots: Vec<_> = client
         .buffer_ids()
         .iter()
         .map(|&id| client.buffer::<[f32; 4]>(id))
         .collect::<cuvk::Result<_>>()?;
-    if slots.len() != k as usize {
-        bail!("the viewer published {} buffers, {k} expected", slots.len());
-    }
+    // Frames in flight are the viewer's: one published buffer each.
+    let k = client.frames_in_flight();
     let n = (slots[0].size() / 16) as usize;
     let source =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/particles.cu"))?;

@@ -385,7 +385,7 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     CHECK(info.cuda_ptr != 0 && info.vk_buffer != 0, "the shared buffer has both a VkBuffer and a CUDA pointer");
     /* The buffer published for a producer process; none attaches here. */
     CuvkFrameServer fs = 0;
-    if (cuvk_frame_server_create(bridge, "capi-example-cuda", 2, &fs) == CUVK_SUCCESS) {
+    if (cuvk_frame_server_create(bridge, "capi-example-cuda", 1, &fs) == CUVK_SUCCESS) {
         uint32_t id = 99;
         EXPECT(cuvk_frame_server_publish_buffer(fs, buffer, 0, 4, &id), CUVK_SUCCESS);
         EXPECT(cuvk_frame_server_publish_buffer(fs, bridge, 0, 4, &id), CUVK_ERROR_WRONG_HANDLE_KIND);
@@ -613,8 +613,9 @@ int main(void) {
     EXPECT_RULE(cuvk_frame_server_create(vb, "capi-example", 0, &fs), CUVK_ERROR_INVALID_ARGUMENT,
                 CUVK_RULE_SYNC_FRAMES_IN_FLIGHT);
     if (cuvk_frame_server_create(vb, "capi-example", 3, &fs) == CUVK_SUCCESS) {
-        /* No producer attached: accept times out (not a rule), and nothing waits to release. */
-        EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_TIMEOUT, CUVK_RULE_NONE);
+        /* One buffer per frame in flight must be published before a producer is taken. */
+        EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_INVALID_ARGUMENT,
+                    CUVK_RULE_IPC_DESCRIPTION_REFUSED);
         EXPECT(cuvk_frame_server_destroy(fs), CUVK_SUCCESS);
         EXPECT(cuvk_frame_server_destroy(fs), CUVK_ERROR_STALE_HANDLE);
     } else {

@@ -682,6 +682,10 @@ enum CuvkRule
    */
   CUVK_RULE_IPC_STILL_CONNECTED = 3103,
   /**
+   * A second producer for a frame server.
+   */
+  CUVK_RULE_IPC_ONE_PRODUCER = 3104,
+  /**
    * Peer access asked for between GPUs that have no peer path.
    */
   CUVK_RULE_PEER_NO_ACCESS = 3329,
@@ -782,6 +786,10 @@ typedef enum CuvkResult {
    * Objects of different devices were mixed.
    */
   CUVK_ERROR_WRONG_DEVICE = 15,
+  /**
+   * A connection to another process failed or closed (the other side is gone).
+   */
+  CUVK_ERROR_IO = 16,
 } CuvkResult;
 
 /**

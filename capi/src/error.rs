@@ -45,6 +45,8 @@ pub enum CuvkResult {
     CuvkErrorOutOfMemory = 14,
     /// Objects of different devices were mixed.
     CuvkErrorWrongDevice = 15,
+    /// A connection to another process failed or closed (the other side is gone).
+    CuvkErrorIo = 16,
 }
 
 /// The rule a failed call broke ([`cuvk_last_error_rule`]), beside its [`CuvkResult`] and
@@ -435,6 +437,9 @@ pub enum CuvkRule {
     /// A release meant for a lost peer asked for while the peer is still connected.
     CuvkRuleIpcStillConnected = 0x0C1F,
 
+    /// A second producer for a frame server.
+    CuvkRuleIpcOneProducer = 0x0C20,
+
     /// Peer access asked for between GPUs that have no peer path.
     CuvkRulePeerNoAccess = 0x0D01,
 
@@ -511,7 +516,8 @@ impl From<Error> for Failure {
                 Error::Cuda { .. } => CuvkResult::CuvkErrorCuda,
                 _ => CuvkResult::CuvkErrorVulkan,
             },
-            ErrorKind::InvalidInput | ErrorKind::Io => CuvkResult::CuvkErrorInvalidArgument,
+            ErrorKind::Io => CuvkResult::CuvkErrorIo,
+            ErrorKind::InvalidInput => CuvkResult::CuvkErrorInvalidArgument,
             // ErrorKind is #[non_exhaustive]: a kind added later is a refusal until it gets a
             // result code of its own (its message and rule say which).
             _ => CuvkResult::CuvkErrorInvalidArgument,

@@ -178,6 +178,7 @@ pub(crate) const ALL: &[R] = &[
     R::CuvkRuleIpcNoSuchObject,
     R::CuvkRuleIpcDescriptionRefused,
     R::CuvkRuleIpcStillConnected,
+    R::CuvkRuleIpcOneProducer,
     R::CuvkRulePeerNoAccess,
     R::CuvkRulePeerDeviceMismatch,
     R::CuvkRulePeerSizeMismatch,

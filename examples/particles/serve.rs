@@ -108,6 +108,29 @@ fn full_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer, src: vk::AccessFl
     unsafe { d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]) };
 }
 
+/// Waits until frame `n` is drawn, in short slices, reading the producer's notices between
+/// them: `false` if the producer went away first (then frame `n` may never complete until its
+/// waits are released).
+fn wait_watching(server: &mut FrameServer, n: u64) -> anyhow::Result<bool> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match server.wait_drawn(n, Duration::from_millis(20)) {
+            Ok(()) => return Ok(true),
+            Err(cuvk::Error::Timeout { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Reads notices without taking any (a later call still returns the newest).
+        match server.written(u64::MAX - 1, Duration::ZERO) {
+            Ok(_) => {}
+            Err(cuvk::Error::Ipc(IpcError::PeerClosed { .. })) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("frame {n} was not drawn within 10 s, and the producer is still there");
+        }
+    }
+}
+
 /// A server publishing `slots` under `name`, with fresh timelines.
 fn serve(
     name: &str,
@@ -163,29 +186,37 @@ fn run(c: &Config) -> anyhow::Result<()> {
     let mut in_slot: Vec<u64> = vec![0; 2 * K as usize]; // per command slot: its last frame
     let (mut drawn, mut newest, mut producers) = (0u64, 0u64, 1u32);
     while drawn < c.frames {
-        let n = match server.written(newest, Duration::from_millis(200)) {
-            Ok(Some(n)) => n,
-            Ok(None) => continue,
-            Err(cuvk::Error::Ipc(IpcError::PeerClosed { .. })) => {
-                // The producer is gone: our waits released, every frame drawn completes, the
-                // last good frame stays; a new producer gets fresh timelines.
-                server.release_waits()?;
-                server.wait_drawn(newest, Duration::from_secs(5))?;
-                println!("producer {producers} gone after frame {newest}: the last frame stays; waiting for the next producer");
-                drop(server);
-                server = serve(&c.name, &vk, &slots)?;
-                server.accept(ATTACH).context("no producer came back")?;
-                producers += 1;
-                in_slot.fill(0);
-                newest = 0;
-                continue;
+        let lost = match server.written(newest, Duration::from_millis(200)) {
+            Ok(Some(n)) => {
+                newest = n;
+                let cs = ((drawn + 1) % (2 * u64::from(K))) as usize;
+                // The command slot's last frame must be drawn; watch the producer meanwhile
+                // (a frame waiting on its timeline never completes once it is gone).
+                !wait_watching(&mut server, in_slot[cs])?
             }
+            Ok(None) => continue,
+            Err(cuvk::Error::Ipc(IpcError::PeerClosed { .. })) => true,
             Err(e) => return Err(e.into()),
         };
-        newest = n;
+        if lost {
+            // The producer is gone: our waits released, every frame submitted completes, the
+            // last good frame stays; the next producer gets fresh timelines.
+            server.release_waits()?;
+            server.wait_drawn(*in_slot.iter().max().unwrap_or(&0), Duration::from_secs(5))?;
+            println!(
+                "producer {producers} gone after frame {newest}: the last frame stays; waiting for the next producer"
+            );
+            drop(server);
+            server = serve(&c.name, &vk, &slots)?;
+            server.accept(ATTACH).context("no producer came back")?;
+            producers += 1;
+            in_slot.fill(0);
+            newest = 0;
+            continue;
+        }
+        let n = newest;
         drawn += 1;
         let cs = (drawn % (2 * u64::from(K))) as usize;
-        server.wait_drawn(in_slot[cs], Duration::from_secs(10))?;
         let slot = ((n - 1) % u64::from(K)) as usize;
         let save = drawn == c.frames || (c.save_every > 0 && drawn % c.save_every == 0);
         let camera = OrbitCamera::orbited(drawn);

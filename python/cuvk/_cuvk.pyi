@@ -225,10 +225,11 @@ class Producer:
             step(slots[(n - 2) % len(slots)], slots[(n - 1) % len(slots)])
             p.release(n, torch.cuda.current_stream())   # the viewer's draw waits for this
 
-    A viewer that goes away makes ``acquire`` raise ``IoError`` (rule ``Ipc.PeerClosed``
-    is not a rule: a closed connection); call ``release_waits`` then."""
+    Frames in flight are the viewer's: one slot each. A viewer that goes away makes
+    ``acquire`` or ``release`` raise ``IoError`` (a closed connection, no rule); call
+    ``release_waits`` then."""
 
-    def __init__(self, name: str, device: int = 0, frames_in_flight: int = 3, timeout: float = 30.0) -> None: ...
+    def __init__(self, name: str, device: int = 0, timeout: float = 30.0) -> None: ...
     @property
     def slots(self) -> List[AttachedBuffer]:
         """The viewer's buffers; frame n writes slot ``(n - 1) % len(slots)``."""

@@ -50,7 +50,12 @@ def main():
             dst.copy_(pos0)
         else:
             step(slots[(f - 2) % k], dst, vel)
-        producer.release(f, stream)  # the viewer's draw of frame f waits for this, on the GPU
+        try:
+            producer.release(f, stream)  # the viewer's draw of frame f waits for this, on the GPU
+        except cuvk.IoError as e:
+            producer.release_waits()
+            print(f"the viewer went away at frame {f} ({e}): stopping")
+            return
         if f % 300 == 0:
             print(f"{f} frames, {f / (time.perf_counter() - t):.0f} fps", flush=True)
 

@@ -82,22 +82,16 @@ fn no_ordering() -> PyErr {
 
 #[pymethods]
 impl PyProducer {
-    /// Attaches to the viewer `name` from CUDA device `device` (the viewer's GPU: checked),
-    /// writing at most `frames_in_flight` frames ahead; waits at most `timeout` seconds.
+    /// Attaches to the viewer `name` from CUDA device `device` (the viewer's GPU: checked);
+    /// waits at most `timeout` seconds. Frames in flight: the viewer's (`len(slots)`).
     #[new]
-    #[pyo3(signature = (name, device = 0, frames_in_flight = 3, timeout = 30.0))]
-    fn new(
-        py: Python<'_>,
-        name: &str,
-        device: usize,
-        frames_in_flight: u32,
-        timeout: f64,
-    ) -> PyResult<Self> {
+    #[pyo3(signature = (name, device = 0, timeout = 30.0))]
+    fn new(py: Python<'_>, name: &str, device: usize, timeout: f64) -> PyResult<Self> {
         let timeout = timeout_seconds(timeout)?;
         let (client, ranges) = py
             .detach(|| -> cuvk::Result<_> {
                 let cuda = cuvk::cuda::context(device)?;
-                let client = FrameClient::attach(name, &cuda, frames_in_flight, timeout)?;
+                let client = FrameClient::attach(name, &cuda, timeout)?;
                 let ranges = client
                     .buffer_ids()
                     .iter()
@@ -179,21 +173,25 @@ impl PyProducer {
     }
 
     /// The newest frame the viewer announced drawn (no wait).
-    fn drawn(&self) -> PyResult<u64> {
-        self.client
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drawn()
-            .py()
+    fn drawn(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| {
+            self.client
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .drawn()
+        })
+        .py()
     }
 
     /// After the viewer is gone: releases this process's stream waits on its timeline.
-    fn release_waits(&self) -> PyResult<()> {
-        self.client
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .release_waits()
-            .py()
+    fn release_waits(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| {
+            self.client
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .release_waits()
+        })
+        .py()
     }
 
     fn __repr__(&self) -> String {

@@ -336,6 +336,8 @@ pub enum Rule {
     IpcDescriptionRefused = 0x0C1E,
     /// A release meant for a lost peer asked for while the peer is still connected.
     IpcStillConnected = 0x0C1F,
+    /// A second producer for a frame server.
+    IpcOneProducer = 0x0C20,
     /// Peer access asked for between GPUs that have no peer path.
     PeerNoAccess = 0x0D01,
     /// A shared buffer handed to something on another GPU.
@@ -508,6 +510,7 @@ impl Rule {
         Rule::IpcNoSuchObject,
         Rule::IpcDescriptionRefused,
         Rule::IpcStillConnected,
+        Rule::IpcOneProducer,
         Rule::PeerNoAccess,
         Rule::PeerDeviceMismatch,
         Rule::PeerSizeMismatch,
@@ -692,6 +695,7 @@ impl Rule {
             Rule::IpcNoSuchObject => "Ipc.NoSuchObject",
             Rule::IpcDescriptionRefused => "Ipc.DescriptionRefused",
             Rule::IpcStillConnected => "Ipc.StillConnected",
+            Rule::IpcOneProducer => "Ipc.OneProducer",
             Rule::PeerNoAccess => "Peer.NoPeerAccess",
             Rule::PeerDeviceMismatch => "Peer.DeviceMismatch",
             Rule::PeerSizeMismatch => "Peer.SizeMismatch",
@@ -926,6 +930,7 @@ impl Error {
             Error::Ipc(IpcError::NoSuchObject { .. }) => Rule::IpcNoSuchObject,
             Error::Ipc(IpcError::DescriptionRefused { .. }) => Rule::IpcDescriptionRefused,
             Error::Ipc(IpcError::StillConnected { .. }) => Rule::IpcStillConnected,
+            Error::Ipc(IpcError::OneProducer) => Rule::IpcOneProducer,
             Error::Ipc(
                 IpcError::PeerClosed { .. } | IpcError::Timeout { .. } | IpcError::Io { .. },
             ) => return None,

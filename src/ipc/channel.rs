@@ -38,6 +38,9 @@ pub struct Channel {
     stream: UnixStream,
     send_lock: Mutex<()>,
     recv_lock: Mutex<()>,
+    // Set when a message was cut off mid-way (its rest never sent or never received): the
+    // stream is out of step, and every later call says the connection is gone.
+    broken: std::sync::atomic::AtomicBool,
 }
 
 impl From<UnixStream> for Channel {
@@ -46,6 +49,7 @@ impl From<UnixStream> for Channel {
             stream,
             send_lock: Mutex::new(()),
             recv_lock: Mutex::new(()),
+            broken: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -57,6 +61,23 @@ impl AsFd for Channel {
 }
 
 impl Channel {
+    fn check_broken(&self) -> Result<(), IpcError> {
+        if self.broken.load(std::sync::atomic::Ordering::Acquire) {
+            Err(IpcError::PeerClosed { partial: 0 })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Marks the stream out of step when `result` failed part-way through a message.
+    fn note_cut<T>(&self, result: Result<T, IpcError>, begun: bool) -> Result<T, IpcError> {
+        if result.is_err() && begun {
+            self.broken
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        result
+    }
+
     /// Connects to the listener `name`, retrying while it does not exist yet (or refuses)
     /// until `timeout` has passed.
     pub fn connect(name: &str, timeout: Duration) -> Result<Channel, IpcError> {
@@ -116,18 +137,21 @@ impl Channel {
     /// Writes `bytes` whole, `fds` with the first byte (no checks: `send` checks, tests lie).
     fn send_bytes(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), IpcError> {
         let _guard = lock(&self.send_lock);
+        self.check_broken()?;
         let mut sent = 0;
         while sent < bytes.len() {
             let fds = if sent == 0 { fds } else { &[] };
-            sent += sendmsg(self.stream.as_raw_fd(), &bytes[sent..], fds, 0).map_err(|errno| {
-                match errno {
-                    libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
-                    _ => IpcError::Io {
-                        op: "sendmsg",
-                        errno,
+            let r =
+                sendmsg(self.stream.as_raw_fd(), &bytes[sent..], fds, 0).map_err(
+                    |errno| match errno {
+                        libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
+                        _ => IpcError::Io {
+                            op: "sendmsg",
+                            errno,
+                        },
                     },
-                }
-            })?;
+                );
+            sent += self.note_cut(r, sent > 0)?;
         }
         Ok(())
     }
@@ -147,6 +171,7 @@ impl Channel {
         msg.validate()?;
         let bytes = encode(msg);
         let _guard = lock(&self.send_lock);
+        self.check_broken()?;
         let fd = self.stream.as_raw_fd();
         let closed = |errno, sent| match errno {
             libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
@@ -162,11 +187,12 @@ impl Channel {
         };
         let deadline = Instant::now().checked_add(timeout);
         while sent < bytes.len() {
-            wait_writable(fd, deadline, timeout)?;
+            // Part of the message is out: any failure now leaves the stream out of step.
+            self.note_cut(wait_writable(fd, deadline, timeout), true)?;
             match sendmsg(fd, &bytes[sent..], &[], libc::MSG_DONTWAIT) {
                 Ok(n) => sent += n,
                 Err(libc::EAGAIN) => {}
-                Err(errno) => return Err(closed(errno, sent)),
+                Err(errno) => return self.note_cut(Err(closed(errno, sent)), true),
             }
         }
         Ok(true)
@@ -176,6 +202,7 @@ impl Channel {
     /// it. The descriptors are the caller's on success; on any refusal they are closed.
     pub fn recv(&self, timeout: Duration) -> Result<(Message, Vec<OwnedFd>), IpcError> {
         let _guard = lock(&self.recv_lock);
+        self.check_broken()?;
         let deadline = Instant::now().checked_add(timeout);
         let mut fds = Vec::with_capacity(MAX_FDS);
         let mut header = [0u8; HEADER_LEN];
@@ -183,13 +210,14 @@ impl Channel {
         let len = Header::decode(&header)?.message_len();
         let mut bytes = vec![0u8; len];
         bytes[..HEADER_LEN].copy_from_slice(&header);
-        self.fill(
+        let body = self.fill(
             &mut bytes[HEADER_LEN..],
             HEADER_LEN,
             &mut fds,
             deadline,
             timeout,
-        )?;
+        );
+        self.note_cut(body, true)?;
         let msg = decode(&bytes, fds.len())?; // a refusal drops (closes) `fds` once
         Ok((msg, fds))
     }

@@ -252,6 +252,9 @@ pub enum IpcError {
         /// What was asked for.
         what: &'static str,
     },
+    /// A second producer for a frame server (its timelines carry the first one's frames).
+    #[error("a frame server serves one producer: bind a new one (fresh timelines) for the next")]
+    OneProducer,
     /// A description the importing driver (or the caller's types) contradicts.
     #[error("object {id}: the description breaks the rule \"{rule}\" (described {described}, found {driver})")]
     DescriptionRefused {
@@ -301,6 +304,7 @@ impl IpcError {
             IpcError::NoSuchObject { .. } => 0x0C1D,
             IpcError::DescriptionRefused { .. } => 0x0C1E,
             IpcError::StillConnected { .. } => 0x0C1F,
+            IpcError::OneProducer => 0x0C20,
         }
     }
 
@@ -338,6 +342,7 @@ impl IpcError {
             IpcError::NoSuchObject { .. } => "no_such_object",
             IpcError::DescriptionRefused { .. } => "description_refused",
             IpcError::StillConnected { .. } => "still_connected",
+            IpcError::OneProducer => "one_producer",
         }
     }
 

@@ -37,6 +37,8 @@ pub struct FrameServer {
     vk: Arc<VulkanContext>,
     link: Option<Link>,
     frames_in_flight: u32,
+    buffers: u32,
+    served: bool,
 }
 
 impl std::fmt::Debug for FrameServer {
@@ -72,23 +74,45 @@ impl FrameServer {
             vk: vk.clone(),
             link: None,
             frames_in_flight,
+            buffers: 0,
+            served: false,
         })
     }
 
-    /// Publishes a buffer the producer writes (see [`Server::publish_buffer`]).
+    /// Publishes a buffer the producer writes (see [`Server::publish_buffer`]): one per frame
+    /// in flight, frame n in the `(n - 1) % K`-th published.
     pub fn publish_buffer(
         &mut self,
         buffer: &Arc<BoundBuffer>,
         element_type: u32,
         element_size: u32,
     ) -> Result<u32> {
-        self.server
-            .publish_buffer(buffer, element_type, element_size)
+        let id = self
+            .server
+            .publish_buffer(buffer, element_type, element_size)?;
+        self.buffers += 1;
+        Ok(id)
     }
 
-    /// Waits at most `timeout` for a producer (a new one replaces one that is gone).
+    /// Waits at most `timeout` for the producer. One producer per server: the timelines carry
+    /// its frame numbers; for the next one (after [`Self::release_waits`]) bind a new server,
+    /// with fresh timelines ([`IpcError::OneProducer`] otherwise). Refused unless exactly K
+    /// buffers were published (the producer reads K from their count).
     pub fn accept(&mut self, timeout: Duration) -> Result<()> {
+        if self.served {
+            return Err(IpcError::OneProducer.into());
+        }
+        if self.buffers != self.frames_in_flight {
+            return Err(IpcError::DescriptionRefused {
+                id: 0,
+                rule: "a frame server publishes one buffer per frame in flight",
+                described: u64::from(self.buffers),
+                driver: u64::from(self.frames_in_flight),
+            }
+            .into());
+        }
         self.link = Some(self.server.accept(timeout)?);
+        self.served = true;
         Ok(())
     }
 
@@ -203,11 +227,14 @@ impl FrameServer {
 
 /// The producer's side: the viewer's buffers and timelines imported into CUDA.
 pub struct FrameClient {
-    attached: Attached,
+    // Dropped first (field order): their drops wait for this process's pending signals, so
+    // the viewer cannot see the link close (and release past them) while one is pending.
     written: ExternalSemaphore,
     drawn: ExternalSemaphore,
     cuda: Arc<CudaContext>,
     frames_in_flight: u32,
+    released: u64,
+    attached: Attached,
 }
 
 impl std::fmt::Debug for FrameClient {
@@ -219,14 +246,9 @@ impl std::fmt::Debug for FrameClient {
 }
 
 impl FrameClient {
-    /// Attaches to the viewer `name` from `cuda`'s GPU (checked against the viewer's), writing
-    /// `frames_in_flight` frames ahead at most; waits at most `timeout`.
-    pub fn attach(
-        name: &str,
-        cuda: &Arc<CudaContext>,
-        frames_in_flight: u32,
-        timeout: Duration,
-    ) -> Result<Self> {
+    /// Attaches to the viewer `name` from `cuda`'s GPU (checked against the viewer's); waits at
+    /// most `timeout`. The frames in flight, K, are the viewer's: one published buffer each.
+    pub fn attach(name: &str, cuda: &Arc<CudaContext>, timeout: Duration) -> Result<Self> {
         let uuid = crate::cuda::uuid_of(cuda)?;
         let attached = Attached::connect(name, uuid, None, timeout)?;
         let missing = |role| IpcError::NoSuchObject {
@@ -239,12 +261,21 @@ impl FrameClient {
         let drawn_id = attached
             .timeline_id(TimelineRole::Publisher)
             .ok_or(missing(TimelineRole::Publisher))?;
+        let frames_in_flight = attached.buffers().count() as u32;
+        if !(1..=16).contains(&frames_in_flight) {
+            return Err(crate::SyncError::FramesInFlight {
+                requested: frames_in_flight,
+                max: 16,
+            }
+            .into());
+        }
         Ok(Self {
             written: attached.import_cuda_timeline(written_id, cuda)?,
             drawn: attached.import_cuda_timeline(drawn_id, cuda)?,
             attached,
             cuda: cuda.clone(),
             frames_in_flight,
+            released: RELEASED,
         })
     }
 
@@ -364,7 +395,8 @@ impl FrameClient {
             .into());
         }
         let stream = self.cuda.new_stream().cuda("cuStreamCreate")?;
-        self.drawn.signal(&stream, RELEASED + 1)?;
+        self.released += 1;
+        self.drawn.signal(&stream, self.released)?;
         stream.synchronize().cuda("cuStreamSynchronize")
     }
 

@@ -181,7 +181,7 @@ impl Server {
 pub struct Link {
     channel: Channel,
     latest: u64,
-    closed: bool,
+    closed: std::sync::atomic::AtomicBool,
     // The newest value not yet sent (the socket was full), sent by the next call.
     pending: std::sync::Mutex<Option<u64>>,
 }
@@ -194,7 +194,7 @@ impl Link {
         Self {
             channel,
             latest: 0,
-            closed: false,
+            closed: std::sync::atomic::AtomicBool::new(false),
             pending: std::sync::Mutex::new(None),
         }
     }
@@ -206,10 +206,24 @@ impl Link {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let value = pending.take().map_or(value, |p| p.max(value));
         let notice = Message::Frame(FrameNotice { value });
-        if !self.channel.try_send(&notice, NOTICE_GRACE)? {
-            *pending = Some(value);
+        match self.channel.try_send(&notice, NOTICE_GRACE) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                *pending = Some(value);
+                Ok(())
+            }
+            Err(e) => {
+                if matches!(e, IpcError::PeerClosed { .. }) {
+                    self.mark_closed();
+                }
+                Err(e.into())
+            }
         }
-        Ok(())
+    }
+
+    fn mark_closed(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Sends a notice that waited for room, if there is one and room now.
@@ -230,14 +244,18 @@ impl Link {
     /// [`IpcError::PeerClosed`] once the other side is gone and nothing newer than `after`
     /// had arrived before (its notices still count: [`Self::last_seen`]).
     pub fn latest(&mut self, after: u64, timeout: Duration) -> Result<Option<u64>> {
-        if self.closed {
+        if self.is_closed() {
             return if self.latest > after {
                 Ok(Some(self.latest))
             } else {
                 Err(IpcError::PeerClosed { partial: 0 }.into())
             };
         }
-        self.flush()?;
+        // A closed peer seen by the flush still leaves its notices to read below.
+        match self.flush() {
+            Err(Error::Ipc(IpcError::PeerClosed { .. })) | Ok(()) => {}
+            Err(e) => return Err(e),
+        }
         let deadline = Instant::now().checked_add(timeout);
         loop {
             let left = match deadline {
@@ -248,7 +266,7 @@ impl Link {
             match self.channel.recv(left) {
                 Ok((Message::Frame(n), _)) => self.latest = self.latest.max(n.value),
                 Ok((Message::Goodbye, _)) | Err(IpcError::PeerClosed { .. }) => {
-                    self.closed = true;
+                    self.mark_closed();
                     return if self.latest > after {
                         Ok(Some(self.latest))
                     } else {
@@ -275,9 +293,9 @@ impl Link {
         self.latest
     }
 
-    /// Whether the other side closed the connection (seen by [`Self::latest`]).
+    /// Whether the other side closed the connection (seen by a receive or a send).
     pub fn is_closed(&self) -> bool {
-        self.closed
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Says goodbye (the other side's [`Self::latest`] returns `PeerClosed` at once).

@@ -50,7 +50,12 @@ fn ipc_producer() {
         parts[3].parse::<u64>().unwrap(),
     );
     let cuda = cuvk::cuda::context(0).unwrap();
-    let mut client = FrameClient::attach(name, &cuda, k, T).unwrap();
+    let mut client = FrameClient::attach(name, &cuda, T).unwrap();
+    assert_eq!(
+        client.frames_in_flight(),
+        k,
+        "K is the viewer's buffer count"
+    );
     let slots: Vec<_> = client
         .buffer_ids()
         .iter()
