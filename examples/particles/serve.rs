@@ -99,15 +99,6 @@ pub fn main(args: Vec<String>, shader_dir: PathBuf) -> ExitCode {
     cuvk_dev::demo::exit_code(parse(args, shader_dir).and_then(|c| run(&c)))
 }
 
-fn full_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer, src: vk::AccessFlags) {
-    let all = vk::PipelineStageFlags::ALL_COMMANDS;
-    let b = [vk::MemoryBarrier::default()
-        .src_access_mask(src)
-        .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE)];
-    // SAFETY: `cmd` is recording; the barrier is well formed.
-    unsafe { d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]) };
-}
-
 /// Waits until frame `n` is drawn, in short slices, reading the producer's notices between
 /// them: `false` if the producer went away first (then frame `n` may never complete until its
 /// waits are released).
@@ -175,7 +166,11 @@ fn run(c: &Config) -> anyhow::Result<()> {
     let canvas = Canvas::new(&alloc, &shaders.canvas(), &draw, c.width, c.height)?;
     let mut cmds = CommandSlots::new(&vk, 2 * K as usize)?;
     let (d, qf) = (vk.device(), vk.queue_family_index());
-    let barrier = |cmd: vk::CommandBuffer, src: vk::AccessFlags| full_barrier(d, cmd, src);
+    let barrier = |cmd: vk::CommandBuffer, src: vk::AccessFlags| {
+        // SAFETY: only called with the command buffer being recorded (ours, and the canvas's
+        // calls between its passes on the buffer it records into).
+        unsafe { cuvk_dev::demo::full_barrier(d, cmd, src) }
+    };
     std::fs::create_dir_all(&c.out)?;
     let mut server = serve(&c.name, &vk, &slots)?;
     println!(
@@ -248,16 +243,13 @@ fn run(c: &Config) -> anyhow::Result<()> {
             cmd_release_buffers(d, cmd, qf, &shared, compute, vk::AccessFlags::SHADER_READ);
             barrier(cmd, vk::AccessFlags::SHADER_WRITE);
             if save {
-                let region = [vk::BufferCopy {
-                    src_offset: 0,
-                    dst_offset: 0,
-                    size: u64::from(c.width * c.height * 4),
-                }];
-                d.cmd_copy_buffer(
+                cuvk_dev::demo::record_readback(
+                    d,
                     cmd,
                     canvas.pixels.vk_buffer(),
                     canvas.readback.vk_buffer(),
-                    &region,
+                    c.width,
+                    c.height,
                 );
             }
             d.end_command_buffer(cmd)?;

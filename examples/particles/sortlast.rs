@@ -460,16 +460,6 @@ struct Timings {
     nccl: Vec<f64>,
 }
 
-/// The full barrier the canvas wants between its passes.
-fn full_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer, src: vk::AccessFlags) {
-    let all = vk::PipelineStageFlags::ALL_COMMANDS;
-    let b = [vk::MemoryBarrier::default()
-        .src_access_mask(src)
-        .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE)];
-    // SAFETY: `cmd` is recording; the barrier is well formed.
-    unsafe { d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]) };
-}
-
 fn run_rank(
     cfg: &Config,
     rank: usize,
@@ -521,7 +511,11 @@ fn run_rank(
     let params = sim::Params::new(cfg.particles as u32);
     let d = vk.device();
     let qf = vk.queue_family_index();
-    let barrier = |cmd: vk::CommandBuffer, src: vk::AccessFlags| full_barrier(d, cmd, src);
+    let barrier = |cmd: vk::CommandBuffer, src: vk::AccessFlags| {
+        // SAFETY: only called with the command buffer being recorded (ours, and the canvas's
+        // calls between its passes on the buffer it records into).
+        unsafe { cuvk_dev::demo::full_barrier(d, cmd, src) }
+    };
     let events: Vec<[CudaEvent; 4]> = (0..2)
         .map(|_| {
             let e = || cuda.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
@@ -650,16 +644,13 @@ fn run_rank(
                 cmd_release_buffers(d, cmd, qf, &hdr_only, compute, rw);
                 barrier(cmd, vk::AccessFlags::SHADER_WRITE);
                 if save {
-                    let region = [vk::BufferCopy {
-                        src_offset: 0,
-                        dst_offset: 0,
-                        size: u64::from(w * h * 4),
-                    }];
-                    d.cmd_copy_buffer(
+                    cuvk_dev::demo::record_readback(
+                        d,
                         cmd,
                         canvas.pixels.vk_buffer(),
                         canvas.readback.vk_buffer(),
-                        &region,
+                        w,
+                        h,
                     );
                 }
                 d.end_command_buffer(cmd)?;

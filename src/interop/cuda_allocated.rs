@@ -25,6 +25,18 @@ impl Bridge {
         len: usize,
         usage: BufferUsage,
     ) -> Result<SharedBuffer<T>> {
+        self.vmm_buffer(len, usage, &[self.cuda.cu_device()])
+    }
+
+    /// `len` elements CUDA allocates on this bridge's GPU, maps once, opens to `devices` (this
+    /// GPU among them) and Vulkan imports: [`Self::create_buffer_from_cuda`] and
+    /// [`Self::create_peer_buffer`](crate::Bridge::create_peer_buffer).
+    pub(crate) fn vmm_buffer<T: bytemuck::Pod>(
+        &self,
+        len: usize,
+        usage: BufferUsage,
+        devices: &[cudarc::driver::sys::CUdevice],
+    ) -> Result<SharedBuffer<T>> {
         let bytes = layout::bytes_for::<T>(len)?;
         let granularity = self.vmm_granularity()?;
         let size = layout::align_up(bytes, granularity).ok_or(layout::LayoutError::Overflow {
@@ -33,7 +45,9 @@ impl Bridge {
         })?;
         let memory = VmmAllocation::new(&self.cuda, size, crate::cuda::vmm::VmmExport::OsHandle)?;
         let reservation = AddressReservation::new(&self.cuda, size)?;
-        let mapping = reservation.map(0, &memory, size)?.enable_access()?;
+        let mapping = reservation
+            .map(0, &memory, size)?
+            .enable_access_for(devices)?;
         let bound = import_into_vulkan(&self.vulkan, &memory, bytes, usage | transfer_usage())?;
         SharedBuffer::assemble(bound, CudaSide::Vmm(mapping), self.stream.clone(), len)
     }

@@ -11,12 +11,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext};
 
-use crate::cuda::vmm::{AddressReservation, VmmAllocation, VmmExport};
 use crate::error::{CudaResultExt, PeerError, Result};
-use crate::interop::cuda_allocated::import_into_vulkan;
-use crate::interop::shared_buffer::{transfer_usage, CudaSide};
 use crate::interop::{Bridge, BufferUsage, SharedBuffer};
-use crate::rules::layout;
 
 /// Whether GPU `peer`'s kernels and copies can reach GPU `owner`'s memory
 /// (`cuDeviceCanAccessPeer`; true for a GPU and itself).
@@ -151,19 +147,7 @@ impl Bridge {
         let devices = access_list((owner.ordinal(), owner.cu_device()), &listed, |i| {
             can_access_peer(peers[i], owner)
         })?;
-        let bytes = layout::bytes_for::<T>(len)?;
-        let granularity = self.vmm_granularity()?;
-        let size = layout::align_up(bytes, granularity).ok_or(layout::LayoutError::Overflow {
-            offset: bytes,
-            size: granularity,
-        })?;
-        let memory = VmmAllocation::new(owner, size, VmmExport::OsHandle)?;
-        let reservation = AddressReservation::new(owner, size)?;
-        let mapping = reservation
-            .map(0, &memory, size)?
-            .enable_access_for(&devices)?;
-        let bound = import_into_vulkan(self.vulkan(), &memory, bytes, usage | transfer_usage())?;
-        SharedBuffer::assemble(bound, CudaSide::Vmm(mapping), self.stream().clone(), len)
+        self.vmm_buffer(len, usage, &devices)
     }
 }
 
