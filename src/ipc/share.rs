@@ -609,3 +609,68 @@ impl Attached {
         &mut self.link
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    /// A peer that never reads cannot block the sender of notices (the deadlock the bench's
+    /// negative control once hit, two processes each blocked in `sendmsg`): 100,000 notices
+    /// return at once, and when the peer reads, the newest value is there.
+    #[test]
+    fn notices_never_block_and_the_newest_value_arrives() {
+        let (a, b) = Channel::pair().unwrap();
+        let (sender, mut receiver) = (Link::new(a), Link::new(b));
+        let start = Instant::now();
+        for n in 1..=100_000u64 {
+            sender.notify(n).unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+        // The receiver drains what was sent; the newest value waits in the sender until there
+        // is room, and goes with the next call.
+        let mut seen = 0;
+        while let Some(v) = receiver.latest(seen, Duration::from_millis(50)).unwrap() {
+            seen = v;
+        }
+        sender.flush().unwrap();
+        if let Some(v) = receiver.latest(seen, Duration::from_millis(50)).unwrap() {
+            seen = v;
+        }
+        assert_eq!(seen, 100_000, "the newest notice arrives");
+    }
+
+    /// A peer gone is seen by a send too, and a release after it is not refused.
+    #[test]
+    fn a_closed_peer_is_seen_by_sends_and_earlier_notices_still_count() {
+        let (a, b) = Channel::pair().unwrap();
+        let (sender, mut receiver) = (Link::new(a), Link::new(b));
+        sender.notify(7).unwrap();
+        drop(sender);
+        // The notice sent before the close is read, then the close.
+        assert_eq!(receiver.latest(0, Duration::from_secs(1)).unwrap(), Some(7));
+        let e = receiver.latest(7, Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(e, Error::Ipc(IpcError::PeerClosed { .. })), "{e}");
+        assert!(receiver.is_closed());
+        // A link whose peer closed notices it on a send as well.
+        let (c, d) = Channel::pair().unwrap();
+        let link = Link::new(c);
+        drop(d);
+        let mut sent = Ok(());
+        for n in 0..1000 {
+            sent = link.notify(n);
+            if sent.is_err() {
+                break;
+            }
+        }
+        assert!(
+            matches!(sent, Err(Error::Ipc(IpcError::PeerClosed { .. }))),
+            "{sent:?}"
+        );
+        assert!(link.is_closed(), "a send saw the close");
+    }
+}
