@@ -2,12 +2,13 @@
 //! buffers, images and timelines over a Unix domain socket, their descriptors passed beside
 //! the messages (`SCM_RIGHTS`); another attaches and imports them.
 //!
-//! This module is the transport: [`wire`] is the versioned description format (a 16-byte
+//! Layers: the versioned description format ([`Message`], [`encode`], [`decode`]: a 16-byte
 //! header — `b"CUVK"`, version, kind, body length, descriptor count — and a fixed
 //! little-endian body per [`MessageKind`]), checked on decode so that everything a peer could
 //! get wrong is an [`IpcError`] naming the rule and its numbers; [`Channel`] and [`Listener`]
-//! carry whole messages and their descriptors (Linux only: on other platforms they do not
-//! exist).
+//! carry whole messages and their descriptors; [`Server`] / [`Attached`] publish and import
+//! buffers and timelines; [`FrameServer`] / [`FrameClient`] order frames between a viewer and
+//! a producer (all but the format Linux only: on other platforms they do not exist).
 //!
 //! # Descriptor ownership
 //!
@@ -41,7 +42,7 @@
 #[cfg(target_os = "linux")]
 mod channel;
 mod error;
-pub mod wire;
+mod wire;
 
 #[cfg(target_os = "linux")]
 mod frames;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
-use cuvk::ipc::wire::{BufferInfo, Hello, Message};
 use cuvk::ipc::{Attached, Channel, IpcError, Listener, Server};
+use cuvk::ipc::{BufferInfo, Hello, Message};
 use cuvk::vulkan::{BoundBuffer, HostBuffer, VulkanContext};
 use cuvk::Error;
 use cuvk_dev::testing as common;
