@@ -34,7 +34,7 @@ use cuvk::vulkan::{
     KernelArg, LaunchDims, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, VulkanConfig,
     VulkanContext,
 };
-use cuvk::{AcquireWait, Bridge, BridgeConfig, BufferUsage, FramePacer, SharedBuffer};
+use cuvk::{AcquireWait, Bridge, BridgeConfig, BufferUsage, SharedBuffer};
 use cuvk_dev::{checker, kernels, logger, CommandSlots};
 use kernels::Kernels;
 
@@ -69,36 +69,15 @@ fn pacer(
     frames: u64,
     acquire: AcquireWait,
 ) -> anyhow::Result<(f64, u32)> {
-    s.reset_result()?;
-    let stream = s.bridge.cuda().new_stream()?;
-    let mut pacer = FramePacer::new(&s.bridge, k_in_flight)?;
-    pacer.set_acquire_wait(acquire);
-    let checker = s.checker(pacer.command_slots())?;
-    let t = Instant::now();
-    for _ in 0..frames {
-        let f = pacer.begin_frame()?;
-        let slot = &s.slots[f.slot()];
-        pacer.cuda_acquire(&f, &stream)?;
-        s.k.fill(
-            &stream,
-            slot.kernel_arg(),
-            ELEMENTS as u64,
-            f.number() as u32,
-        )?;
-        pacer.cuda_release(&f, &stream)?;
-        // SAFETY: begin_frame freed the command slot; everything lives until wait_idle.
-        unsafe {
-            let cmd = checker.record(f.command_slot(), f.slot(), f.number() as u32, Some(slot))?;
-            pacer.vulkan_submit(
-                &f,
-                &cuvk::FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
-            )?;
-        }
-    }
-    pacer.wait_idle(WAIT)?;
-    let us = per_frame_us(t, frames);
-    drop(checker);
-    Ok((us, checker::read_result(&s.result)?.0))
+    checker::paced_frames(
+        &s.bridge,
+        &s.k,
+        &s.slots,
+        &mut s.result,
+        k_in_flight,
+        frames,
+        acquire,
+    )
 }
 
 /// What writes the frame number into the slot inside the Vulkan command buffer.

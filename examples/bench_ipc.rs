@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::ipc::{FrameClient, FrameServer};
 use cuvk::vulkan::HostBuffer;
-use cuvk::{Bridge, BridgeConfig, BufferUsage, FramePacer, FrameSubmit, SharedBuffer};
+use cuvk::{AcquireWait, Bridge, BridgeConfig, BufferUsage, FrameSubmit, SharedBuffer};
 use cuvk_dev::checker::{self, Checker};
 use cuvk_dev::{kernels::Kernels, logger};
 
@@ -177,34 +177,15 @@ fn cross_process(
 /// The in-process pacer with the same work.
 fn in_process(v: &mut Viewer, k: u32, frames: u64) -> anyhow::Result<(f64, u32)> {
     let kernels = Kernels::load(v.bridge.cuda())?;
-    let stream = v.bridge.cuda().new_stream()?;
-    let mut pacer = FramePacer::new(&v.bridge, k)?;
-    let checker = v.checker(pacer.command_slots())?;
-    let t = Instant::now();
-    for _ in 0..frames {
-        let f = pacer.begin_frame()?;
-        let slot = &v.slots[f.slot()];
-        pacer.cuda_acquire(&f, &stream)?;
-        kernels.fill(
-            &stream,
-            slot.kernel_arg(),
-            ELEMENTS as u64,
-            f.number() as u32,
-        )?;
-        pacer.cuda_release(&f, &stream)?;
-        // SAFETY: begin_frame freed the command slot; everything lives until wait_idle.
-        unsafe {
-            let cmd = checker.record(f.command_slot(), f.slot(), f.number() as u32, Some(slot))?;
-            pacer.vulkan_submit(
-                &f,
-                &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
-            )?;
-        }
-    }
-    pacer.wait_idle(T)?;
-    let us = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
-    drop(checker);
-    Ok((us, checker::read_result(&v.result)?.0))
+    checker::paced_frames(
+        &v.bridge,
+        &kernels,
+        &v.slots,
+        &mut v.result,
+        k,
+        frames,
+        AcquireWait::Gpu,
+    )
 }
 
 /// A producer killed with SIGKILL mid-stream: the viewer notices, releases its waits, its

@@ -132,3 +132,48 @@ pub fn read_result(result: &HostBuffer) -> anyhow::Result<(u32, u32, u32)> {
     let r: Vec<u32> = result.read()?;
     Ok((r[0], r[1], r[2]))
 }
+
+/// `frames` frames through the frame pacer at K = `frames_in_flight`: a CUDA kernel writes the
+/// frame number into every element of slot `frame % K`, Vulkan checks it (the work of
+/// `bench_frames`' pacer rows, which `bench_ipc` compares the cross-process handoff with).
+/// Returns (µs per frame, wrong elements); `result` is reset first.
+pub fn paced_frames(
+    bridge: &Bridge,
+    kernels: &crate::kernels::Kernels,
+    slots: &[SharedBuffer<u32>],
+    result: &mut HostBuffer,
+    frames_in_flight: u32,
+    frames: u64,
+    acquire: cuvk::AcquireWait,
+) -> anyhow::Result<(f64, u32)> {
+    result.write(&[0u32; 3])?;
+    let stream = bridge.cuda().new_stream()?;
+    let mut pacer = cuvk::FramePacer::new(bridge, frames_in_flight)?;
+    pacer.set_acquire_wait(acquire);
+    let checker = Checker::new(bridge, slots, result, pacer.command_slots())?;
+    let t = std::time::Instant::now();
+    for _ in 0..frames {
+        let f = pacer.begin_frame()?;
+        let slot = &slots[f.slot()];
+        pacer.cuda_acquire(&f, &stream)?;
+        kernels.fill(
+            &stream,
+            slot.kernel_arg(),
+            slot.len() as u64,
+            f.number() as u32,
+        )?;
+        pacer.cuda_release(&f, &stream)?;
+        // SAFETY: begin_frame freed the command slot; everything lives until wait_idle.
+        unsafe {
+            let cmd = checker.record(f.command_slot(), f.slot(), f.number() as u32, Some(slot))?;
+            pacer.vulkan_submit(
+                &f,
+                &cuvk::FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
+            )?;
+        }
+    }
+    pacer.wait_idle(std::time::Duration::from_secs(30))?;
+    let us = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
+    drop(checker);
+    Ok((us, read_result(result)?.0))
+}
