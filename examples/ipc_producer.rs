@@ -44,8 +44,12 @@ fn main() -> anyhow::Result<()> {
     // Frames in flight are the viewer's: one published buffer each.
     let k = client.frames_in_flight();
     let n = (slots[0].size() / 16) as usize;
-    let source =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/particles.cu"))?;
+    // The shaders where the demo looks for them: the working directory's, else the source tree's.
+    let source = std::fs::read_to_string("shaders/particles.cu")
+        .or_else(|_| {
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/shaders/particles.cu"))
+        })
+        .context("reading shaders/particles.cu")?;
     let module = cuvk::cuda::compile_module(&cuda, "particles.cu", &source)?;
     let (step, init) = (
         module.load_function("step_chunk")?,

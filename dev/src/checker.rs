@@ -44,6 +44,19 @@ impl Checker {
         })
     }
 
+    /// The fence of command slot `command_slot`, for its submission: the next record into the
+    /// slot waits for it (see `CommandSlots::fence`; what keeps the validation layer's model
+    /// right where the loop waits on an exported timeline).
+    pub fn fence(&self, command_slot: usize) -> vk::Fence {
+        self.cmds.fence(command_slot)
+    }
+
+    /// Waits for every command slot's fence handed out (bounded): before the checker drops,
+    /// once its frames are known complete.
+    pub fn wait_fenced(&self) -> cuvk::Result<()> {
+        self.cmds.wait_fenced()
+    }
+
     /// Records the check of `slot` against `expected` into command slot `command_slot`, with
     /// the ownership transfers of `transfer` from/to CUDA when given.
     ///

@@ -217,8 +217,12 @@ fn run(c: &Config) -> anyhow::Result<()> {
         let camera = OrbitCamera::orbited(drawn);
         let lines: Option<[String; canvas::hud::LINES]> = c.hud.then(|| {
             [
-                format!("{} particles, simulated in another process", c.particles),
-                format!("serving '{}', producer {producers}", c.name),
+                format!(
+                    "{} particles, simulated in another process",
+                    canvas::hud::thousands(c.particles as u64)
+                ),
+                // The HUD font has no quotes.
+                format!("serving {}, producer {producers}", c.name),
                 format!("producer frame {n}, drawn {drawn}"),
             ]
         });
@@ -256,7 +260,14 @@ fn run(c: &Config) -> anyhow::Result<()> {
             cmd
         };
         // SAFETY: as above.
-        unsafe { server.submit_drawn(n, &FrameSubmit::new(&[cmd], compute)) }?;
+        // The slot's fence too: the validation layer cannot see that frame n drawn (an
+        // exported timeline) means this submission completed.
+        let cmd = [cmd];
+        let submit = FrameSubmit {
+            fence: cmds.fence(cs),
+            ..FrameSubmit::new(&cmd, compute)
+        };
+        unsafe { server.submit_drawn(n, &submit) }?;
         in_slot[cs] = n;
         if save {
             server.wait_drawn(n, Duration::from_secs(10))?;
@@ -266,6 +277,8 @@ fn run(c: &Config) -> anyhow::Result<()> {
         }
     }
     server.wait_drawn(newest, Duration::from_secs(10))?;
+    // Drawn means done; the fences tell the validation layer so before anything is destroyed.
+    cmds.wait_fenced()?;
     // SAFETY: every submission of these command buffers is drawn (waited above).
     unsafe { cmds.assume_idle() };
     Ok(())

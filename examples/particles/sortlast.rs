@@ -696,7 +696,7 @@ fn run_rank(
 fn hud_text(cfg: &Config, world: usize, s: &canvas::hud::Stats) -> [String; canvas::hud::LINES] {
     let mut lines: [String; canvas::hud::LINES] = Default::default();
     let text = [
-        format!("{} particles", group_digits(cfg.particles as u64)),
+        format!("{} particles", canvas::hud::thousands(cfg.particles as u64)),
         format!("{world} GPU(s), sort-last on NCCL"),
         format!(
             "{:.0} fps  p50 {:.2} ms  p99 {:.2} ms",
@@ -707,18 +707,6 @@ fn hud_text(cfg: &Config, world: usize, s: &canvas::hud::Stats) -> [String; canv
         *l = t;
     }
     lines
-}
-
-fn group_digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 /// Rank 0's summary line (and the bench's report file).
@@ -809,7 +797,7 @@ fn bench(cfg: &Config) -> anyhow::Result<()> {
         rows.push(format!(
             "| {g} | {} | {} | {p50:.2} | {p99:.2} | {:.1} | {scale} | {sim:.2} | {nccl:.3} | {:.1}% |",
             if net { "network (P2P, SHM off)" } else { "NVLink" },
-            group_digits(n as u64),
+            canvas::hud::thousands(n as u64),
             1e3 / mean,
             100.0 * nccl / p50
         ));

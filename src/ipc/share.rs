@@ -23,17 +23,19 @@ use cudarc::driver::CudaContext;
 use super::channel::{Channel, Listener};
 use super::error::IpcError;
 use super::wire::{
-    BufferInfo, FrameNotice, Hello, Message, MessageKind, TimelineInfo, TimelineRole,
+    BufferInfo, FrameNotice, Hello, ImageInfo, Message, MessageKind, TimelineInfo, TimelineRole,
 };
-use crate::cuda::{ExternalSemaphore, ImportedMemory, MapOptions, MappedRange};
+use crate::cuda::{ExternalSemaphore, ImportedMemory, MapOptions, MappedRange, MipmappedArray};
 use crate::error::{Error, Result};
 use crate::rules::layout::ImportLayout;
 use crate::rules::timeline::SignalLedger;
 use crate::uuid::Uuid;
+use crate::vulkan::memory::Dedication;
 use crate::vulkan::{
-    BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse, Semaphore, SemaphoreKind,
-    VulkanContext,
+    BoundBuffer, BoundImage, Buffer, BufferDesc, Dedicated, DeviceMemory, ExternalUse, Image,
+    ImageDesc, ImageOptions, Semaphore, SemaphoreKind, VulkanContext,
 };
+use crate::ImageKind;
 
 const OPAQUE_FD: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
 const OPAQUE_SEMAPHORE_FD: vk::ExternalSemaphoreHandleTypeFlags =
@@ -45,6 +47,7 @@ pub struct Server {
     listener: Listener,
     vk: Arc<VulkanContext>,
     buffers: Vec<(BufferInfo, Arc<BoundBuffer>)>,
+    images: Vec<(ImageInfo, Arc<BoundImage>)>,
     timelines: Vec<(TimelineInfo, Arc<Semaphore>)>,
     generation: u64,
 }
@@ -53,6 +56,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("buffers", &self.buffers.len())
+            .field("images", &self.images.len())
             .field("timelines", &self.timelines.len())
             .field("generation", &self.generation)
             .finish_non_exhaustive()
@@ -67,9 +71,15 @@ impl Server {
             listener: Listener::bind(name)?,
             vk: vk.clone(),
             buffers: Vec::new(),
+            images: Vec::new(),
             timelines: Vec::new(),
             generation: 1,
         })
+    }
+
+    /// The id the next published object gets (ids count every object, in publishing order).
+    fn next_id(&self) -> u32 {
+        (self.buffers.len() + self.images.len() + self.timelines.len()) as u32
     }
 
     /// Publishes `buffer` (bound to exportable memory of the server's device), of elements of
@@ -96,7 +106,7 @@ impl Server {
             .into());
         }
         let info = BufferInfo {
-            id: (self.buffers.len() + self.timelines.len()) as u32,
+            id: self.next_id(),
             size: buffer.buffer().size(),
             offset: buffer.offset(),
             memory_size: memory.size(),
@@ -108,6 +118,57 @@ impl Server {
         };
         Message::Buffer(info).validate()?;
         self.buffers.push((info, buffer.clone()));
+        self.generation += 1;
+        Ok(info.id)
+    }
+
+    /// Publishes `image` (bound to exportable memory of the server's device, `OPTIMAL` tiling,
+    /// in the shared layout between uses as every shared image is). Returns its id. The
+    /// attacher gets a Vulkan image of the same description on the same memory
+    /// ([`Attached::import_vulkan_image`]) or a CUDA mipmapped array
+    /// ([`Attached::import_cuda_image`]); the two sides hand it over as any shared image
+    /// (acquire from and release to `VK_QUEUE_FAMILY_EXTERNAL`), ordered by a timeline.
+    pub fn publish_image(&mut self, image: &Arc<BoundImage>) -> Result<u32> {
+        let memory = image.memory();
+        if !Arc::ptr_eq(memory.context(), &self.vk) {
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Image,
+                owner: crate::DeviceOwner::VulkanDevice,
+            });
+        }
+        if !memory.handle_types().contains(OPAQUE_FD) {
+            return Err(crate::MemoryError::NotExportable {
+                what: crate::Exportable::Image,
+            }
+            .into());
+        }
+        let desc = image.desc();
+        let (depth, array_layers, flags) = match desc.kind {
+            ImageKind::D2 => (1, 1, vk::ImageCreateFlags::empty()),
+            ImageKind::D2Array { layers } => (1, layers, vk::ImageCreateFlags::empty()),
+            ImageKind::D3 { depth } => (depth, 1, vk::ImageCreateFlags::empty()),
+            ImageKind::Cube => (1, 6, vk::ImageCreateFlags::CUBE_COMPATIBLE),
+        };
+        let info = ImageInfo {
+            id: self.next_id(),
+            format: desc.format,
+            width: desc.extent.width,
+            height: desc.extent.height,
+            depth,
+            mip_levels: desc.mip_levels,
+            array_layers,
+            usage: desc.usage,
+            tiling: image.image().options().tiling,
+            flags,
+            offset: image.offset(),
+            memory_size: memory.size(),
+            dedicated: memory.is_dedicated(),
+            handle_type: OPAQUE_FD,
+        };
+        Message::Image(info).validate()?;
+        // What the attacher will rebuild: refused here already where it could not.
+        image_desc(&info)?;
+        self.images.push((info, image.clone()));
         self.generation += 1;
         Ok(info.id)
     }
@@ -138,7 +199,7 @@ impl Server {
             .into());
         }
         let info = TimelineInfo {
-            id: (self.buffers.len() + self.timelines.len()) as u32,
+            id: self.next_id(),
             role,
             initial_value: semaphore.value()?,
             handle_type: OPAQUE_SEMAPHORE_FD,
@@ -158,12 +219,16 @@ impl Server {
             driver_uuid: info.driver_uuid.0,
             pid: std::process::id(),
             generation: self.generation,
-            object_count: (self.buffers.len() + self.timelines.len()) as u32,
+            object_count: self.next_id(),
         };
         channel.send(&Message::Hello(hello), &[])?;
         for (info, buffer) in &self.buffers {
             let fd: OwnedFd = buffer.memory().export()?;
             channel.send(&Message::Buffer(*info), &[fd.as_fd()])?;
+        }
+        for (info, image) in &self.images {
+            let fd: OwnedFd = image.memory().export()?;
+            channel.send(&Message::Image(*info), &[fd.as_fd()])?;
         }
         for (info, semaphore) in &self.timelines {
             let fd: OwnedFd = semaphore.export()?;
@@ -311,8 +376,76 @@ pub struct Attached {
     /// The server's greeting.
     pub hello: Hello,
     buffers: Vec<(BufferInfo, OwnedFd)>,
+    images: Vec<(ImageInfo, OwnedFd)>,
     timelines: Vec<(TimelineInfo, OwnedFd)>,
     link: Link,
+}
+
+/// The image description an [`ImageInfo`] stands for, or the rule it breaks: create flags
+/// other than `CUBE_COMPATIBLE`, a 3D image with layers, a cube that is not 6 square layers,
+/// tiling other than `OPTIMAL` (what CUDA maps as an array).
+fn image_desc(info: &ImageInfo) -> std::result::Result<ImageDesc, IpcError> {
+    let refuse = |rule: &'static str, described: u64, driver: u64| IpcError::DescriptionRefused {
+        id: info.id,
+        rule,
+        described,
+        driver,
+    };
+    let cube = vk::ImageCreateFlags::CUBE_COMPATIBLE;
+    if !(info.flags & !cube).is_empty() {
+        return Err(refuse(
+            "a shared image's only create flag is CUBE_COMPATIBLE",
+            u64::from(info.flags.as_raw()),
+            u64::from(cube.as_raw()),
+        ));
+    }
+    if info.tiling != vk::ImageTiling::OPTIMAL {
+        return Err(refuse(
+            "a shared image is OPTIMAL-tiled",
+            info.tiling.as_raw() as u64,
+            vk::ImageTiling::OPTIMAL.as_raw() as u64,
+        ));
+    }
+    let kind = if info.flags.contains(cube) {
+        if info.array_layers != 6 || info.depth != 1 || info.width != info.height {
+            return Err(refuse(
+                "a cube map is 6 square layers of depth 1",
+                u64::from(info.array_layers),
+                6,
+            ));
+        }
+        ImageKind::Cube
+    } else if info.depth > 1 {
+        if info.array_layers != 1 {
+            return Err(refuse(
+                "a 3D image has one layer",
+                u64::from(info.array_layers),
+                1,
+            ));
+        }
+        ImageKind::D3 { depth: info.depth }
+    } else if info.array_layers > 1 {
+        ImageKind::D2Array {
+            layers: info.array_layers,
+        }
+    } else {
+        ImageKind::D2
+    };
+    Ok(ImageDesc {
+        kind,
+        format: info.format,
+        extent: vk::Extent2D {
+            width: info.width,
+            height: info.height,
+        },
+        mip_levels: info.mip_levels,
+        usage: info.usage,
+        dedicated: if info.dedicated {
+            Dedicated::Always
+        } else {
+            Dedicated::Auto
+        },
+    })
 }
 
 /// What a descriptor is, from `fstat`: memory and semaphores of GPU drivers are character
@@ -402,12 +535,16 @@ impl Attached {
             }
         }
         let mut buffers = Vec::new();
+        let mut images = Vec::new();
         let mut timelines = Vec::new();
         for _ in 0..hello.object_count {
             let (msg, mut fds) = channel.recv(timeout)?;
-            if !matches!(msg, Message::Buffer(_) | Message::Timeline(_)) {
+            if !matches!(
+                msg,
+                Message::Buffer(_) | Message::Image(_) | Message::Timeline(_)
+            ) {
                 return Err(IpcError::UnexpectedMessage {
-                    expected: "Buffer or Timeline",
+                    expected: "Buffer, Image or Timeline",
                     got: msg.kind(),
                 }
                 .into());
@@ -422,6 +559,11 @@ impl Attached {
                     check_fd_kind(info.id, &fd, Some(info.memory_size))?;
                     buffers.push((info, fd));
                 }
+                Message::Image(info) => {
+                    image_desc(&info)?;
+                    check_fd_kind(info.id, &fd, Some(info.memory_size))?;
+                    images.push((info, fd));
+                }
                 Message::Timeline(info) => {
                     check_fd_kind(info.id, &fd, None)?;
                     timelines.push((info, fd));
@@ -432,6 +574,7 @@ impl Attached {
         Ok(Self {
             hello,
             buffers,
+            images,
             timelines,
             link: Link::new(channel),
         })
@@ -440,6 +583,11 @@ impl Attached {
     /// The descriptions of the buffers received.
     pub fn buffers(&self) -> impl Iterator<Item = &BufferInfo> {
         self.buffers.iter().map(|(i, _)| i)
+    }
+
+    /// The descriptions of the images received.
+    pub fn images(&self) -> impl Iterator<Item = &ImageInfo> {
+        self.images.iter().map(|(i, _)| i)
     }
 
     /// The descriptions of the timelines received.
@@ -471,6 +619,21 @@ impl Attached {
                 }
                 .into()
             })
+    }
+
+    /// The description of image `id`.
+    pub fn image_info(&self, id: u32) -> Result<ImageInfo> {
+        self.image(id).map(|(i, _)| *i)
+    }
+
+    fn image(&self, id: u32) -> Result<&(ImageInfo, OwnedFd)> {
+        self.images.iter().find(|(i, _)| i.id == id).ok_or_else(|| {
+            IpcError::NoSuchObject {
+                id,
+                kind: MessageKind::Image,
+            }
+            .into()
+        })
     }
 
     fn timeline(&self, id: u32) -> Result<&(TimelineInfo, OwnedFd)> {
@@ -564,6 +727,79 @@ impl Attached {
         // this GPU (deviceUUID checked at connect). A duplicate is consumed.
         let imported = unsafe { ImportedMemory::import(cuda, dup(fd)?, layout, None) }?;
         imported.map(info.offset, info.size, MapOptions::default())
+    }
+
+    /// Imports image `id` into `vk` (same device, checked at connect): an image of the
+    /// described shape, format, levels and usage, bound at the described offset of the
+    /// imported memory, in whatever state the publisher left it (the shared layout, released
+    /// to `VK_QUEUE_FAMILY_EXTERNAL`): no transition is made. The device's support for the
+    /// description and its requirements (size and alignment at the offset, dedication) are
+    /// checked first.
+    pub fn import_vulkan_image(&self, id: u32, vk: &Arc<VulkanContext>) -> Result<BoundImage> {
+        let (info, fd) = self.image(id)?;
+        let desc = image_desc(info)?;
+        let image = Image::new(vk, &desc, ImageOptions::IMPORT)?;
+        let r = image.requirements();
+        let end = info.offset.checked_add(r.size);
+        if end.is_none_or(|end| end > info.memory_size) || info.offset % r.alignment.max(1) != 0 {
+            return Err(IpcError::DescriptionRefused {
+                id,
+                rule: "the image's requirements (size and alignment) fit the memory at the offset",
+                described: info.memory_size,
+                driver: r.size,
+            }
+            .into());
+        }
+        if r.requires_dedicated && !info.dedicated {
+            return Err(IpcError::DescriptionRefused {
+                id,
+                rule: "the driver requires a dedicated allocation for this image",
+                described: 0,
+                driver: 1,
+            }
+            .into());
+        }
+        let dedicated = info.dedicated.then_some(Dedication::Image(image.handle()));
+        // SAFETY: the descriptor is an opaque FD of exportable memory of `memory_size` bytes
+        // from a device with this deviceUUID (checked at connect), dedicated (or not) as
+        // described; the types are the ones the image accepts. A duplicate is consumed.
+        let memory = unsafe {
+            DeviceMemory::import_dedicated(
+                vk,
+                dup(fd)?,
+                info.memory_size,
+                r.memory_type_bits,
+                dedicated,
+            )
+        }?;
+        image.bind(Arc::new(memory), info.offset)
+    }
+
+    /// Imports image `id` into `cuda` (same GPU, checked at connect) as a mipmapped array of
+    /// every described level (`cuExternalMemoryGetMappedMipmappedArray`), its format checked
+    /// against the table of formats CUDA shares.
+    ///
+    /// CUDA cannot check a layout it is told: the description must be the publisher's image
+    /// (a [`Server`] sends exactly that; it checks the memory's size where the descriptor
+    /// shows one, and CUDA refuses an array larger than the memory).
+    pub fn import_cuda_image(
+        &self,
+        id: u32,
+        cuda: &Arc<CudaContext>,
+    ) -> Result<Arc<MipmappedArray>> {
+        let (info, fd) = self.image(id)?;
+        let desc = image_desc(info)?;
+        let array = desc.cuda_array_desc()?;
+        let layout = ImportLayout {
+            allocation_size: info.memory_size,
+            dedicated: info.dedicated,
+        };
+        // SAFETY: an opaque FD of memory of `memory_size` bytes, dedicated as described, from
+        // this GPU (deviceUUID checked at connect). A duplicate is consumed.
+        let imported = unsafe { ImportedMemory::import(cuda, dup(fd)?, layout, None) }?;
+        // SAFETY: the publisher's OPTIMAL-tiled image, bound at `offset`, of this format,
+        // extent and levels (the flags derived from its kind and usage by the format table).
+        unsafe { imported.map_mipmapped_array(info.offset, &array, info.mip_levels) }
     }
 
     /// Imports timeline `id` into `vk`.

@@ -59,7 +59,7 @@ impl MessageKind {
         match self {
             MessageKind::Hello => 48,
             MessageKind::Buffer => 45,
-            MessageKind::Image => 49,
+            MessageKind::Image => 61,
             MessageKind::Timeline => 17,
             MessageKind::Frame => 8,
             MessageKind::Goodbye => 0,
@@ -203,6 +203,10 @@ pub struct ImageInfo {
     pub usage: vk::ImageUsageFlags,
     /// The image's tiling.
     pub tiling: vk::ImageTiling,
+    /// The image's create flags (`CUBE_COMPATIBLE` for a cube map; no others are shared).
+    pub flags: vk::ImageCreateFlags,
+    /// The image's offset in its memory allocation.
+    pub offset: u64,
     /// The memory allocation's size in bytes.
     pub memory_size: u64,
     /// Whether the memory is a dedicated allocation for this image.
@@ -328,6 +332,13 @@ impl Message {
                         max,
                     });
                 }
+                if i.offset >= i.memory_size {
+                    return Err(IpcError::RangeExceedsMemory {
+                        offset: i.offset,
+                        size: 1,
+                        memory_size: i.memory_size,
+                    });
+                }
             }
             Message::Hello(_) | Message::Timeline(_) | Message::Frame(_) | Message::Goodbye => {}
         }
@@ -372,6 +383,8 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             }
             put(&i.usage.as_raw().to_le_bytes());
             put(&i.tiling.as_raw().to_le_bytes());
+            put(&i.flags.as_raw().to_le_bytes());
+            put(&i.offset.to_le_bytes());
             put(&i.memory_size.to_le_bytes());
             put(&[u8::from(i.dedicated)]);
             put(&i.handle_type.as_raw().to_le_bytes());
@@ -459,6 +472,8 @@ fn decode_body(kind: MessageKind, body: &[u8]) -> Result<Message, IpcError> {
             array_layers: r.u32()?,
             usage: vk::ImageUsageFlags::from_raw(r.u32()?),
             tiling: vk::ImageTiling::from_raw(r.i32()?),
+            flags: vk::ImageCreateFlags::from_raw(r.u32()?),
+            offset: r.u64()?,
             memory_size: r.u64()?,
             dedicated: r.bool("dedicated")?,
             handle_type: vk::ExternalMemoryHandleTypeFlags::from_raw(r.u32()?),
@@ -567,6 +582,8 @@ pub(crate) mod tests {
                 array_layers: 1,
                 usage: vk::ImageUsageFlags::STORAGE | vk::ImageUsageFlags::SAMPLED,
                 tiling: vk::ImageTiling::OPTIMAL,
+                flags: vk::ImageCreateFlags::empty(),
+                offset: 0,
                 memory_size: 8 << 20,
                 dedicated: true,
                 handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
@@ -847,6 +864,8 @@ pub(crate) mod tests {
                             array_layers: layers,
                             usage: vk::ImageUsageFlags::STORAGE,
                             tiling: vk::ImageTiling::OPTIMAL,
+                            flags: vk::ImageCreateFlags::empty(),
+                            offset: mem / 2,
                             memory_size: mem,
                             dedicated,
                             handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,

@@ -7,12 +7,13 @@
 //! released. The producer is this test binary again (`ipc::ipc_producer`).
 
 use std::process::{Child, Command};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
-use cuvk::ipc::{FrameClient, FrameServer, IpcError};
-use cuvk::vulkan::HostBuffer;
-use cuvk::{BufferUsage, Error, FrameSubmit, SharedBuffer};
+use cuvk::ipc::{Attached, FrameClient, FrameServer, IpcError, Server};
+use cuvk::vulkan::{BoundImage, HostBuffer, ImageOptions, ImageRegion};
+use cuvk::{BufferUsage, Error, FrameSubmit, ImageDesc, SharedBuffer};
 use cuvk_dev::checker::{self, Checker};
 use cuvk_dev::kernels::Kernels;
 use cuvk_dev::testing as common;
@@ -94,6 +95,84 @@ fn ipc_producer() {
     stream.synchronize().unwrap();
 }
 
+const SIDE: u32 = 256;
+
+fn texels(seed: u32) -> Vec<u8> {
+    (0..SIDE * SIDE)
+        .flat_map(|i| (i.wrapping_mul(40503) ^ seed).to_le_bytes())
+        .collect()
+}
+
+/// The CUDA side of the image test (does nothing when run as an ordinary test): imports the
+/// viewer's image as a CUDA array, checks the viewer's texels, writes its own.
+#[test]
+fn ipc_image_child() {
+    let Ok(name) = std::env::var("CUVK_IPC_IMAGE") else {
+        return;
+    };
+    let cuda = cuvk::cuda::context(0).unwrap();
+    let uuid = cuvk::cuda::uuid_of(&cuda).unwrap();
+    let mut attached = Attached::connect(&name, uuid, None, T).unwrap();
+    let id = attached.images().next().unwrap().id;
+    let array = attached.import_cuda_image(id, &cuda).unwrap();
+    let level = array.level(0).unwrap();
+    assert_eq!(level.extent(), (u64::from(SIDE), u64::from(SIDE), 0));
+    let stream = cuda.new_stream().unwrap();
+    let mut got = vec![0u8; (SIDE * SIDE * 4) as usize];
+    level.copy_to_host(&stream, &mut got).unwrap();
+    assert!(got == texels(7), "CUDA reads the viewer's texels");
+    level.copy_from_host(&stream, &texels(9)).unwrap();
+    stream.synchronize().unwrap();
+    attached.link().notify(1).unwrap();
+    let _ = attached.link().latest(1, T);
+}
+
+/// A Vulkan image of one process is a CUDA array in another: texels exact both ways.
+#[test]
+fn an_image_of_the_viewer_is_a_cuda_array_in_the_producer() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("ipc_image") else {
+        return;
+    };
+    let ctx = bridge.vulkan();
+    let usage = vk::ImageUsageFlags::STORAGE
+        | vk::ImageUsageFlags::TRANSFER_SRC
+        | vk::ImageUsageFlags::TRANSFER_DST;
+    let desc = ImageDesc::d2(vk::Format::R8G8B8A8_UNORM, SIDE, SIDE, usage);
+    let mut image = BoundImage::new(ctx, &desc, ImageOptions::EXPORT).unwrap();
+    let bytes = u64::from(SIDE * SIDE * 4);
+    let mut host = HostBuffer::new(ctx, bytes, vk::BufferUsageFlags::empty()).unwrap();
+    host.write(&texels(7)).unwrap();
+    let region = ImageRegion::level(&desc, 0);
+    ctx.copy_buffer_to_image(&host, 0, &mut image, region)
+        .unwrap();
+    let image = Arc::new(image);
+    let name = format!("gpu-ipc-image-{}", std::process::id());
+    let mut server = Server::bind(&name, ctx).unwrap();
+    server.publish_image(&image).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "ipc::ipc_image_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CUVK_IPC_IMAGE", &name)
+        .spawn()
+        .unwrap();
+    let mut link = server.accept(T).unwrap();
+    assert_eq!(link.latest(0, T).unwrap(), Some(1), "the child wrote");
+    ctx.copy_image_to_buffer(&*image, region, &mut host, 0)
+        .unwrap();
+    assert!(
+        host.read::<u8>().unwrap() == texels(9),
+        "Vulkan reads the texels CUDA wrote in the other process"
+    );
+    link.goodbye();
+    assert!(wait_child(&mut child), "the child's checks passed");
+    common::assert_clean(ctx);
+}
+
 fn wait_child(child: &mut Child) -> bool {
     let deadline = Instant::now() + T;
     loop {
@@ -154,7 +233,10 @@ fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32)
                 .record(cs, slot, n as u32, Some(&slots[slot]))
                 .unwrap();
             let cmds = [cmd];
-            let submit = FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER);
+            let submit = FrameSubmit {
+                fence: checker.fence(cs),
+                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+            };
             if gpu_wait {
                 server.submit_drawn(n, &submit).unwrap();
             } else {
@@ -164,6 +246,7 @@ fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32)
     }
     server.wait_drawn(frames, T).unwrap();
     assert!(wait_child(&mut child), "the producer's checks passed");
+    checker.wait_fenced().unwrap();
     drop(checker);
     let (bad, checks, _) = checker::read_result(&result).unwrap();
     common::assert_clean(ctx);
@@ -242,12 +325,12 @@ fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
             let cmd = checker
                 .record(cs, slot, n as u32, Some(&slots[slot]))
                 .unwrap();
-            server
-                .submit_drawn(
-                    n,
-                    &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
-                )
-                .unwrap();
+            let cmds = [cmd];
+            let submit = FrameSubmit {
+                fence: checker.fence(cs),
+                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+            };
+            server.submit_drawn(n, &submit).unwrap();
         }
         submitted = n;
     }
@@ -264,6 +347,7 @@ fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
         "ipc_faults: kill noticed and {submitted} frames completed in {:?}",
         start.elapsed()
     );
+    checker.wait_fenced().unwrap();
     drop(checker);
     let (bad, checks, _) = checker::read_result(&result).unwrap();
     assert_eq!(

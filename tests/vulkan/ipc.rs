@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
 use cuvk::ipc::{Attached, Channel, IpcError, Listener, Server};
-use cuvk::ipc::{BufferInfo, Hello, Message};
-use cuvk::vulkan::{BoundBuffer, HostBuffer, VulkanContext};
+use cuvk::ipc::{BufferInfo, Hello, ImageInfo, Message};
+use cuvk::vulkan::{BoundBuffer, BoundImage, HostBuffer, ImageOptions, ImageRegion, VulkanContext};
 use cuvk::Error;
+use cuvk::ImageDesc;
 use cuvk_dev::testing as common;
 
 const T: Duration = Duration::from_secs(20);
@@ -58,6 +59,40 @@ fn words_match(ctx: &Arc<VulkanContext>, buffer: &BoundBuffer, seed: u32) -> boo
         .all(|(i, &w)| w == (i as u32).wrapping_mul(2654435761) ^ seed)
 }
 
+const SIDE: u32 = 64;
+
+/// An exportable 64x64 RGBA8 image, written with the texels of `seed`.
+fn exportable_image(ctx: &Arc<VulkanContext>, seed: u32) -> Arc<BoundImage> {
+    let usage = vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST;
+    let desc = ImageDesc::d2(vk::Format::R8G8B8A8_UNORM, SIDE, SIDE, usage);
+    let mut image = BoundImage::new(ctx, &desc, ImageOptions::EXPORT).unwrap();
+    write_texels(ctx, &mut image, seed);
+    Arc::new(image)
+}
+
+fn texels(seed: u32) -> Vec<u32> {
+    (0..SIDE * SIDE)
+        .map(|i| i.wrapping_mul(40503) ^ seed)
+        .collect()
+}
+
+fn write_texels(ctx: &Arc<VulkanContext>, image: &mut BoundImage, seed: u32) {
+    let bytes = u64::from(SIDE * SIDE * 4);
+    let mut host = HostBuffer::new(ctx, bytes, vk::BufferUsageFlags::empty()).unwrap();
+    host.write(&texels(seed)).unwrap();
+    let region = ImageRegion::level(image.desc(), 0);
+    ctx.copy_buffer_to_image(&host, 0, image, region).unwrap();
+}
+
+fn texels_match(ctx: &Arc<VulkanContext>, image: &BoundImage, seed: u32) -> bool {
+    let bytes = u64::from(SIDE * SIDE * 4);
+    let mut host = HostBuffer::new(ctx, bytes, vk::BufferUsageFlags::empty()).unwrap();
+    let region = ImageRegion::level(image.desc(), 0);
+    ctx.copy_image_to_buffer(image, region, &mut host, 0)
+        .unwrap();
+    host.read::<u32>().unwrap() == texels(seed)
+}
+
 fn spawn_child(role: &str, name: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
@@ -85,6 +120,30 @@ fn ipc_child() {
     let info = ctx.info();
     let mut attached =
         Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap();
+    if role == "image" {
+        // The server's texels, exactly, through an image of our own on its memory; then ours.
+        let id = attached.images().next().unwrap().id;
+        let mut image = attached.import_vulkan_image(id, &ctx).unwrap();
+        assert_eq!(
+            image.desc(),
+            &ImageDesc::d2(
+                vk::Format::R8G8B8A8_UNORM,
+                SIDE,
+                SIDE,
+                vk::ImageUsageFlags::TRANSFER_SRC | vk::ImageUsageFlags::TRANSFER_DST
+            )
+        );
+        assert!(
+            texels_match(&ctx, &image, 7),
+            "the child sees the server's texels"
+        );
+        write_texels(&ctx, &mut image, 9);
+        attached.link().notify(1).unwrap();
+        let _ = attached.link().latest(1, T);
+        drop(image);
+        common::assert_clean(&ctx);
+        return;
+    }
     let id = attached.buffers().next().unwrap().id;
     let mut buffer = attached.import_vulkan_buffer(id, &ctx).unwrap();
     match role.as_str() {
@@ -132,6 +191,32 @@ fn a_buffer_crosses_processes_with_its_data_both_ways() {
     assert!(
         words_match(&ctx, &buffer, 9),
         "the server sees what the child wrote"
+    );
+    link.goodbye();
+    assert!(child.wait().unwrap().success(), "the child's checks passed");
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn an_image_crosses_processes_with_its_texels_both_ways() {
+    let _g = common::shared();
+    let Some(ctx) = common::vulkan("ipc_image") else {
+        return;
+    };
+    let name = unique("image");
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    let image = exportable_image(&ctx, 7);
+    server.publish_image(&image).unwrap();
+    let mut child = spawn_child("image", &name);
+    let mut link = server.accept(T).unwrap();
+    assert_eq!(
+        link.latest(0, T).unwrap(),
+        Some(1),
+        "the child announced its write"
+    );
+    assert!(
+        texels_match(&ctx, &image, 9),
+        "the server sees the texels the child wrote"
     );
     link.goodbye();
     assert!(child.wait().unwrap().success(), "the child's checks passed");
@@ -242,6 +327,25 @@ fn buffer_info(memory_size: u64) -> BufferInfo {
     }
 }
 
+fn image_info(width: u32, height: u32, flags: vk::ImageCreateFlags, memory_size: u64) -> ImageInfo {
+    ImageInfo {
+        id: 0,
+        format: vk::Format::R8G8B8A8_UNORM,
+        width,
+        height,
+        depth: 1,
+        mip_levels: 1,
+        array_layers: if flags.is_empty() { 1 } else { 6 },
+        usage: vk::ImageUsageFlags::TRANSFER_SRC,
+        tiling: vk::ImageTiling::OPTIMAL,
+        flags,
+        offset: 0,
+        memory_size,
+        dedicated: false,
+        handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
+    }
+}
+
 fn memfd(len: i64) -> OwnedFd {
     // SAFETY: a NUL-terminated name; the result is checked and owned once.
     let fd = unsafe { libc::memfd_create(c"cuvk-ipc-lie".as_ptr(), libc::MFD_CLOEXEC) };
@@ -316,6 +420,25 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
             Box::new(move || vec![(Message::Hello(hello(0)), vec![])]),
             "unexpected_message",
         ),
+        (
+            hello(1),
+            Box::new(|| {
+                let cube = vk::ImageCreateFlags::CUBE_COMPATIBLE;
+                vec![(
+                    Message::Image(image_info(64, 32, cube, 1 << 20)),
+                    vec![memfd(1 << 20)],
+                )]
+            }),
+            "description_refused",
+        ),
+        (
+            hello(1),
+            Box::new(|| {
+                let info = image_info(64, 64, vk::ImageCreateFlags::empty(), 1 << 20);
+                vec![(Message::Image(info), vec![memfd(4096)])]
+            }),
+            "size_lie",
+        ),
     ];
     for (i, (h, objects, rule)) in cases.into_iter().enumerate() {
         let name = unique(&format!("lie{i}"));
@@ -350,6 +473,23 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
     let imported = attached.import_vulkan_buffer(id, &ctx).unwrap();
     assert!(words_match(&ctx, &imported, 5));
     drop((imported, attached, link, server, buffer));
+    // An image whose memory is too small for what the driver needs: refused on import,
+    // before the memory is imported.
+    let name = unique("image-small");
+    let info_small = image_info(1024, 1024, vk::ImageCreateFlags::empty(), 4096);
+    let server = fake_server(
+        &name,
+        hello(1),
+        vec![(Message::Image(info_small), vec![memfd(4096)])],
+    );
+    let attached = Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap();
+    server.join().unwrap();
+    let e = attached.import_vulkan_image(0, &ctx).err().unwrap();
+    assert!(
+        matches!(e, Error::Ipc(IpcError::DescriptionRefused { .. })),
+        "{e}"
+    );
+    drop(attached);
     assert_eq!(
         common::non_driver_fds(),
         before,

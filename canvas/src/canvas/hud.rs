@@ -98,8 +98,8 @@ pub struct Stats {
     pub p99_ms: f64,
 }
 
-/// `1234567` → `1,234,567`.
-fn thousands(n: usize) -> String {
+/// `1234567` → `1,234,567` (the HUD's numbers, and the demos' printed ones).
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, d) in digits.chars().enumerate() {
@@ -124,7 +124,7 @@ pub fn lines(particles: usize, sim: &str, stats: Option<Stats>) -> [String; LINE
     [
         format!(
             "CUVK | GALAXY COLLISION | {} PARTICLES",
-            thousands(particles)
+            thousands(particles as u64)
         ),
         format!("SIM: {sim}"),
         timing,

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 29 on the GPU machine (run through .gpu/run.sh after scripts/stage-gpu.sh and
+# scripts/stage-python.sh): the cross-process tests, the handoff benchmark, the fault runs and
+# the viewer/producer pairs (Rust and Python). Logs and PNGs under $OUT.
+#   bash .gpu/run.sh bash scripts/gpu-ipc.sh [tests|bench|pair|all]
+set -uo pipefail
+what=${1:-all}
+B=.gpu/bin
+step() { echo "=== $*"; }
+lib=$(mktemp -d)
+python3 -m pip install -q --no-deps --no-index --target "$lib" .gpu/wheels/cuvk-*.whl
+export PYTHONPATH="$lib${PYTHONPATH:+:$PYTHONPATH}"
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  step test-gpu ipc; timeout 300 $B/test-gpu ipc --include-ignored --nocapture > $OUT/test-gpu-ipc.log 2>&1; echo "rc=$?"; grep -E "^test |test result|panicked|ipc_|vulkan validation" $OUT/test-gpu-ipc.log | tail -30
+  step test-vulkan ipc; timeout 200 $B/test-vulkan ipc --include-ignored > $OUT/test-vulkan-ipc.log 2>&1; echo "rc=$?"; grep "test result" $OUT/test-vulkan-ipc.log
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  step bench_ipc; timeout 300 $B/bench_ipc --frames 5000 2>&1 | tee $OUT/bench_ipc.log | tail -25
+  step bench_ipc faults; timeout 200 $B/bench_ipc --faults 2>&1 | tee $OUT/bench_ipc_faults.log | tail -25
+fi
+if [ "$what" = pair ] || [ "$what" = all ]; then
+  step rust pair
+  mkdir -p $OUT/serve-rust $OUT/serve-py
+  timeout 120 $B/particles --serve galaxies --headless --frames 400 --save-every 100 --out $OUT/serve-rust > $OUT/serve-rust.log 2>&1 &
+  viewer=$!
+  sleep 3
+  timeout 100 $B/ipc_producer galaxies > $OUT/producer-rust.log 2>&1; echo "producer rc=$?"
+  wait $viewer; echo "viewer rc=$?"
+  tail -6 $OUT/serve-rust.log; tail -4 $OUT/producer-rust.log
+  step python pair
+  timeout 150 $B/particles --serve galaxies --headless --frames 400 --save-every 100 --out $OUT/serve-py > $OUT/serve-py.log 2>&1 &
+  viewer=$!
+  sleep 3
+  timeout 120 python3 python/examples/ipc_producer.py galaxies > $OUT/producer-py.log 2>&1; echo "producer rc=$?"
+  wait $viewer; echo "viewer rc=$?"
+  tail -6 $OUT/serve-py.log; tail -4 $OUT/producer-py.log
+  step kill the producer mid-run, a second one takes over
+  timeout 120 $B/particles --serve galaxies --headless --frames 6000 --save-every 1000 --out $OUT/serve-kill > $OUT/serve-kill.log 2>&1 &
+  viewer=$!
+  sleep 3
+  $B/ipc_producer galaxies > $OUT/producer-kill1.log 2>&1 &
+  p=$!; sleep 1.5; kill -9 $p; echo "producer 1 killed (SIGKILL)"; sleep 1
+  timeout 100 $B/ipc_producer galaxies > $OUT/producer-kill2.log 2>&1; echo "second producer rc=$?"
+  wait $viewer; echo "viewer rc=$?"
+  grep -v "vulkan validation" $OUT/serve-kill.log | tail -8; tail -3 $OUT/producer-kill2.log
+fi
+echo "=== validation messages in the viewers: $(cat $OUT/serve-*.log 2>/dev/null | grep -c 'vulkan validation')"
+# Few files come back: one archive.
+cd $OUT && tar czf logs.tgz --remove-files *.log serve-* 2>/dev/null; ls -la $OUT
