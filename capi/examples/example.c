@@ -390,6 +390,7 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
         EXPECT(cuvk_frame_server_publish_buffer(fs, buffer, 0, 4, &id), CUVK_SUCCESS);
         EXPECT(cuvk_frame_server_publish_buffer(fs, bridge, 0, 4, &id), CUVK_ERROR_WRONG_HANDLE_KIND);
         EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_TIMEOUT, CUVK_RULE_NONE);
+        EXPECT(cuvk_frame_server_flush(fs, 1000000), CUVK_SUCCESS); /* nothing waiting: at once */
         EXPECT(cuvk_frame_server_destroy(fs), CUVK_SUCCESS);
     } else {
         printf("frame server unavailable (%s)\n", cuvk_last_error());

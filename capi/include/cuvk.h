@@ -1447,6 +1447,13 @@ enum CuvkResult cuvk_frame_server_wait_drawn(CuvkFrameServer server,
                                              uint64_t timeout_ns);
 
 /**
+ * Sends the newest "drawn" notice if the socket was full when it was made, waiting at most
+ * `timeout_ns` for room: before the engine stops calling the server (the end of a run) while
+ * the producer still waits for it. Every other call sends it too, where there is room.
+ */
+enum CuvkResult cuvk_frame_server_flush(CuvkFrameServer server, uint64_t timeout_ns);
+
+/**
  * After the producer is gone: releases every wait this server enqueued on its timeline (its
  * frames complete; the buffers keep the last frame). Refused while it is connected.
  */

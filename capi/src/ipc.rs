@@ -169,6 +169,14 @@ pub extern "C" fn cuvk_frame_server_wait_drawn(
     guard(|| with_server(server, |s| Ok(s.wait_drawn(n, nanos(timeout_ns))?)))
 }
 
+/// Sends the newest "drawn" notice if the socket was full when it was made, waiting at most
+/// `timeout_ns` for room: before the engine stops calling the server (the end of a run) while
+/// the producer still waits for it. Every other call sends it too, where there is room.
+#[no_mangle]
+pub extern "C" fn cuvk_frame_server_flush(server: CuvkFrameServer, timeout_ns: u64) -> CuvkResult {
+    guard(|| with_server(server, |s| Ok(s.flush(nanos(timeout_ns))?)))
+}
+
 /// After the producer is gone: releases every wait this server enqueued on its timeline (its
 /// frames complete; the buffers keep the last frame). Refused while it is connected.
 #[no_mangle]

@@ -259,7 +259,6 @@ fn run(c: &Config) -> anyhow::Result<()> {
             d.end_command_buffer(cmd)?;
             cmd
         };
-        // SAFETY: as above.
         // The slot's fence too: the validation layer cannot see that frame n drawn (an
         // exported timeline) means this submission completed.
         let cmd = [cmd];
@@ -267,6 +266,7 @@ fn run(c: &Config) -> anyhow::Result<()> {
             fence: cmds.fence(cs),
             ..FrameSubmit::new(&cmd, compute)
         };
+        // SAFETY: as above.
         unsafe { server.submit_drawn(n, &submit) }?;
         in_slot[cs] = n;
         if save {

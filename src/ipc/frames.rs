@@ -192,13 +192,30 @@ impl FrameServer {
     }
 
     /// Waits on the host, at most `timeout`, until frame `n` is drawn (its command buffers
-    /// may be reused).
+    /// may be reused). Sends a notice that found the socket full, where there is room now.
     pub fn wait_drawn(&self, n: u64, timeout: Duration) -> Result<()> {
+        if let Some(link) = &self.link {
+            match link.flush() {
+                Ok(()) | Err(crate::Error::Ipc(IpcError::PeerClosed { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
         if n == 0 {
             return Ok(());
         }
         self.drawn.check_scheduled(n)?;
         self.drawn.wait_host(n, timeout)
+    }
+
+    /// Sends the newest "drawn" notice if the socket was full when it was made, waiting at
+    /// most `timeout` for room. Notices never block a frame; one that did not fit goes with
+    /// the next call on this server — call this before the viewer stops calling (at the end
+    /// of a run) while the producer still waits for it.
+    pub fn flush(&self, timeout: Duration) -> Result<()> {
+        match &self.link {
+            Some(link) => link.flush_within(timeout),
+            None => Ok(()),
+        }
     }
 
     /// After the producer is gone: releases every wait this viewer enqueued on `written` (a
@@ -373,6 +390,12 @@ impl FrameClient {
         link.notify(n)?;
         // Read what the viewer said meanwhile, so its notices never pile up unread.
         link.latest(u64::MAX - 1, Duration::ZERO).map(drop)
+    }
+
+    /// Sends the newest "written" notice if the socket was full when it was made, waiting at
+    /// most `timeout` for room (see [`FrameServer::flush`]).
+    pub fn flush(&mut self, timeout: Duration) -> Result<()> {
+        self.attached.link().flush_within(timeout)
     }
 
     /// Reads the viewer's notices without waiting: the newest frame it announced drawn.

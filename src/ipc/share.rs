@@ -292,7 +292,7 @@ impl Link {
     }
 
     /// Sends a notice that waited for room, if there is one and room now.
-    fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         let waiting = self
             .pending
             .lock()
@@ -301,6 +301,32 @@ impl Link {
         match waiting {
             Some(v) => self.notify(v),
             None => Ok(()),
+        }
+    }
+
+    /// Sends the notice that found the socket full (if any), waiting at most `timeout` for
+    /// room: for a side about to stop calling while the other still waits for its newest
+    /// value (any call on the link sends it otherwise). [`crate::Error::Timeout`] if the
+    /// other side read nothing meanwhile.
+    pub fn flush_within(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.flush()?;
+            if self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none()
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: "room in the socket for a frame notice",
+                    timeout_ns: timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+                });
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
     }
 
@@ -873,11 +899,14 @@ mod tests {
         while let Some(v) = receiver.latest(seen, Duration::from_millis(50)).unwrap() {
             seen = v;
         }
-        sender.flush().unwrap();
+        assert!(seen < 100_000, "the newest notice waited for room");
+        // The sender stops calling: a bounded flush sends it once there is room.
+        sender.flush_within(Duration::from_secs(1)).unwrap();
         if let Some(v) = receiver.latest(seen, Duration::from_millis(50)).unwrap() {
             seen = v;
         }
         assert_eq!(seen, 100_000, "the newest notice arrives");
+        assert!(sender.pending.lock().unwrap().is_none());
     }
 
     /// A peer gone is seen by a send too, and a release after it is not refused.

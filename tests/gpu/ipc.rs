@@ -245,6 +245,8 @@ fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32)
         }
     }
     server.wait_drawn(frames, T).unwrap();
+    // The producer waits for the last notice, which may have found the socket full.
+    server.flush(T).unwrap();
     assert!(wait_child(&mut child), "the producer's checks passed");
     checker.wait_fenced().unwrap();
     drop(checker);
