@@ -4,7 +4,9 @@
 //! timelines. A negative control draws without the GPU wait and must see wrong data; a
 //! producer killed with SIGKILL mid-stream is noticed, the viewer's waits are released and its
 //! frames complete; a viewer that goes away makes the producer stop cleanly, its stream
-//! released. The producer is this test binary again (`ipc::ipc_producer`).
+//! released; every byte of GPU memory comes back once the last process holding it lets go
+//! (even killed); an image is a CUDA array in the other process. The producer is this test
+//! binary again (`ipc::ipc_producer` and the other `*_child` entries).
 
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -171,6 +173,82 @@ fn an_image_of_the_viewer_is_a_cuda_array_in_the_producer() {
     link.goodbye();
     assert!(wait_child(&mut child), "the child's checks passed");
     common::assert_clean(ctx);
+}
+
+/// A process that attaches, imports the first buffer into CUDA, says so, and holds it until
+/// killed (does nothing when run as an ordinary test).
+#[test]
+fn ipc_holder_child() {
+    let Ok(name) = std::env::var("CUVK_IPC_HOLD") else {
+        return;
+    };
+    let cuda = cuvk::cuda::context(0).unwrap();
+    let uuid = cuvk::cuda::uuid_of(&cuda).unwrap();
+    let mut attached = Attached::connect(&name, uuid, None, T).unwrap();
+    let id = attached.buffers().next().unwrap().id;
+    let held = attached.import_cuda_bytes(id, &cuda).unwrap();
+    attached.link().notify(1).unwrap();
+    std::thread::sleep(Duration::from_secs(600)); // killed here
+    drop(held);
+}
+
+/// Every byte of GPU memory comes back once the last process lets go: the viewer drops its
+/// buffer first (the producer's import keeps it), then the producer is killed with SIGKILL.
+#[test]
+fn gpu_memory_comes_back_when_the_last_process_lets_go() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("ipc_memory") else {
+        return;
+    };
+    bridge.cuda().bind_to_thread().unwrap();
+    let free = || cuvk::cudarc::driver::result::mem_get_info().unwrap().0 as i64;
+    const BYTES: i64 = 1 << 30;
+    const SLACK: i64 = 64 << 20; // allocator granularity and the driver's own bookkeeping
+    let base = free();
+    let buffer: SharedBuffer<u32> = bridge
+        .create_buffer((BYTES / 4) as usize, BufferUsage::STORAGE_BUFFER)
+        .unwrap();
+    let name = format!("gpu-ipc-memory-{}", std::process::id());
+    let mut server = Server::bind(&name, bridge.vulkan()).unwrap();
+    server.publish_buffer(buffer.vulkan_buffer(), 0, 4).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "ipc::ipc_holder_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CUVK_IPC_HOLD", &name)
+        .spawn()
+        .unwrap();
+    let mut link = server.accept(T).unwrap();
+    assert_eq!(link.latest(0, T).unwrap(), Some(1), "the producer imported");
+    let with_both = free();
+    assert!(base - with_both >= BYTES - SLACK, "{base} -> {with_both}");
+    drop((link, server, buffer));
+    std::thread::sleep(Duration::from_millis(200));
+    let held_by_producer = free();
+    assert!(
+        base - held_by_producer >= BYTES - SLACK,
+        "the producer's import keeps the memory: {base} -> {held_by_producer}"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut now = free();
+    while base - now > SLACK && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        now = free();
+    }
+    eprintln!(
+        "ipc_memory: free {} MiB, {} with the buffer in both processes, {} held by the producer alone, {} after its kill",
+        base >> 20,
+        with_both >> 20,
+        held_by_producer >> 20,
+        now >> 20
+    );
+    assert!(base - now <= SLACK, "every byte back: {base} -> {now}");
+    common::assert_clean(bridge.vulkan());
 }
 
 fn wait_child(child: &mut Child) -> bool {
