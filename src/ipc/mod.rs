@@ -8,7 +8,9 @@
 //! get wrong is an [`IpcError`] naming the rule and its numbers; [`Channel`] and [`Listener`]
 //! carry whole messages and their descriptors; [`Server`] / [`Attached`] publish and import
 //! buffers and timelines; [`FrameServer`] / [`FrameClient`] order frames between a viewer and
-//! a producer (all but the format Linux only: on other platforms they do not exist).
+//! a producer (all but the format Linux only: on other platforms they do not exist). On
+//! Windows, `ipc::nt` holds the handle step that replaces `SCM_RIGHTS` there (NT handles
+//! duplicated into the attacher's process); its transport is not in this release.
 //!
 //! # Descriptor ownership
 //!
@@ -46,6 +48,8 @@ mod wire;
 
 #[cfg(target_os = "linux")]
 mod frames;
+#[cfg(windows)]
+pub mod nt;
 #[cfg(target_os = "linux")]
 mod share;
 
