@@ -34,8 +34,17 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let cuda = cuvk::cuda::context(0)?;
-    let mut client = FrameClient::attach(&name, &cuda, T)
-        .with_context(|| format!("attaching to the viewer '{name}' (particles --serve {name})"))?;
+    let mut client = match FrameClient::attach(&name, &cuda, T) {
+        Ok(c) => c,
+        Err(cuvk::Error::Ipc(IpcError::Busy)) => {
+            bail!("the viewer '{name}' is drawing another producer's frames: stop that one first")
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("attaching to the viewer '{name}' (particles --serve {name})")
+            })
+        }
+    };
     let slots: Vec<_> = client
         .buffer_ids()
         .iter()

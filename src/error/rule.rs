@@ -932,7 +932,10 @@ impl Error {
             Error::Ipc(IpcError::StillConnected { .. }) => Rule::IpcStillConnected,
             Error::Ipc(IpcError::OneProducer) => Rule::IpcOneProducer,
             Error::Ipc(
-                IpcError::PeerClosed { .. } | IpcError::Timeout { .. } | IpcError::Io { .. },
+                IpcError::PeerClosed { .. }
+                | IpcError::Timeout { .. }
+                | IpcError::Io { .. }
+                | IpcError::Busy,
             ) => return None,
             Error::Peer(PeerError::NoPeerAccess { .. }) => Rule::PeerNoAccess,
             Error::Peer(PeerError::DeviceMismatch { .. }) => Rule::PeerDeviceMismatch,

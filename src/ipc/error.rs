@@ -255,6 +255,10 @@ pub enum IpcError {
     /// A second producer for a frame server (its timelines carry the first one's frames).
     #[error("a frame server serves one producer: bind a new one (fresh timelines) for the next")]
     OneProducer,
+    /// The server serves another client now (a frame server serves one producer at a time)
+    /// and turned this one away: try again when it is free.
+    #[error("busy: the server is serving another client; try again when it is free")]
+    Busy,
     /// A description the importing driver (or the caller's types) contradicts.
     #[error("object {id}: the description breaks the rule \"{rule}\" (described {described}, found {driver})")]
     DescriptionRefused {
@@ -305,6 +309,7 @@ impl IpcError {
             IpcError::DescriptionRefused { .. } => 0x0C1E,
             IpcError::StillConnected { .. } => 0x0C1F,
             IpcError::OneProducer => 0x0C20,
+            IpcError::Busy => 0x0C21,
         }
     }
 
@@ -343,6 +348,7 @@ impl IpcError {
             IpcError::DescriptionRefused { .. } => "description_refused",
             IpcError::StillConnected { .. } => "still_connected",
             IpcError::OneProducer => "one_producer",
+            IpcError::Busy => "busy",
         }
     }
 
@@ -350,7 +356,7 @@ impl IpcError {
     pub(crate) fn kind(&self) -> crate::ErrorKind {
         use crate::ErrorKind as K;
         match self {
-            IpcError::PeerClosed { .. } | IpcError::Io { .. } => K::Io,
+            IpcError::PeerClosed { .. } | IpcError::Io { .. } | IpcError::Busy => K::Io,
             IpcError::Timeout { .. } => K::Timeout,
             IpcError::Unsupported { .. } => K::Unsupported,
             IpcError::WrongDevice { .. } | IpcError::DriverMismatch { .. } => K::WrongDevice,
@@ -363,7 +369,10 @@ impl IpcError {
     pub fn is_refusal(&self) -> bool {
         !matches!(
             self,
-            IpcError::PeerClosed { .. } | IpcError::Io { .. } | IpcError::Timeout { .. }
+            IpcError::PeerClosed { .. }
+                | IpcError::Io { .. }
+                | IpcError::Timeout { .. }
+                | IpcError::Busy
         )
     }
 

@@ -128,9 +128,12 @@ impl FrameServer {
     }
 
     /// The newest frame the producer announced written, waiting at most `timeout` for one
-    /// after `after`; `Ok(None)` if none came in time. The value may now be waited for
+    /// after `after`; `Ok(None)` if none came in time. Turns away other producers trying to
+    /// attach meanwhile ([`IpcError::Busy`] on their side). The value may now be waited for
     /// ([`Self::submit_drawn`]). [`IpcError::PeerClosed`] once the producer is gone.
     pub fn written(&mut self, after: u64, timeout: Duration) -> Result<Option<u64>> {
+        // Another producer trying to attach hears "busy" now, not after its timeout.
+        self.server.turn_away();
         let newest = self.link()?.latest(after, timeout)?;
         if let Some(n) = newest {
             self.written.note_remote_signal(n)?;

@@ -238,6 +238,21 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Turns away every client waiting to connect (each gets [`IpcError::Busy`] at once
+    /// instead of waiting out its timeout): for a server that serves one client at a time.
+    /// Never waits; returns how many were turned away.
+    pub fn turn_away(&self) -> usize {
+        let mut turned = 0;
+        while let Ok(channel) = self.listener.accept(Duration::ZERO) {
+            // Best effort: a client that left already needs no answer.
+            let _ = channel.try_send(&Message::Goodbye, Duration::from_millis(10));
+            turned += 1;
+        }
+        turned
+    }
+}
+
 /// The connection after setup: one-way frame notices both ways.
 ///
 /// Sending a notice never blocks: where the peer is not reading, the newest value waits here
@@ -536,6 +551,7 @@ impl Attached {
         let channel = Channel::connect(name, timeout)?;
         let hello = match channel.recv(timeout)? {
             (Message::Hello(h), _) => h,
+            (Message::Goodbye, _) => return Err(IpcError::Busy.into()),
             (other, _) => {
                 return Err(IpcError::UnexpectedMessage {
                     expected: "Hello",

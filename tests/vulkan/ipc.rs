@@ -3,8 +3,10 @@
 //! and writes back, with frame notices both ways; refusals of descriptions that lie or do not
 //! fit (nothing left open, the next attach works); a client killed with SIGKILL is noticed and
 //! the server keeps its memory; a server gone makes the client's calls fail, typed; many
-//! attach/detach cycles leak no descriptor. (Timelines across processes need
-//! `VK_KHR_external_semaphore_fd`, which lavapipe lacks: the GPU machine tests them.)
+//! attach/detach cycles leak no descriptor; a second client while one is served is turned
+//! away (`Busy`) at once; an image crosses with its texels both ways. (Timelines across
+//! processes need `VK_KHR_external_semaphore_fd`, which lavapipe lacks: the GPU machine tests
+//! them.)
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::process::{Child, Command};
@@ -220,6 +222,60 @@ fn an_image_crosses_processes_with_its_texels_both_ways() {
     );
     link.goodbye();
     assert!(child.wait().unwrap().success(), "the child's checks passed");
+    common::assert_clean(&ctx);
+}
+
+#[test]
+fn a_second_client_is_turned_away_busy_at_once_and_the_first_carries_on() {
+    let _g = common::shared();
+    let Some(ctx) = common::vulkan("ipc_busy") else {
+        return;
+    };
+    let info = ctx.info().clone();
+    let name = unique("busy");
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    let buffer = exportable(&ctx, Some(4));
+    server.publish_buffer(&buffer, 0, 4).unwrap();
+    let (uuid, driver) = (info.device_uuid, info.driver_uuid);
+    let first = {
+        let name = name.clone();
+        std::thread::spawn(move || Attached::connect(&name, uuid, Some(driver), T).unwrap())
+    };
+    let mut link = server.accept(T).unwrap();
+    let mut first = first.join().unwrap();
+    assert_eq!(server.turn_away(), 0, "nobody waiting");
+    // A second client connects while the first is served: turned away, at once.
+    let second = {
+        let name = name.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            (
+                Attached::connect(&name, uuid, Some(driver), T),
+                start.elapsed(),
+            )
+        })
+    };
+    let deadline = Instant::now() + T;
+    let mut turned = 0;
+    while turned == 0 && Instant::now() < deadline {
+        turned = server.turn_away();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (second, waited) = second.join().unwrap();
+    let e = second.unwrap_err();
+    assert!(matches!(e, Error::Ipc(IpcError::Busy)), "{e}");
+    assert!(e.rule().is_none(), "busy is a state, not a broken rule");
+    assert!(
+        waited < Duration::from_secs(5),
+        "not its whole timeout: {waited:?}"
+    );
+    // The first client is unaffected.
+    first.link().notify(5).unwrap();
+    assert_eq!(link.latest(0, T).unwrap(), Some(5));
+    let id = first.buffers().next().unwrap().id;
+    let imported = first.import_vulkan_buffer(id, &ctx).unwrap();
+    assert!(words_match(&ctx, &imported, 4));
+    drop((imported, first, link, server, buffer));
     common::assert_clean(&ctx);
 }
 
