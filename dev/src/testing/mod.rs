@@ -176,6 +176,20 @@ pub fn non_driver_fds() -> usize {
         .count()
 }
 
+/// This process's mapped (virtual) and resident memory in bytes, from `/proc/self/statm`
+/// ((0, 0) where there is none): a leaked import shows in the first even where nothing touched
+/// its pages.
+pub fn memory_bytes() -> (u64, u64) {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let mut fields = statm
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0));
+    let (size, resident) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
+    (size * page, resident * page)
+}
+
 /// Asserts the non-driver descriptor count is back to `before`.
 pub fn assert_non_driver_fds(before: usize, what: &str) {
     let now = non_driver_fds();
