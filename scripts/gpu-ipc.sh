@@ -43,6 +43,16 @@ if [ "$what" = pair ] || [ "$what" = all ]; then
   timeout 100 $B/ipc_producer galaxies > $OUT/producer-kill2.log 2>&1; echo "second producer rc=$?"
   wait $viewer; echo "viewer rc=$?"
   grep -v "vulkan validation" $OUT/serve-kill.log | tail -8; tail -3 $OUT/producer-kill2.log
+  step a second producer while one is served: turned away at once
+  timeout 60 $B/particles --serve galaxies --headless --frames 4000 --save-every 0 --out $OUT/serve-busy > $OUT/serve-busy.log 2>&1 &
+  viewer=$!
+  sleep 2
+  $B/ipc_producer galaxies > $OUT/producer-busy1.log 2>&1 &
+  p=$!; sleep 1
+  start=$(date +%s%N)
+  $B/ipc_producer galaxies > $OUT/producer-busy2.log 2>&1
+  echo "second producer rc=$? after $(( ($(date +%s%N) - start) / 1000000 )) ms: $(grep -m1 '^Error' $OUT/producer-busy2.log)"
+  wait $p; echo "first producer rc=$?"; wait $viewer; echo "viewer rc=$?"
 fi
 echo "=== validation messages in the viewers: $(cat $OUT/serve-*.log 2>/dev/null | grep -c 'vulkan validation')"
 # Few files come back: one archive.
