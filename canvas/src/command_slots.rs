@@ -78,11 +78,22 @@ impl CommandSlots {
 
     /// The fence of slot `slot % len`, for the submission of its command buffer: the next
     /// [`Self::begin`] of the slot waits for it (bounded) and resets it. Taken once per
-    /// submission; a submission without it leaves `begin` to the caller's promise alone.
+    /// submission; a submission without it leaves `begin` to the caller's promise alone. If
+    /// the submission then fails before the queue took it, [`Self::cancel_fence`].
     pub fn fence(&self, slot: usize) -> vk::Fence {
         let i = slot % self.cmds.len().max(1);
         self.fenced[i].store(true, Ordering::Release);
         self.fences[i]
+    }
+
+    /// Takes back slot `slot % len`'s fence after a submission that failed before the queue
+    /// took it (the fence will never signal: `begin` must not wait for it).
+    ///
+    /// # Safety
+    /// No submission given this fence may be pending.
+    pub unsafe fn cancel_fence(&self, slot: usize) {
+        let i = slot % self.cmds.len().max(1);
+        self.fenced[i].store(false, Ordering::Release);
     }
 
     /// Waits for slot `i`'s fence where it was handed out (at most 10 s), and resets it.
@@ -142,10 +153,15 @@ impl CommandSlots {
     /// them: before the resources the command buffers use are destroyed, once the loop knows
     /// its frames completed (the validation layer then knows too).
     pub fn wait_fenced(&self) -> Result<()> {
+        // Every slot, even after one fails: the first error is reported.
+        let mut first = Ok(());
         for i in 0..self.cmds.len() {
-            self.wait_slot(i)?;
+            let r = self.wait_slot(i);
+            if first.is_ok() {
+                first = r;
+            }
         }
-        Ok(())
+        first
     }
 
     /// Tells drop that every submission of these command buffers has completed (the owner

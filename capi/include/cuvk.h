@@ -686,6 +686,10 @@ enum CuvkRule
    */
   CUVK_RULE_IPC_ONE_PRODUCER = 3104,
   /**
+   * An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
+   */
+  CUVK_RULE_IPC_UNKNOWN_IMAGE_SHAPE = 3106,
+  /**
    * Peer access asked for between GPUs that have no peer path.
    */
   CUVK_RULE_PEER_NO_ACCESS = 3329,

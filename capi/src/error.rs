@@ -440,6 +440,9 @@ pub enum CuvkRule {
     /// A second producer for a frame server.
     CuvkRuleIpcOneProducer = 0x0C20,
 
+    /// An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
+    CuvkRuleIpcUnknownImageShape = 0x0C22,
+
     /// Peer access asked for between GPUs that have no peer path.
     CuvkRulePeerNoAccess = 0x0D01,
 

@@ -179,6 +179,7 @@ pub(crate) const ALL: &[R] = &[
     R::CuvkRuleIpcDescriptionRefused,
     R::CuvkRuleIpcStillConnected,
     R::CuvkRuleIpcOneProducer,
+    R::CuvkRuleIpcUnknownImageShape,
     R::CuvkRulePeerNoAccess,
     R::CuvkRulePeerDeviceMismatch,
     R::CuvkRulePeerSizeMismatch,

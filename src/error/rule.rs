@@ -338,6 +338,8 @@ pub enum Rule {
     IpcStillConnected = 0x0C1F,
     /// A second producer for a frame server.
     IpcOneProducer = 0x0C20,
+    /// An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
+    IpcUnknownImageShape = 0x0C22,
     /// Peer access asked for between GPUs that have no peer path.
     PeerNoAccess = 0x0D01,
     /// A shared buffer handed to something on another GPU.
@@ -511,6 +513,7 @@ impl Rule {
         Rule::IpcDescriptionRefused,
         Rule::IpcStillConnected,
         Rule::IpcOneProducer,
+        Rule::IpcUnknownImageShape,
         Rule::PeerNoAccess,
         Rule::PeerDeviceMismatch,
         Rule::PeerSizeMismatch,
@@ -696,6 +699,7 @@ impl Rule {
             Rule::IpcDescriptionRefused => "Ipc.DescriptionRefused",
             Rule::IpcStillConnected => "Ipc.StillConnected",
             Rule::IpcOneProducer => "Ipc.OneProducer",
+            Rule::IpcUnknownImageShape => "Ipc.UnknownImageShape",
             Rule::PeerNoAccess => "Peer.NoPeerAccess",
             Rule::PeerDeviceMismatch => "Peer.DeviceMismatch",
             Rule::PeerSizeMismatch => "Peer.SizeMismatch",
@@ -931,6 +935,7 @@ impl Error {
             Error::Ipc(IpcError::DescriptionRefused { .. }) => Rule::IpcDescriptionRefused,
             Error::Ipc(IpcError::StillConnected { .. }) => Rule::IpcStillConnected,
             Error::Ipc(IpcError::OneProducer) => Rule::IpcOneProducer,
+            Error::Ipc(IpcError::UnknownImageShape { .. }) => Rule::IpcUnknownImageShape,
             Error::Ipc(
                 IpcError::PeerClosed { .. }
                 | IpcError::Timeout { .. }

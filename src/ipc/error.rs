@@ -153,6 +153,12 @@ pub enum IpcError {
         /// The byte.
         value: u8,
     },
+    /// An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
+    #[error("unknown image shape {value}: 0 is 2D, 1 a 2D array, 2 3D, 3 a cube")]
+    UnknownImageShape {
+        /// The byte.
+        value: u8,
+    },
     /// The peer closed the connection (`partial` bytes into a message; 0 between messages).
     #[error("peer closed the connection ({partial} bytes into a message)")]
     PeerClosed {
@@ -310,6 +316,7 @@ impl IpcError {
             IpcError::StillConnected { .. } => 0x0C1F,
             IpcError::OneProducer => 0x0C20,
             IpcError::Busy => 0x0C21,
+            IpcError::UnknownImageShape { .. } => 0x0C22,
         }
     }
 
@@ -349,6 +356,7 @@ impl IpcError {
             IpcError::StillConnected { .. } => "still_connected",
             IpcError::OneProducer => "one_producer",
             IpcError::Busy => "busy",
+            IpcError::UnknownImageShape { .. } => "unknown_image_shape",
         }
     }
 

@@ -128,12 +128,16 @@ impl FrameServer {
     }
 
     /// The newest frame the producer announced written, waiting at most `timeout` for one
-    /// after `after`; `Ok(None)` if none came in time. Turns away other producers trying to
-    /// attach meanwhile ([`IpcError::Busy`] on their side). The value may now be waited for
+    /// after `after`; `Ok(None)` if none came in time. While a producer is attached, turns
+    /// away others trying to attach ([`IpcError::Busy`] on their side, at this call). The value may now be waited for
     /// ([`Self::submit_drawn`]). [`IpcError::PeerClosed`] once the producer is gone.
     pub fn written(&mut self, after: u64, timeout: Duration) -> Result<Option<u64>> {
-        // Another producer trying to attach hears "busy" now, not after its timeout.
-        self.server.turn_away();
+        // While a producer is attached, another trying to attach hears "busy" (at this call),
+        // not after its timeout. Before `accept`, or once the producer is gone, nobody is
+        // turned away: the one waiting is the next to be served (by this or a new server).
+        if self.is_attached() {
+            self.server.turn_away();
+        }
         let newest = self.link()?.latest(after, timeout)?;
         if let Some(n) = newest {
             self.written.note_remote_signal(n)?;

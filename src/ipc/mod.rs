@@ -61,6 +61,6 @@ pub use frames::{FrameClient, FrameServer};
 #[cfg(target_os = "linux")]
 pub use share::{Attached, Link, Server};
 pub use wire::{
-    decode, encode, BufferInfo, FrameNotice, Header, Hello, ImageInfo, Message, MessageKind,
-    TimelineInfo, TimelineRole, HEADER_LEN, MAX_FDS, VERSION,
+    decode, encode, BufferInfo, FrameNotice, Header, Hello, ImageInfo, ImageShape, Message,
+    MessageKind, TimelineInfo, TimelineRole, HEADER_LEN, MAX_FDS, VERSION,
 };

@@ -3,7 +3,9 @@
 //! straight into the attacher's process (`DuplicateHandle` with the attacher's pid, which it
 //! sends first), and the handle's value travels in the message; the attacher adopts it as its
 //! own. Type-checked on Windows; the transport (a named pipe carrying the same [`Message`]s)
-//! is Linux-only in this release: on Windows, [`Server`](super::Server) and the rest do not exist.
+//! is Linux-only in this release: on Windows, `Server` and the rest do not exist. The future
+//! transport must learn the attacher's pid from the pipe (`GetNamedPipeClientProcessId`), not
+//! from the attacher's word: the publisher duplicates handles into the process it names.
 //!
 //! [`Message`]: super::Message
 

@@ -23,7 +23,8 @@ use cudarc::driver::CudaContext;
 use super::channel::{Channel, Listener};
 use super::error::IpcError;
 use super::wire::{
-    BufferInfo, FrameNotice, Hello, ImageInfo, Message, MessageKind, TimelineInfo, TimelineRole,
+    BufferInfo, FrameNotice, Hello, ImageInfo, ImageShape, Message, MessageKind, TimelineInfo,
+    TimelineRole,
 };
 use crate::cuda::{ExternalSemaphore, ImportedMemory, MapOptions, MappedRange, MipmappedArray};
 use crate::error::{Error, Result};
@@ -143,14 +144,21 @@ impl Server {
             .into());
         }
         let desc = image.desc();
-        let (depth, array_layers, flags) = match desc.kind {
-            ImageKind::D2 => (1, 1, vk::ImageCreateFlags::empty()),
-            ImageKind::D2Array { layers } => (1, layers, vk::ImageCreateFlags::empty()),
-            ImageKind::D3 { depth } => (depth, 1, vk::ImageCreateFlags::empty()),
-            ImageKind::Cube => (1, 6, vk::ImageCreateFlags::CUBE_COMPATIBLE),
+        let none = vk::ImageCreateFlags::empty();
+        let (shape, depth, array_layers, flags) = match desc.kind {
+            ImageKind::D2 => (ImageShape::D2, 1, 1, none),
+            ImageKind::D2Array { layers } => (ImageShape::D2Array, 1, layers, none),
+            ImageKind::D3 { depth } => (ImageShape::D3, depth, 1, none),
+            ImageKind::Cube => (
+                ImageShape::Cube,
+                1,
+                6,
+                vk::ImageCreateFlags::CUBE_COMPATIBLE,
+            ),
         };
         let info = ImageInfo {
             id: self.next_id(),
+            shape,
             format: desc.format,
             width: desc.extent.width,
             height: desc.extent.height,
@@ -239,12 +247,17 @@ impl Server {
 }
 
 impl Server {
-    /// Turns away every client waiting to connect (each gets [`IpcError::Busy`] at once
-    /// instead of waiting out its timeout): for a server that serves one client at a time.
-    /// Never waits; returns how many were turned away.
+    /// Turns away the clients waiting to connect (at most 16 per call; each gets
+    /// [`IpcError::Busy`] instead of waiting out its timeout): for a server that serves one
+    /// client at a time, called while it serves one. Never waits; returns how many.
     pub fn turn_away(&self) -> usize {
+        // At most a few per call: a process that keeps connecting cannot hold the caller here.
+        const MAX_PER_CALL: usize = 16;
         let mut turned = 0;
-        while let Ok(channel) = self.listener.accept(Duration::ZERO) {
+        while turned < MAX_PER_CALL {
+            let Ok(channel) = self.listener.accept(Duration::ZERO) else {
+                break;
+            };
             // Best effort: a client that left already needs no answer.
             let _ = channel.try_send(&Message::Goodbye, Duration::from_millis(10));
             turned += 1;
@@ -324,7 +337,7 @@ impl Link {
     /// value (any call on the link sends it otherwise). [`crate::Error::Timeout`] if the
     /// other side read nothing meanwhile.
     pub fn flush_within(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             self.flush()?;
             if self
@@ -335,7 +348,7 @@ impl Link {
             {
                 return Ok(());
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(Error::Timeout {
                     what: "room in the socket for a frame notice",
                     timeout_ns: timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
@@ -423,8 +436,9 @@ pub struct Attached {
 }
 
 /// The image description an [`ImageInfo`] stands for, or the rule it breaks: create flags
-/// other than `CUBE_COMPATIBLE`, a 3D image with layers, a cube that is not 6 square layers,
-/// tiling other than `OPTIMAL` (what CUDA maps as an array).
+/// other than `CUBE_COMPATIBLE`, a shape its extent, layers or flags contradict (a 3D image
+/// with layers, a cube that is not 6 square layers...), tiling other than `OPTIMAL` (what
+/// CUDA maps as an array).
 fn image_desc(info: &ImageInfo) -> std::result::Result<ImageDesc, IpcError> {
     let refuse = |rule: &'static str, described: u64, driver: u64| IpcError::DescriptionRefused {
         id: info.id,
@@ -447,30 +461,45 @@ fn image_desc(info: &ImageInfo) -> std::result::Result<ImageDesc, IpcError> {
             vk::ImageTiling::OPTIMAL.as_raw() as u64,
         ));
     }
-    let kind = if info.flags.contains(cube) {
-        if info.array_layers != 6 || info.depth != 1 || info.width != info.height {
+    let cube_flag = info.flags.contains(cube);
+    let (layers, depth) = (u64::from(info.array_layers), u64::from(info.depth));
+    let kind = match info.shape {
+        ImageShape::D2 if depth != 1 || layers != 1 || cube_flag => {
             return Err(refuse(
-                "a cube map is 6 square layers of depth 1",
-                u64::from(info.array_layers),
-                6,
-            ));
-        }
-        ImageKind::Cube
-    } else if info.depth > 1 {
-        if info.array_layers != 1 {
-            return Err(refuse(
-                "a 3D image has one layer",
-                u64::from(info.array_layers),
+                "a 2D image has depth 1, one layer and no CUBE_COMPATIBLE",
+                depth.max(layers),
                 1,
-            ));
+            ))
         }
-        ImageKind::D3 { depth: info.depth }
-    } else if info.array_layers > 1 {
-        ImageKind::D2Array {
+        ImageShape::D2 => ImageKind::D2,
+        ImageShape::D2Array if depth != 1 || cube_flag => {
+            return Err(refuse(
+                "a 2D array image has depth 1 and no CUBE_COMPATIBLE",
+                depth,
+                1,
+            ))
+        }
+        ImageShape::D2Array => ImageKind::D2Array {
             layers: info.array_layers,
+        },
+        ImageShape::D3 if layers != 1 || cube_flag => {
+            return Err(refuse(
+                "a 3D image has one layer and no CUBE_COMPATIBLE",
+                layers,
+                1,
+            ))
         }
-    } else {
-        ImageKind::D2
+        ImageShape::D3 => ImageKind::D3 { depth: info.depth },
+        ImageShape::Cube
+            if !cube_flag || layers != 6 || depth != 1 || info.width != info.height =>
+        {
+            return Err(refuse(
+                "a cube map is CUBE_COMPATIBLE, 6 square layers of depth 1",
+                layers,
+                6,
+            ))
+        }
+        ImageShape::Cube => ImageKind::Cube,
     };
     Ok(ImageDesc {
         kind,
@@ -526,6 +555,35 @@ fn check_fd_kind(
                 actual,
             });
         }
+    }
+    Ok(())
+}
+
+/// A dedicated allocation is exactly its resource's requirements, bound at offset 0
+/// (VUID-VkMemoryDedicatedAllocateInfo-image-02964 / -buffer-02965): checked before the import
+/// allocates anything.
+fn check_dedicated_size(
+    id: u32,
+    dedicated: bool,
+    offset: u64,
+    memory_size: u64,
+    required: u64,
+) -> std::result::Result<(), IpcError> {
+    if dedicated && offset != 0 {
+        return Err(IpcError::DescriptionRefused {
+            id,
+            rule: "a dedicated allocation is bound at offset 0",
+            described: offset,
+            driver: 0,
+        });
+    }
+    if dedicated && memory_size != required {
+        return Err(IpcError::DescriptionRefused {
+            id,
+            rule: "a dedicated allocation is exactly its resource's size",
+            described: memory_size,
+            driver: required,
+        });
     }
     Ok(())
 }
@@ -724,6 +782,7 @@ impl Attached {
             }
             .into());
         }
+        check_dedicated_size(id, info.dedicated, info.offset, info.memory_size, r.size)?;
         let dedicated = info.dedicated.then_some(&buffer);
         // SAFETY: the descriptor is an opaque FD of exportable memory of `memory_size` bytes
         // from a device with this deviceUUID (checked at connect); the types are the ones the
@@ -801,6 +860,7 @@ impl Attached {
             }
             .into());
         }
+        check_dedicated_size(id, info.dedicated, info.offset, info.memory_size, r.size)?;
         let dedicated = info.dedicated.then_some(Dedication::Image(image.handle()));
         // SAFETY: the descriptor is an opaque FD of exportable memory of `memory_size` bytes
         // from a device with this deviceUUID (checked at connect), dedicated (or not) as

@@ -59,7 +59,7 @@ impl MessageKind {
         match self {
             MessageKind::Hello => 48,
             MessageKind::Buffer => 45,
-            MessageKind::Image => 61,
+            MessageKind::Image => 62,
             MessageKind::Timeline => 17,
             MessageKind::Frame => 8,
             MessageKind::Goodbye => 0,
@@ -187,6 +187,8 @@ pub struct BufferInfo {
 pub struct ImageInfo {
     /// The publisher's id for the object.
     pub id: u32,
+    /// The image's shape.
+    pub shape: ImageShape,
     /// The image's format.
     pub format: vk::Format,
     /// Width in texels.
@@ -213,6 +215,22 @@ pub struct ImageInfo {
     pub dedicated: bool,
     /// The handle type of the descriptor (`OPAQUE_FD`).
     pub handle_type: vk::ExternalMemoryHandleTypeFlags,
+}
+
+/// The shape of a shared image: what its Vulkan image type, create flags and layer count
+/// cannot say alone (a 3D image of depth 1 is not a 2D image; an array of one layer is a
+/// layered CUDA array).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ImageShape {
+    /// A 2D image of one layer.
+    D2 = 0,
+    /// A 2D array image (`array_layers` layers).
+    D2Array = 1,
+    /// A 3D image (`depth` texels deep).
+    D3 = 2,
+    /// A cube map: six square layers, `CUBE_COMPATIBLE`.
+    Cube = 3,
 }
 
 /// Which side signals a timeline semaphore (the other side waits on it).
@@ -377,6 +395,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
         }
         Message::Image(i) => {
             put(&i.id.to_le_bytes());
+            put(&[i.shape as u8]);
             put(&i.format.as_raw().to_le_bytes());
             for v in [i.width, i.height, i.depth, i.mip_levels, i.array_layers] {
                 put(&v.to_le_bytes());
@@ -464,6 +483,13 @@ fn decode_body(kind: MessageKind, body: &[u8]) -> Result<Message, IpcError> {
         }),
         MessageKind::Image => Message::Image(ImageInfo {
             id: r.u32()?,
+            shape: match r.take::<1>()?[0] {
+                0 => ImageShape::D2,
+                1 => ImageShape::D2Array,
+                2 => ImageShape::D3,
+                3 => ImageShape::Cube,
+                value => return Err(IpcError::UnknownImageShape { value }),
+            },
             format: vk::Format::from_raw(r.i32()?),
             width: r.u32()?,
             height: r.u32()?,
@@ -574,6 +600,7 @@ pub(crate) mod tests {
             }),
             Message::Image(ImageInfo {
                 id: 2,
+                shape: ImageShape::D2,
                 format: vk::Format::R8G8B8A8_UNORM,
                 width: 1920,
                 height: 1080,
@@ -856,6 +883,11 @@ pub(crate) mod tests {
                         let max = 32 - width.max(height).max(depth).leading_zeros();
                         Message::Image(ImageInfo {
                             id,
+                            shape: if depth > 1 {
+                                ImageShape::D3
+                            } else {
+                                ImageShape::D2Array
+                            },
                             format: vk::Format::from_raw(format),
                             width,
                             height,

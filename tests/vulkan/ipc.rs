@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
 use cuvk::ipc::{Attached, Channel, IpcError, Listener, Server};
-use cuvk::ipc::{BufferInfo, Hello, ImageInfo, Message};
+use cuvk::ipc::{BufferInfo, Hello, ImageInfo, ImageShape, Message};
 use cuvk::vulkan::{BoundBuffer, BoundImage, HostBuffer, ImageOptions, ImageRegion, VulkanContext};
 use cuvk::Error;
 use cuvk::ImageDesc;
@@ -386,6 +386,11 @@ fn buffer_info(memory_size: u64) -> BufferInfo {
 fn image_info(width: u32, height: u32, flags: vk::ImageCreateFlags, memory_size: u64) -> ImageInfo {
     ImageInfo {
         id: 0,
+        shape: if flags.is_empty() {
+            ImageShape::D2
+        } else {
+            ImageShape::Cube
+        },
         format: vk::Format::R8G8B8A8_UNORM,
         width,
         height,
@@ -495,6 +500,19 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
             }),
             "size_lie",
         ),
+        (
+            hello(1),
+            Box::new(|| {
+                let info = ImageInfo {
+                    shape: ImageShape::D3,
+                    depth: 4,
+                    array_layers: 2,
+                    ..image_info(64, 64, vk::ImageCreateFlags::empty(), 1 << 20)
+                };
+                vec![(Message::Image(info), vec![memfd(1 << 20)])]
+            }),
+            "description_refused",
+        ),
     ];
     for (i, (h, objects, rule)) in cases.into_iter().enumerate() {
         let name = unique(&format!("lie{i}"));
@@ -543,6 +561,28 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
     let e = attached.import_vulkan_image(0, &ctx).err().unwrap();
     assert!(
         matches!(e, Error::Ipc(IpcError::DescriptionRefused { .. })),
+        "{e}"
+    );
+    drop(attached);
+    // A dedicated allocation must be exactly the image's size: refused before the import.
+    let name = unique("image-dedicated");
+    let info_dedicated = ImageInfo {
+        dedicated: true,
+        ..image_info(64, 64, vk::ImageCreateFlags::empty(), 1 << 20)
+    };
+    let server = fake_server(
+        &name,
+        hello(1),
+        vec![(Message::Image(info_dedicated), vec![memfd(1 << 20)])],
+    );
+    let attached = Attached::connect(&name, info.device_uuid, Some(info.driver_uuid), T).unwrap();
+    server.join().unwrap();
+    let e = attached.import_vulkan_image(0, &ctx).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            Error::Ipc(IpcError::DescriptionRefused { rule, .. }) if rule.contains("exactly")
+        ),
         "{e}"
     );
     drop(attached);
