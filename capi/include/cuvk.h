@@ -494,6 +494,10 @@ enum CuvkRule
    */
   CUVK_RULE_SYNC_FOREIGN_MARKS = 1549,
   /**
+   * A timeline signal further above the counter than every device must accept.
+   */
+  CUVK_RULE_SYNC_TIMELINE_JUMP_TOO_LARGE = 1550,
+  /**
    * An image handle passed to a kernel parameter that is not a 64-bit integer.
    */
   CUVK_RULE_LAUNCH_IMAGE_HANDLE_TO_NON_INTEGER = 1802,

@@ -295,6 +295,8 @@ pub enum CuvkRule {
     CuvkRuleSyncFrameOutOfOrder = 0x060C,
     /// A resource's use marks handed to a stream order that did not make them.
     CuvkRuleSyncForeignMarks = 0x060D,
+    /// A timeline signal further above the counter than every device must accept.
+    CuvkRuleSyncTimelineJumpTooLarge = 0x060E,
 
     /// An image handle passed to a kernel parameter that is not a 64-bit integer.
     CuvkRuleLaunchImageHandleToNonInteger = 0x070A,

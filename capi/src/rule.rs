@@ -131,6 +131,7 @@ pub(crate) const ALL: &[R] = &[
     R::CuvkRuleSyncSignalPending,
     R::CuvkRuleSyncFrameOutOfOrder,
     R::CuvkRuleSyncForeignMarks,
+    R::CuvkRuleSyncTimelineJumpTooLarge,
     R::CuvkRuleLaunchImageHandleToNonInteger,
     R::CuvkRuleUnsupportedLinearFilter,
     R::CuvkRuleUnsupportedNccl,

@@ -462,6 +462,18 @@ pub enum SyncError {
         /// The order they were given to.
         order: u64,
     },
+    /// A timeline signal further above the counter than every device must accept
+    /// (`maxTimelineSemaphoreValueDifference` is at least 2^31 - 1; a driver may ignore a
+    /// larger jump: measured on NVIDIA).
+    #[error("timeline jump too large: signalling {value} with the counter at {current} (at most {max} above it)")]
+    TimelineJumpTooLarge {
+        /// The value asked for.
+        value: u64,
+        /// The counter now.
+        current: u64,
+        /// The largest jump every device accepts.
+        max: u64,
+    },
 }
 
 /// The past tense of a frame's step, for [`SyncError::FrameOutOfOrder`].

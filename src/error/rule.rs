@@ -178,6 +178,8 @@ pub enum Rule {
     SyncFrameOutOfOrder = 0x060C,
     /// A resource's use marks handed to a stream order that did not make them.
     SyncForeignMarks = 0x060D,
+    /// A timeline signal further above the counter than every device must accept.
+    SyncTimelineJumpTooLarge = 0x060E,
     /// An argument count that differs from the kernel's parameters.
     LaunchArgumentCount = 0x0701,
     /// An argument whose size differs from its parameter's.
@@ -433,6 +435,7 @@ impl Rule {
         Rule::SyncSignalPending,
         Rule::SyncFrameOutOfOrder,
         Rule::SyncForeignMarks,
+        Rule::SyncTimelineJumpTooLarge,
         Rule::LaunchArgumentCount,
         Rule::LaunchArgumentSize,
         Rule::LaunchAddressToNonPointer,
@@ -619,6 +622,7 @@ impl Rule {
             Rule::SyncSignalPending => "Sync.SignalPending",
             Rule::SyncFrameOutOfOrder => "Sync.FrameOutOfOrder",
             Rule::SyncForeignMarks => "Sync.ForeignMarks",
+            Rule::SyncTimelineJumpTooLarge => "Sync.TimelineJumpTooLarge",
             Rule::LaunchArgumentCount => "Launch.ArgumentCount",
             Rule::LaunchArgumentSize => "Launch.ArgumentSize",
             Rule::LaunchAddressToNonPointer => "Launch.AddressToNonPointer",
@@ -821,6 +825,7 @@ impl Error {
             Error::Sync(SyncError::SignalPending { .. }) => Rule::SyncSignalPending,
             Error::Sync(SyncError::FrameOutOfOrder { .. }) => Rule::SyncFrameOutOfOrder,
             Error::Sync(SyncError::ForeignMarks { .. }) => Rule::SyncForeignMarks,
+            Error::Sync(SyncError::TimelineJumpTooLarge { .. }) => Rule::SyncTimelineJumpTooLarge,
             Error::Launch(LaunchError::ArgumentCount { .. }) => Rule::LaunchArgumentCount,
             Error::Launch(LaunchError::ArgumentSize { .. }) => Rule::LaunchArgumentSize,
             Error::Launch(LaunchError::AddressToNonPointer { .. }) => {

@@ -26,9 +26,6 @@ use crate::error::{CudaResultExt, Result};
 use crate::interop::FrameSubmit;
 use crate::vulkan::{BoundBuffer, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext};
 
-/// A value above any frame number: what a release after a lost peer signals.
-const RELEASED: u64 = 1 << 62;
-
 /// The viewer's side: owns the buffers (the caller's) and both timelines.
 pub struct FrameServer {
     server: Server,
@@ -239,8 +236,19 @@ impl FrameServer {
             .into());
         }
         self.link = None;
-        let next = self.written.highest_signal().max(RELEASED) + 1;
-        self.written.release_after_peer_lost(next)
+        // Just above anything the producer can have signalled or this viewer waits for: every
+        // wait was for an announced value (in the ledger), and the producer writes frame n
+        // only once frame n - K is drawn. Not a huge value: a timeline may jump by at most
+        // maxTimelineSemaphoreValueDifference (at least 2^31 - 1). Measured on an H100: after
+        // a host signal of `1 << 62` the counter still read the dead producer's last value,
+        // and the semaphore's drop waited 5 s in vain for the value its books expected.
+        let k = u64::from(self.frames_in_flight);
+        let above = self
+            .written
+            .highest_signal()
+            .max(self.written.value()?)
+            .max(self.drawn.highest_signal().saturating_add(k));
+        self.written.release_after_peer_lost(above + 1)
     }
 
     /// Frames in flight.
@@ -299,7 +307,7 @@ impl FrameClient {
             attached,
             cuda: cuda.clone(),
             frames_in_flight,
-            released: RELEASED,
+            released: 0,
         })
     }
 
@@ -425,7 +433,16 @@ impl FrameClient {
             .into());
         }
         let stream = self.cuda.new_stream().cuda("cuStreamCreate")?;
-        self.released += 1;
+        // Just above anything the viewer can have signalled: it draws only frames this
+        // producer announced written (and it is gone: nothing more comes). Small jumps only
+        // (see `FrameServer::release_waits`).
+        let above = self
+            .written
+            .ledger()
+            .highest()
+            .max(self.drawn.ledger().highest_wait())
+            .max(self.released);
+        self.released = above + 1;
         self.drawn.signal(&stream, self.released)?;
         stream.synchronize().cuda("cuStreamSynchronize")
     }

@@ -223,11 +223,13 @@ impl Semaphore {
     }
 
     /// Signals `value` from the host (timeline only). It must exceed every value scheduled by
-    /// any API ([`SyncError::TimelineNotIncreasing`]), and every scheduled signal must have
+    /// any API ([`SyncError::TimelineNotIncreasing`]) and lie within 2^31 - 1 of the counter
+    /// ([`SyncError::TimelineJumpTooLarge`]), and every scheduled signal must have
     /// executed ([`SyncError::SignalPending`]: a queue or CUDA signal still pending would run
     /// after the higher host value, VUID-VkSemaphoreSignalInfo-value-03259).
     pub fn signal_host(&self, value: u64) -> Result<()> {
         self.require_timeline("a host signal")?;
+        self.check_jump(value)?;
         let info = vk::SemaphoreSignalInfo::default()
             .semaphore(self.semaphore)
             .value(value);
@@ -250,6 +252,22 @@ impl Semaphore {
         )
     }
 
+    /// Refuses a host signal more than [`MAX_TIMELINE_JUMP`] above the counter
+    /// ([`SyncError::TimelineJumpTooLarge`]): VUID-VkSemaphoreSignalInfo-value-03260 bounds the
+    /// jump by the device's `maxTimelineSemaphoreValueDifference`, at least that much.
+    fn check_jump(&self, value: u64) -> Result<()> {
+        let current = self.value()?;
+        if value.saturating_sub(current) > MAX_TIMELINE_JUMP {
+            return Err(SyncError::TimelineJumpTooLarge {
+                value,
+                current,
+                max: MAX_TIMELINE_JUMP,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Notes that another process scheduled `value` on this exported timeline (a notice on the
     /// connection that carries its frames said so), so that waits for it may be enqueued.
     /// If that process dies before the signal runs, [`Self::release_after_peer_lost`] frees
@@ -262,9 +280,11 @@ impl Semaphore {
 
     /// Signals `value` from the host after the process that was to signal this timeline is
     /// gone: every wait enqueued here for its values is released (they will never be
-    /// signalled otherwise). `value` must exceed every value scheduled or noted.
+    /// signalled otherwise). `value` must exceed every value scheduled or noted, and lie
+    /// within 2^31 - 1 of the counter ([`SyncError::TimelineJumpTooLarge`]).
     pub fn release_after_peer_lost(&self, value: u64) -> Result<()> {
         self.require_timeline("a host signal")?;
+        self.check_jump(value)?;
         let info = vk::SemaphoreSignalInfo::default()
             .semaphore(self.semaphore)
             .value(value);
@@ -328,6 +348,11 @@ impl Semaphore {
     }
 }
 
+/// The largest jump of a timeline every device accepts (`maxTimelineSemaphoreValueDifference`
+/// is at least this): a host signal of `1 << 62` over a counter at 2,944 left it at 2,944 on
+/// an H100 (driver 580), and the drop then waited in vain for the value its books expected.
+const MAX_TIMELINE_JUMP: u64 = (1 << 31) - 1;
+
 impl Drop for Semaphore {
     fn drop(&mut self) {
         // Every CUDA import holds an Arc to this semaphore, so none is alive now: no signal
@@ -347,6 +372,21 @@ impl Drop for Semaphore {
         let mut finished = budget.poll(&mut done);
         if !finished && self.release_unsignalled_waits() {
             finished = budget.poll(&mut done);
+        }
+        if !finished {
+            // The evidence for the log that follows: which of the two conditions is unmet.
+            let progress = self.ctx.progress.semaphore;
+            // SAFETY: the context's live progress timeline.
+            let progress_now = unsafe { self.ctx.device().get_semaphore_counter_value(progress) };
+            log::warn!(
+                "Semaphore drop: its last submission #{}, the queue's progress {:?}; its value {:?}, \
+                 highest scheduled signal {}, highest wait {}",
+                self.last_submission.load(Ordering::Acquire),
+                progress_now,
+                self.value(),
+                self.ledger.highest(),
+                self.ledger.highest_wait()
+            );
         }
         let parts = DestroySemaphore {
             device: self.ctx.device().clone(),

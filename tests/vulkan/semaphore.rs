@@ -1,6 +1,7 @@
 //! Semaphores on the Vulkan side alone (any Vulkan device; lavapipe in CI), under the
 //! validation layer: the clear `Unsupported`-style error where export is missing, timeline
-//! values, host signal/wait, timeouts, and non-increasing values refused before the driver.
+//! values, host signal/wait, timeouts, and non-increasing values or too large jumps refused
+//! before the driver.
 
 use cuvk_dev::assert_err;
 use cuvk_dev::testing as common;
@@ -90,6 +91,31 @@ fn timeline_values_signal_wait_and_timeout() {
     // The next valid call works.
     s.signal_host(10).unwrap();
     s.wait_host(10, Duration::from_secs(1)).unwrap();
+
+    // A jump beyond what every device accepts (2^31 - 1 over the counter) is refused before
+    // the driver (NVIDIA ignored such a host signal), both host signals alike; the counter
+    // stays, and a jump of exactly the bound works.
+    let far = 10 + (1u64 << 31);
+    let e = assert_err!(
+        s.signal_host(far),
+        Error::Sync(cuvk::SyncError::TimelineJumpTooLarge {
+            current: 10,
+            max: 2_147_483_647,
+            ..
+        })
+    );
+    assert!(e.to_string().contains(&far.to_string()), "{e}");
+    assert_eq!(
+        e.rule().map(|r| r.name()),
+        Some("Sync.TimelineJumpTooLarge")
+    );
+    assert_err!(
+        s.release_after_peer_lost(1 << 62),
+        Error::Sync(cuvk::SyncError::TimelineJumpTooLarge { current: 10, .. })
+    );
+    assert_eq!(s.value().unwrap(), 10, "nothing changed");
+    s.signal_host(10 + 2_147_483_647).unwrap();
+    assert_eq!(s.value().unwrap(), 10 + 2_147_483_647);
     common::assert_clean(&ctx);
 }
 
