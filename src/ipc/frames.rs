@@ -223,8 +223,8 @@ impl FrameServer {
     }
 
     /// After the producer is gone: releases every wait this viewer enqueued on `written` (a
-    /// host signal above any frame), so its queue runs on and its frames complete. The
-    /// buffers keep the last frame written.
+    /// host signal just above any frame the producer can have reached), so its queue runs on
+    /// and its frames complete. The buffers keep the last frame written.
     ///
     /// Refused ([`IpcError::StillConnected`]) while the producer is connected: its signals
     /// would then land below the released value.
@@ -235,7 +235,6 @@ impl FrameServer {
             }
             .into());
         }
-        self.link = None;
         // Just above anything the producer can have signalled or this viewer waits for: every
         // wait was for an announced value (in the ledger), and the producer writes frame n
         // only once frame n - K is drawn. Not a huge value: a timeline may jump by at most
@@ -248,7 +247,9 @@ impl FrameServer {
             .highest_signal()
             .max(self.written.value()?)
             .max(self.drawn.highest_signal().saturating_add(k));
-        self.written.release_after_peer_lost(above + 1)
+        self.written.release_after_peer_lost(above + 1)?;
+        self.link = None;
+        Ok(())
     }
 
     /// Frames in flight.
@@ -421,8 +422,9 @@ impl FrameClient {
         Ok(link.last_seen())
     }
 
-    /// After the viewer is gone: releases this process's stream waits on `drawn` (a signal
-    /// above any frame from a fresh stream), so its streams run on.
+    /// After the viewer is gone: releases this process's stream waits on `drawn` (a signal,
+    /// from a fresh stream, just above any frame the viewer can have drawn), so its streams
+    /// run on.
     ///
     /// Refused ([`IpcError::StillConnected`]) while the viewer is connected.
     pub fn release_waits(&mut self) -> Result<()> {
