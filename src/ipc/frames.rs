@@ -235,6 +235,11 @@ impl FrameServer {
             }
             .into());
         }
+        if !self.served {
+            // No producer yet: nothing was announced, so nothing waits; and a release now
+            // would run the timeline ahead of the producer still to come.
+            return Ok(());
+        }
         // Just above anything the producer can have signalled or this viewer waits for: every
         // wait was for an announced value (in the ledger), and the producer writes frame n
         // only once frame n - K is drawn. Not a huge value: a timeline may jump by at most
@@ -375,11 +380,29 @@ impl FrameClient {
         n: u64,
         stream: cudarc::driver::sys::CUstream,
     ) -> Result<()> {
+        self.check_acquired(n)?;
         // SAFETY: forwarded.
         unsafe { self.written.enqueue_raw(stream, n, true) }?;
         let link = self.attached.link();
         link.notify(n)?;
         link.latest(u64::MAX - 1, Duration::ZERO).map(drop)
+    }
+
+    /// Frame `n` may be released only once its slot is free: the viewer announced frame
+    /// `n - K` drawn (what [`Self::acquire`] waits for). Keeps every signal of this producer
+    /// within K frames of the viewer's draws, which the releases after a lost peer rely on.
+    fn check_acquired(&mut self, n: u64) -> Result<()> {
+        let k = u64::from(self.frames_in_flight);
+        let drawn = self.attached.link().last_seen();
+        if n > drawn.saturating_add(k) {
+            return Err(crate::SyncError::FrameOutOfOrder {
+                frame: n,
+                last_step: crate::FrameStep::Begin,
+                reason: crate::FrameStep::CudaRelease,
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// Waits on the host, at most `timeout`, until the viewer has announced frame `need`
@@ -401,6 +424,7 @@ impl FrameClient {
     /// After writing frame `n`: `stream` signals it written (the viewer's draw of it waits on
     /// the GPU) and the viewer is told.
     pub fn release(&mut self, n: u64, stream: &CudaStream) -> Result<()> {
+        self.check_acquired(n)?;
         self.written.signal(stream, n)?;
         let link = self.attached.link();
         link.notify(n)?;
@@ -438,14 +462,17 @@ impl FrameClient {
         // Just above anything the viewer can have signalled: it draws only frames this
         // producer announced written (and it is gone: nothing more comes). Small jumps only
         // (see `FrameServer::release_waits`).
+        // The viewer's last announced value too: its negative-control submissions
+        // (`submit_drawn_without_waiting`) signal frames this producer never wrote.
         let above = self
             .written
             .ledger()
             .highest()
             .max(self.drawn.ledger().highest_wait())
+            .max(self.attached.link().last_seen())
             .max(self.released);
+        self.drawn.signal(&stream, above + 1)?;
         self.released = above + 1;
-        self.drawn.signal(&stream, self.released)?;
         stream.synchronize().cuda("cuStreamSynchronize")
     }
 
