@@ -43,6 +43,8 @@ if [ "$what" = pair ] || [ "$what" = all ]; then
   timeout 100 $B/ipc_producer galaxies > $OUT/producer-kill2.log 2>&1; echo "second producer rc=$?"
   wait $viewer; echo "viewer rc=$?"
   grep -v "vulkan validation" $OUT/serve-kill.log | tail -8; tail -3 $OUT/producer-kill2.log
+  # The release after the kill must let every old timeline go at once (0 expected).
+  echo "drops that waited in vain: $(grep -c 'Semaphore drop:\|dropped while its GPU work' $OUT/serve-kill.log)"
   step a second producer while one is served: turned away at once
   timeout 60 $B/particles --serve galaxies --headless --frames 4000 --save-every 0 --out $OUT/serve-busy > $OUT/serve-busy.log 2>&1 &
   viewer=$!
