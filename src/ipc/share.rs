@@ -78,6 +78,26 @@ impl Server {
         })
     }
 
+    /// Memory of this server's device, exportable as an opaque FD: what a published buffer or
+    /// image must be bound to.
+    fn check_publishable(
+        &self,
+        memory: &DeviceMemory,
+        object: crate::DeviceObject,
+        what: crate::Exportable,
+    ) -> Result<()> {
+        if !Arc::ptr_eq(memory.context(), &self.vk) {
+            return Err(Error::WrongDevice {
+                object,
+                owner: crate::DeviceOwner::VulkanDevice,
+            });
+        }
+        if !memory.handle_types().contains(OPAQUE_FD) {
+            return Err(crate::MemoryError::NotExportable { what }.into());
+        }
+        Ok(())
+    }
+
     /// The id the next published object gets (ids count every object, in publishing order).
     fn next_id(&self) -> u32 {
         (self.buffers.len() + self.images.len() + self.timelines.len()) as u32
@@ -94,18 +114,11 @@ impl Server {
         element_size: u32,
     ) -> Result<u32> {
         let memory = buffer.memory();
-        if !Arc::ptr_eq(memory.context(), &self.vk) {
-            return Err(Error::WrongDevice {
-                object: crate::DeviceObject::Buffer,
-                owner: crate::DeviceOwner::VulkanDevice,
-            });
-        }
-        if !memory.handle_types().contains(OPAQUE_FD) {
-            return Err(crate::MemoryError::NotExportable {
-                what: crate::Exportable::Memory,
-            }
-            .into());
-        }
+        self.check_publishable(
+            memory,
+            crate::DeviceObject::Buffer,
+            crate::Exportable::Memory,
+        )?;
         let info = BufferInfo {
             id: self.next_id(),
             size: buffer.buffer().size(),
@@ -131,18 +144,7 @@ impl Server {
     /// (acquire from and release to `VK_QUEUE_FAMILY_EXTERNAL`), ordered by a timeline.
     pub fn publish_image(&mut self, image: &Arc<BoundImage>) -> Result<u32> {
         let memory = image.memory();
-        if !Arc::ptr_eq(memory.context(), &self.vk) {
-            return Err(Error::WrongDevice {
-                object: crate::DeviceObject::Image,
-                owner: crate::DeviceOwner::VulkanDevice,
-            });
-        }
-        if !memory.handle_types().contains(OPAQUE_FD) {
-            return Err(crate::MemoryError::NotExportable {
-                what: crate::Exportable::Image,
-            }
-            .into());
-        }
+        self.check_publishable(memory, crate::DeviceObject::Image, crate::Exportable::Image)?;
         let desc = image.desc();
         let none = vk::ImageCreateFlags::empty();
         let (shape, depth, array_layers, flags) = match desc.kind {
@@ -559,33 +561,85 @@ fn check_fd_kind(
     Ok(())
 }
 
-/// A dedicated allocation is exactly its resource's requirements, bound at offset 0
-/// (VUID-VkMemoryDedicatedAllocateInfo-image-02964 / -buffer-02965): checked before the import
-/// allocates anything.
-fn check_dedicated_size(
+/// What an import makes on the received memory.
+#[derive(Debug, Clone, Copy)]
+enum Imported {
+    Buffer,
+    Image,
+}
+
+/// The driver's requirements for an imported buffer or image (`size`, `alignment`, requires
+/// dedicated) against the description (`offset`, `memory_size`, dedicated), checked before the
+/// import allocates anything: the resource fits the memory at an aligned offset; a dedicated
+/// allocation where the driver requires one; and a dedicated allocation is exactly its
+/// resource's requirements, bound at offset 0 (VUID-VkMemoryDedicatedAllocateInfo-image-02964
+/// / -buffer-02965).
+fn check_placement(
+    what: Imported,
     id: u32,
-    dedicated: bool,
-    offset: u64,
-    memory_size: u64,
-    required: u64,
+    (offset, memory_size, dedicated): (u64, u64, bool),
+    (size, alignment, requires_dedicated): (u64, u64, bool),
 ) -> std::result::Result<(), IpcError> {
-    if dedicated && offset != 0 {
-        return Err(IpcError::DescriptionRefused {
-            id,
-            rule: "a dedicated allocation is bound at offset 0",
-            described: offset,
-            driver: 0,
-        });
+    let refuse = |rule, described, driver| IpcError::DescriptionRefused {
+        id,
+        rule,
+        described,
+        driver,
+    };
+    let end = offset.checked_add(size);
+    if end.is_none_or(|end| end > memory_size) || offset % alignment.max(1) != 0 {
+        return Err(refuse(
+            match what {
+                Imported::Buffer => {
+                    "the buffer's requirements (size and alignment) fit the memory at the offset"
+                }
+                Imported::Image => {
+                    "the image's requirements (size and alignment) fit the memory at the offset"
+                }
+            },
+            memory_size,
+            size,
+        ));
     }
-    if dedicated && memory_size != required {
-        return Err(IpcError::DescriptionRefused {
-            id,
-            rule: "a dedicated allocation is exactly its resource's size",
-            described: memory_size,
-            driver: required,
-        });
+    if requires_dedicated && !dedicated {
+        return Err(refuse(
+            match what {
+                Imported::Buffer => "the driver requires a dedicated allocation for this buffer",
+                Imported::Image => "the driver requires a dedicated allocation for this image",
+            },
+            0,
+            1,
+        ));
+    }
+    if dedicated && offset != 0 {
+        return Err(refuse(
+            "a dedicated allocation is bound at offset 0",
+            offset,
+            0,
+        ));
+    }
+    if dedicated && memory_size != size {
+        return Err(refuse(
+            "a dedicated allocation is exactly its resource's size",
+            memory_size,
+            size,
+        ));
     }
     Ok(())
+}
+
+/// The received object `id` of one kind, with its descriptor ([`IpcError::NoSuchObject`] if
+/// the server published none).
+fn find_object<I>(
+    objects: &[(I, OwnedFd)],
+    id: u32,
+    kind: MessageKind,
+    id_of: impl Fn(&I) -> u32,
+) -> Result<&(I, OwnedFd)> {
+    objects
+        .iter()
+        .find(|(i, _)| id_of(i) == id)
+        .ok_or_else(|| IpcError::NoSuchObject { id, kind }.into())
 }
 
 fn dup(fd: &OwnedFd) -> Result<OwnedFd> {
@@ -709,16 +763,7 @@ impl Attached {
     }
 
     fn buffer(&self, id: u32) -> Result<&(BufferInfo, OwnedFd)> {
-        self.buffers
-            .iter()
-            .find(|(i, _)| i.id == id)
-            .ok_or_else(|| {
-                IpcError::NoSuchObject {
-                    id,
-                    kind: MessageKind::Buffer,
-                }
-                .into()
-            })
+        find_object(&self.buffers, id, MessageKind::Buffer, |i| i.id)
     }
 
     /// The description of image `id`.
@@ -727,26 +772,11 @@ impl Attached {
     }
 
     fn image(&self, id: u32) -> Result<&(ImageInfo, OwnedFd)> {
-        self.images.iter().find(|(i, _)| i.id == id).ok_or_else(|| {
-            IpcError::NoSuchObject {
-                id,
-                kind: MessageKind::Image,
-            }
-            .into()
-        })
+        find_object(&self.images, id, MessageKind::Image, |i| i.id)
     }
 
     fn timeline(&self, id: u32) -> Result<&(TimelineInfo, OwnedFd)> {
-        self.timelines
-            .iter()
-            .find(|(i, _)| i.id == id)
-            .ok_or_else(|| {
-                IpcError::NoSuchObject {
-                    id,
-                    kind: MessageKind::Timeline,
-                }
-                .into()
-            })
+        find_object(&self.timelines, id, MessageKind::Timeline, |i| i.id)
     }
 
     /// Imports buffer `id` into `vk` (same device, checked at connect): a buffer of the
@@ -763,26 +793,12 @@ impl Attached {
             },
         )?;
         let r = buffer.requirements();
-        let end = info.offset.checked_add(r.size);
-        if end.is_none_or(|end| end > info.memory_size) || info.offset % r.alignment.max(1) != 0 {
-            return Err(IpcError::DescriptionRefused {
-                id,
-                rule: "the buffer's requirements (size and alignment) fit the memory at the offset",
-                described: info.memory_size,
-                driver: r.size,
-            }
-            .into());
-        }
-        if r.requires_dedicated != info.dedicated && r.requires_dedicated {
-            return Err(IpcError::DescriptionRefused {
-                id,
-                rule: "the driver requires a dedicated allocation for this buffer",
-                described: u64::from(info.dedicated),
-                driver: 1,
-            }
-            .into());
-        }
-        check_dedicated_size(id, info.dedicated, info.offset, info.memory_size, r.size)?;
+        check_placement(
+            Imported::Buffer,
+            id,
+            (info.offset, info.memory_size, info.dedicated),
+            (r.size, r.alignment, r.requires_dedicated),
+        )?;
         let dedicated = info.dedicated.then_some(&buffer);
         // SAFETY: the descriptor is an opaque FD of exportable memory of `memory_size` bytes
         // from a device with this deviceUUID (checked at connect); the types are the ones the
@@ -841,26 +857,12 @@ impl Attached {
         let desc = image_desc(info)?;
         let image = Image::new(vk, &desc, ImageOptions::IMPORT)?;
         let r = image.requirements();
-        let end = info.offset.checked_add(r.size);
-        if end.is_none_or(|end| end > info.memory_size) || info.offset % r.alignment.max(1) != 0 {
-            return Err(IpcError::DescriptionRefused {
-                id,
-                rule: "the image's requirements (size and alignment) fit the memory at the offset",
-                described: info.memory_size,
-                driver: r.size,
-            }
-            .into());
-        }
-        if r.requires_dedicated && !info.dedicated {
-            return Err(IpcError::DescriptionRefused {
-                id,
-                rule: "the driver requires a dedicated allocation for this image",
-                described: 0,
-                driver: 1,
-            }
-            .into());
-        }
-        check_dedicated_size(id, info.dedicated, info.offset, info.memory_size, r.size)?;
+        check_placement(
+            Imported::Image,
+            id,
+            (info.offset, info.memory_size, info.dedicated),
+            (r.size, r.alignment, r.requires_dedicated),
+        )?;
         let dedicated = info.dedicated.then_some(Dedication::Image(image.handle()));
         // SAFETY: the descriptor is an opaque FD of exportable memory of `memory_size` bytes
         // from a device with this deviceUUID (checked at connect), dedicated (or not) as
