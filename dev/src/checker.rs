@@ -9,6 +9,23 @@ use cuvk::{Bridge, SharedBuffer};
 
 pub const CHECK_SPV: &[u8] = include_bytes!("../../shaders/check_value.spv");
 
+/// `k` shared buffers of `elements` u32 each, storage usage: the frame slots CUDA writes and
+/// the checker reads.
+pub fn slots(bridge: &Bridge, k: u32, elements: usize) -> cuvk::Result<Vec<SharedBuffer<u32>>> {
+    (0..k)
+        .map(|_| bridge.create_buffer(elements, cuvk::BufferUsage::STORAGE_BUFFER))
+        .collect()
+}
+
+/// The checker's 12-byte result buffer (mismatches, checks, last bad value), zeroed.
+pub fn result_buffer(
+    ctx: &std::sync::Arc<cuvk::vulkan::VulkanContext>,
+) -> cuvk::Result<HostBuffer> {
+    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER)?;
+    result.write(&[0u32; 3])?;
+    Ok(result)
+}
+
 pub struct Checker {
     pipeline: ComputePipeline,
     sets: Vec<vk::DescriptorSet>,

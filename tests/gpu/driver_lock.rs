@@ -182,15 +182,8 @@ fn without_the_lock_raw_calls_are_reported() {
     if setup(test).is_none() {
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "driver_lock::raw_calls_child",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(RAW_CHILD, "1")
+    let mut child = common::child_test("driver_lock::raw_calls_child", RAW_CHILD, "1")
+        .arg("--ignored")
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use checker::Checker;
 use cuvk::ash::vk;
 use cuvk::cuda::{CudaSemaphoreType, ExternalSemaphore};
-use cuvk::vulkan::{HostBuffer, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
-use cuvk::{import_semaphore, AcquireWait, Bridge, BufferUsage, Error, FramePacer, SharedBuffer};
+use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
+use cuvk::{import_semaphore, AcquireWait, Bridge, Error, FramePacer};
 
 /// Imports `s` into CUDA as `ty`, which may not match its kind (the check under test).
 fn import_as(
@@ -70,15 +70,8 @@ fn run_frames(
     let elsewhere = bridge.cuda().new_stream().unwrap();
     let mut pacer = FramePacer::new(bridge, frames_in_flight).unwrap();
     pacer.set_acquire_wait(acquire);
-    let slots: Vec<SharedBuffer<u32>> = (0..frames_in_flight)
-        .map(|_| {
-            bridge
-                .create_buffer(ELEMENTS, BufferUsage::STORAGE_BUFFER)
-                .unwrap()
-        })
-        .collect();
-    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
-    result.write(&[0u32; 3]).unwrap();
+    let slots = checker::slots(bridge, frames_in_flight, ELEMENTS).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(bridge, &slots, &result, pacer.command_slots()).unwrap();
 
     let t = Instant::now();

@@ -15,8 +15,8 @@ use std::time::Duration;
 use checker::Checker;
 use cuvk::ash::vk;
 use cuvk::vulkan::{
-    record_kernel_barrier, CuFunction, CuModule, HostBuffer, KernelArg, LaunchDims, Semaphore,
-    SemaphoreDesc, SemaphoreOp,
+    record_kernel_barrier, CuFunction, CuModule, KernelArg, LaunchDims, Semaphore, SemaphoreDesc,
+    SemaphoreOp,
 };
 use cuvk::{Bridge, BufferUsage, Error, FramePacer, LaunchError, SharedBuffer};
 
@@ -232,15 +232,8 @@ fn inline_frames(
 ) -> u32 {
     let ctx = bridge.vulkan();
     let n = 4usize << 20;
-    let slots: Vec<SharedBuffer<u32>> = (0..k)
-        .map(|_| {
-            bridge
-                .create_buffer(n, BufferUsage::STORAGE_BUFFER)
-                .unwrap()
-        })
-        .collect();
-    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
-    result.write(&[0u32; 3]).unwrap();
+    let slots = checker::slots(bridge, k, n).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(bridge, &slots, &result, 2 * k as usize).unwrap();
     let fill = module.function("fill_u32").unwrap();
     let done = Semaphore::new(ctx, SemaphoreDesc::LOCAL_TIMELINE).unwrap();
@@ -316,15 +309,8 @@ fn cuda_context_and_inline_kernels_on_one_buffer_in_one_frame() {
     let stream = bridge.cuda().new_stream().unwrap();
     let mut pacer = FramePacer::new(&bridge, 2).unwrap();
     let n = 1usize << 20;
-    let slots: Vec<SharedBuffer<u32>> = (0..2)
-        .map(|_| {
-            bridge
-                .create_buffer(n, BufferUsage::STORAGE_BUFFER)
-                .unwrap()
-        })
-        .collect();
-    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
-    result.write(&[0u32; 3]).unwrap();
+    let slots = checker::slots(&bridge, 2, n).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(&bridge, &slots, &result, pacer.command_slots()).unwrap();
     let add = module.function("add_in_place").unwrap();
     let frames = 2_000u64;

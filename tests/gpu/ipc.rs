@@ -8,7 +8,7 @@
 //! (even killed); an image is a CUDA array in the other process. The producer is this test
 //! binary again (`ipc::ipc_producer` and the other `*_child` entries).
 
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,17 +24,8 @@ const ELEMENTS: usize = 4 << 20; // 16 MiB per slot: races show
 const T: Duration = Duration::from_secs(30);
 
 fn spawn_producer(name: &str, k: u32, frames: u64, stop_at: u64) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "ipc::ipc_producer",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(
-            "CUVK_IPC_PRODUCER",
-            format!("{name}:{k}:{frames}:{stop_at}"),
-        )
+    let spec = format!("{name}:{k}:{frames}:{stop_at}");
+    common::child_test("ipc::ipc_producer", "CUVK_IPC_PRODUCER", &spec)
         .spawn()
         .unwrap()
 }
@@ -105,16 +96,23 @@ fn texels(seed: u32) -> Vec<u8> {
         .collect()
 }
 
+/// In a child test: CUDA device 0 and the server named by `var`, attached; `None` when run
+/// as an ordinary test (no `var`).
+fn attach_as_child(var: &str) -> Option<(Arc<cuvk::cudarc::driver::CudaContext>, Attached)> {
+    let name = std::env::var(var).ok()?;
+    let cuda = cuvk::cuda::context(0).unwrap();
+    let uuid = cuvk::cuda::uuid_of(&cuda).unwrap();
+    let attached = Attached::connect(&name, uuid, None, T).unwrap();
+    Some((cuda, attached))
+}
+
 /// The CUDA side of the image test (does nothing when run as an ordinary test): imports the
 /// viewer's image as a CUDA array, checks the viewer's texels, writes its own.
 #[test]
 fn ipc_image_child() {
-    let Ok(name) = std::env::var("CUVK_IPC_IMAGE") else {
+    let Some((cuda, mut attached)) = attach_as_child("CUVK_IPC_IMAGE") else {
         return;
     };
-    let cuda = cuvk::cuda::context(0).unwrap();
-    let uuid = cuvk::cuda::uuid_of(&cuda).unwrap();
-    let mut attached = Attached::connect(&name, uuid, None, T).unwrap();
     let id = attached.images().next().unwrap().id;
     let array = attached.import_cuda_image(id, &cuda).unwrap();
     let level = array.level(0).unwrap();
@@ -152,14 +150,7 @@ fn an_image_of_the_viewer_is_a_cuda_array_in_the_producer() {
     let name = format!("gpu-ipc-image-{}", std::process::id());
     let mut server = Server::bind(&name, ctx).unwrap();
     server.publish_image(&image).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "ipc::ipc_image_child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("CUVK_IPC_IMAGE", &name)
+    let mut child = common::child_test("ipc::ipc_image_child", "CUVK_IPC_IMAGE", &name)
         .spawn()
         .unwrap();
     let mut link = server.accept(T).unwrap();
@@ -179,12 +170,9 @@ fn an_image_of_the_viewer_is_a_cuda_array_in_the_producer() {
 /// killed (does nothing when run as an ordinary test).
 #[test]
 fn ipc_holder_child() {
-    let Ok(name) = std::env::var("CUVK_IPC_HOLD") else {
+    let Some((cuda, mut attached)) = attach_as_child("CUVK_IPC_HOLD") else {
         return;
     };
-    let cuda = cuvk::cuda::context(0).unwrap();
-    let uuid = cuvk::cuda::uuid_of(&cuda).unwrap();
-    let mut attached = Attached::connect(&name, uuid, None, T).unwrap();
     let id = attached.buffers().next().unwrap().id;
     let held = attached.import_cuda_bytes(id, &cuda).unwrap();
     attached.link().notify(1).unwrap();
@@ -211,14 +199,7 @@ fn gpu_memory_comes_back_when_the_last_process_lets_go() {
     let name = format!("gpu-ipc-memory-{}", std::process::id());
     let mut server = Server::bind(&name, bridge.vulkan()).unwrap();
     server.publish_buffer(buffer.vulkan_buffer(), 0, 4).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "ipc::ipc_holder_child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("CUVK_IPC_HOLD", &name)
+    let mut child = common::child_test("ipc::ipc_holder_child", "CUVK_IPC_HOLD", &name)
         .spawn()
         .unwrap();
     let mut link = server.accept(T).unwrap();
@@ -270,16 +251,9 @@ fn wait_child(child: &mut Child) -> bool {
 /// control.
 fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32) {
     let name = format!("gpu-ipc-{k}-{gpu_wait}-{}", std::process::id());
-    let slots: Vec<SharedBuffer<u32>> = (0..k)
-        .map(|_| {
-            bridge
-                .create_buffer(ELEMENTS, BufferUsage::STORAGE_BUFFER)
-                .unwrap()
-        })
-        .collect();
+    let slots = checker::slots(bridge, k, ELEMENTS).unwrap();
     let ctx = bridge.vulkan();
-    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
-    result.write(&[0u32; 3]).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(bridge, &slots, &result, 2 * k as usize).unwrap();
     let mut server = FrameServer::bind(&name, ctx, k).unwrap();
     for s in &slots {
@@ -360,23 +334,16 @@ fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
     };
     let ctx = bridge.vulkan();
     let k = 3;
-    let slots: Vec<SharedBuffer<u32>> = (0..k)
-        .map(|_| {
-            bridge
-                .create_buffer(ELEMENTS, BufferUsage::STORAGE_BUFFER)
-                .unwrap()
-        })
-        .collect();
-    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
-    result.write(&[0u32; 3]).unwrap();
+    let slots = checker::slots(&bridge, k, ELEMENTS).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(&bridge, &slots, &result, 2 * k as usize).unwrap();
     let name = format!("gpu-ipc-kill-{}", std::process::id());
-    let mut server = FrameServer::bind(&name, ctx, k as u32).unwrap();
+    let mut server = FrameServer::bind(&name, ctx, k).unwrap();
     for s in &slots {
         server.publish_buffer(s.vulkan_buffer(), 0, 4).unwrap();
     }
     // The producer stops before frame 60 and is killed there.
-    let mut child = spawn_producer(&name, k as u32, 1000, 60);
+    let mut child = spawn_producer(&name, k, 1000, 60);
     server.accept(T).unwrap();
     // Refused while it is connected: releasing its timeline under its feet.
     assert!(matches!(

@@ -11,7 +11,6 @@ use cuvk_dev::testing as common;
 use std::time::Duration;
 
 use cuvk::ash::vk;
-use cuvk::vulkan::HostBuffer;
 use cuvk::{BufferUsage, Error, FrameSubmit, PeerError, SharedBuffer, StreamOrder};
 
 const ELEMENTS: usize = 4 << 20; // 16 MiB
@@ -35,8 +34,7 @@ fn run(
     assert!(buffer.accessible_from(peer) && buffer.accessible_from(bridge.cuda()));
     let marks = order.marks();
     let ctx = bridge.vulkan();
-    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
-    result.write(&[0u32; 3]).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(bridge, std::slice::from_ref(&buffer), &result, 2).unwrap();
     let mut slot_values = [0u64; 2];
     for n in 1..=writes {

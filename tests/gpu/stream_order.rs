@@ -12,7 +12,6 @@ use cuvk_dev::testing as common;
 use std::time::Duration;
 
 use cuvk::ash::vk;
-use cuvk::vulkan::HostBuffer;
 use cuvk::{BufferUsage, Error, FrameSubmit, SharedBuffer, StreamOrder, SyncError};
 
 const ELEMENTS: usize = 4 << 20; // 16 MiB
@@ -39,8 +38,7 @@ fn run(bridge: &cuvk::Bridge, k: &Kernels, writes: u32, fault: Fault) -> (u32, u
         .unwrap();
     let marks = order.marks();
     let ctx = bridge.vulkan();
-    let mut result = HostBuffer::new(ctx, 12, vk::BufferUsageFlags::STORAGE_BUFFER).unwrap();
-    result.write(&[0u32; 3]).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(bridge, std::slice::from_ref(&buffer), &result, 2).unwrap();
     let mut slot_values = [0u64; 2];
     for n in 1..=writes {

@@ -9,7 +9,7 @@
 //! them.)
 
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
-use std::process::{Child, Command};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,14 +96,7 @@ fn texels_match(ctx: &Arc<VulkanContext>, image: &BoundImage, seed: u32) -> bool
 }
 
 fn spawn_child(role: &str, name: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "ipc::ipc_child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("CUVK_IPC_ROLE", role)
+    common::child_test("ipc::ipc_child", "CUVK_IPC_ROLE", role)
         .env("CUVK_IPC_NAME", name)
         .spawn()
         .unwrap()

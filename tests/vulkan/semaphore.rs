@@ -373,17 +373,14 @@ fn child_parks_a_semaphore_and_drops_the_device() {
 #[test]
 fn a_semaphore_whose_drop_gives_up_is_destroyed_once_its_work_ran() {
     let _shared = common::shared();
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "semaphore::child_parks_a_semaphore_and_drops_the_device",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(PARK_CHILD, "1")
-        .output()
-        .unwrap();
+    let out = common::child_test(
+        "semaphore::child_parks_a_semaphore_and_drops_the_device",
+        PARK_CHILD,
+        "1",
+    )
+    .arg("--ignored")
+    .output()
+    .unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

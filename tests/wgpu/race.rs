@@ -371,19 +371,15 @@ fn child_drops_a_device_behind_a_closed_gate() {
 #[test]
 fn a_program_whose_queue_waits_for_a_dropped_timeline_exits() {
     let _shared = common::shared();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "race::child_drops_a_device_behind_a_closed_gate",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(EXIT_CHILD, "1")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::child_test(
+        "race::child_drops_a_device_behind_a_closed_gate",
+        EXIT_CHILD,
+        "1",
+    )
+    .arg("--ignored")
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     // Device creation under the validation layer on a CPU device takes seconds; the drops
     // take at most the drop timeout. 0.3 never exited (killed after 90 s).
     let limit = CHILD_DROP_TIMEOUT + Duration::from_secs(30);

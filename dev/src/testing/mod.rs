@@ -176,6 +176,18 @@ pub fn non_driver_fds() -> usize {
         .count()
 }
 
+/// This test binary run again as a child process for one test, `test` (a path such as
+/// `"ipc::ipc_producer"`), alone and with its output shown, with `var=value` in its
+/// environment (the child test does its part only where it finds it). The caller adds
+/// arguments (`--ignored`) or redirections and spawns it.
+pub fn child_test(test: &str, var: &str, value: &str) -> std::process::Command {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(var, value);
+    cmd
+}
+
 /// This process's mapped (virtual) and resident memory in bytes, from `/proc/self/statm`
 /// ((0, 0) where there is none): a leaked import shows in the first even where nothing touched
 /// its pages.
