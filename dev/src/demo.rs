@@ -134,27 +134,6 @@ pub unsafe fn full_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer, src: v
     unsafe { d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]) };
 }
 
-/// Records a copy of the canvas's `pixels` (w x h RGBA8) into its host-readable `readback`.
-///
-/// # Safety
-/// `cmd` is recording on the device both buffers belong to; they outlive the commands.
-pub unsafe fn record_readback(
-    d: &cuvk::ash::Device,
-    cmd: vk::CommandBuffer,
-    pixels: vk::Buffer,
-    readback: vk::Buffer,
-    w: u32,
-    h: u32,
-) {
-    let region = [vk::BufferCopy {
-        src_offset: 0,
-        dst_offset: 0,
-        size: u64::from(w) * u64::from(h) * 4,
-    }];
-    // SAFETY: forwarded from the caller.
-    unsafe { d.cmd_copy_buffer(cmd, pixels, readback, &region) };
-}
-
 pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
     let tmp = path.with_extension("png.partial");
     let result = (|| -> anyhow::Result<()> {

@@ -849,14 +849,7 @@ impl Engine {
             }
             barrier(cmd, vk::AccessFlags::SHADER_WRITE);
             match target {
-                Target::Offscreen(Some(_)) => {
-                    let region = [vk::BufferCopy {
-                        src_offset: 0,
-                        dst_offset: 0,
-                        size: u64::from(w * h * 4),
-                    }];
-                    d.cmd_copy_buffer(cmd, cv.pixels.vk_buffer(), cv.readback.vk_buffer(), &region);
-                }
+                Target::Offscreen(Some(_)) => cv.record_readback(d, cmd),
                 Target::Offscreen(None) => {}
                 Target::Swapchain { image, .. } => {
                     record_to_swapchain(d, cmd, cv.pixels.vk_buffer(), *image, w, h)

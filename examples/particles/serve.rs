@@ -247,14 +247,7 @@ fn run(c: &Config) -> anyhow::Result<()> {
             cmd_release_buffers(d, cmd, qf, &shared, compute, vk::AccessFlags::SHADER_READ);
             barrier(cmd, vk::AccessFlags::SHADER_WRITE);
             if save {
-                cuvk_dev::demo::record_readback(
-                    d,
-                    cmd,
-                    canvas.pixels.vk_buffer(),
-                    canvas.readback.vk_buffer(),
-                    c.width,
-                    c.height,
-                );
+                canvas.record_readback(d, cmd);
             }
             d.end_command_buffer(cmd)?;
             cmd

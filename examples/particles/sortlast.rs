@@ -644,14 +644,7 @@ fn run_rank(
                 cmd_release_buffers(d, cmd, qf, &hdr_only, compute, rw);
                 barrier(cmd, vk::AccessFlags::SHADER_WRITE);
                 if save {
-                    cuvk_dev::demo::record_readback(
-                        d,
-                        cmd,
-                        canvas.pixels.vk_buffer(),
-                        canvas.readback.vk_buffer(),
-                        w,
-                        h,
-                    );
+                    canvas.record_readback(d, cmd);
                 }
                 d.end_command_buffer(cmd)?;
                 cmd

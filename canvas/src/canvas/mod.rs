@@ -386,6 +386,29 @@ impl Canvas {
         }
     }
 
+    /// Records a copy of [`Self::pixels`] into the host-readable [`Self::readback`] (the
+    /// recorder puts the barrier after the resolve before it, and waits for the submission
+    /// before reading).
+    ///
+    /// # Safety
+    /// `cmd` is recording on the canvas's device; the canvas outlives the commands.
+    pub unsafe fn record_readback(&self, d: &cuvk::ash::Device, cmd: vk::CommandBuffer) {
+        let region = [vk::BufferCopy {
+            src_offset: 0,
+            dst_offset: 0,
+            size: u64::from(self.width) * u64::from(self.height) * 4,
+        }];
+        // SAFETY: forwarded from the caller; both buffers are the canvas's.
+        unsafe {
+            d.cmd_copy_buffer(
+                cmd,
+                self.pixels.vk_buffer(),
+                self.readback.vk_buffer(),
+                &region,
+            )
+        };
+    }
+
     /// Records the glow, tone map and HUD of the HDR counts into [`Self::pixels`], and clears
     /// the counts. Must follow the splat (or the sum of the splats) after a barrier.
     ///
