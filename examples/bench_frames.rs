@@ -34,7 +34,7 @@ use cuvk::vulkan::{
     KernelArg, LaunchDims, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, VulkanConfig,
     VulkanContext,
 };
-use cuvk::{AcquireWait, Bridge, BridgeConfig, BufferUsage, SharedBuffer};
+use cuvk::{AcquireWait, Bridge, BufferUsage, SharedBuffer};
 use cuvk_dev::{checker, kernels, logger, CommandSlots};
 use kernels::Kernels;
 
@@ -451,12 +451,7 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
-    let bridge = Bridge::new(BridgeConfig::default())?;
-    println!(
-        "device: {} (uuid {})",
-        bridge.vulkan().info().name,
-        bridge.uuid()
-    );
+    let bridge = cuvk_dev::demo::bench_bridge()?;
     let k = Kernels::load(bridge.cuda())?;
     let slots = (0..8)
         .map(|_| bridge.create_buffer::<u32>(ELEMENTS, BufferUsage::STORAGE_BUFFER))

@@ -16,7 +16,7 @@ use cuvk::ash::vk;
 use cuvk::vulkan::{
     record_kernel_barrier, CuFunction, CuModule, HostBuffer, KernelArg, LaunchDims,
 };
-use cuvk::{Bridge, BridgeConfig, BufferUsage, SharedBuffer};
+use cuvk::{Bridge, BufferUsage, SharedBuffer};
 use cuvk_dev::{demo, kernels, logger, stats};
 
 const COPY_BYTES: u64 = 1 << 30;
@@ -175,12 +175,7 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
-    let bridge = Bridge::new(BridgeConfig::default())?;
-    println!(
-        "device: {} (uuid {})",
-        bridge.vulkan().info().name,
-        bridge.uuid()
-    );
+    let bridge = cuvk_dev::demo::bench_bridge()?;
     cuvk::vulkan::cuda_kernels_supported(bridge.vulkan())?;
     let k = kernels::Kernels::load(bridge.cuda())?;
     let ptx = cuvk::cuda::compile_ptx(

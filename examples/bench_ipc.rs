@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::ipc::{FrameClient, FrameServer};
 use cuvk::vulkan::HostBuffer;
-use cuvk::{AcquireWait, Bridge, BridgeConfig, BufferUsage, FrameSubmit, SharedBuffer};
+use cuvk::{AcquireWait, Bridge, BufferUsage, FrameSubmit, SharedBuffer};
 use cuvk_dev::checker::{self, Checker};
 use cuvk_dev::{kernels::Kernels, logger};
 
@@ -297,12 +297,7 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
-    let bridge = Bridge::new(BridgeConfig::default())?;
-    println!(
-        "device: {} (uuid {})",
-        bridge.vulkan().info().name,
-        bridge.uuid()
-    );
+    let bridge = cuvk_dev::demo::bench_bridge()?;
     let slots = (0..8)
         .map(|_| bridge.create_buffer::<u32>(ELEMENTS, BufferUsage::STORAGE_BUFFER))
         .collect::<cuvk::Result<Vec<_>>>()?;

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cuvk::cudarc::driver::{result, sys};
-use cuvk::{Bridge, BridgeConfig, BufferUsage, GrowableBuffer, VulkanView};
+use cuvk::{Bridge, BufferUsage, GrowableBuffer, VulkanView};
 use cuvk_dev::{kernels, logger, stats};
 use kernels::Kernels;
 use stats::median;
@@ -51,12 +51,7 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
-    let bridge = Bridge::new(BridgeConfig::default())?;
-    println!(
-        "device: {} (uuid {})",
-        bridge.vulkan().info().name,
-        bridge.uuid()
-    );
+    let bridge = cuvk_dev::demo::bench_bridge()?;
     let k = Kernels::load(bridge.cuda())?;
 
     // 1. Growth, with each Vulkan view.

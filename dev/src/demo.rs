@@ -134,6 +134,18 @@ pub unsafe fn full_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer, src: v
     unsafe { d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]) };
 }
 
+/// The benchmarks' bridge on the default device, its device line printed first (what
+/// BENCHMARKS.md quotes).
+pub fn bench_bridge() -> anyhow::Result<cuvk::Bridge> {
+    let bridge = cuvk::Bridge::new(cuvk::BridgeConfig::default())?;
+    println!(
+        "device: {} (uuid {})",
+        bridge.vulkan().info().name,
+        bridge.uuid()
+    );
+    Ok(bridge)
+}
+
 pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
     let tmp = path.with_extension("png.partial");
     let result = (|| -> anyhow::Result<()> {
