@@ -246,11 +246,13 @@ impl FrameServer {
         // maxTimelineSemaphoreValueDifference (at least 2^31 - 1). Measured on an H100: after
         // a host signal of `1 << 62` the counter still read the dead producer's last value,
         // and the semaphore's drop waited 5 s in vain for the value its books expected.
+        // Not the counter: every value it can hold is in the ledger (the producer announced
+        // it, or signals it within K frames of the last drawn), and a read of an exported
+        // timeline confuses the validation layer (see `Semaphore::wait_host`).
         let k = u64::from(self.frames_in_flight);
         let above = self
             .written
             .highest_signal()
-            .max(self.written.value()?)
             .max(self.drawn.highest_signal().saturating_add(k));
         self.written.release_after_peer_lost(above + 1)?;
         self.link = None;

@@ -19,9 +19,10 @@ use crate::error::{FrameStep, Result, SyncError};
 /// The highest signal value scheduled on one semaphore, by any API.
 #[derive(Debug)]
 pub struct SignalLedger {
-    highest: Mutex<u64>,
-    /// The highest value known to have executed (host signals, completed host waits): no
-    /// query of the semaphore is needed to know that a signal up to it is not pending.
+    marks: Mutex<Scheduled>,
+    /// The highest value known to have executed (host signals, completed host waits, queue
+    /// submissions known complete): no query of the semaphore is needed to know that a signal
+    /// up to it is not pending.
     reached: AtomicU64,
     /// The highest value a GPU wait was enqueued for (a queue submission or a CUDA stream):
     /// what a semaphore that goes away must reach for nothing to wait on it forever.
@@ -29,12 +30,24 @@ pub struct SignalLedger {
     timeline: bool,
 }
 
+/// What a ledger's lock guards: the highest value scheduled by anyone, and by this process.
+#[derive(Debug, Clone, Copy)]
+struct Scheduled {
+    /// The highest value scheduled, here or (noted) by another process.
+    highest: u64,
+    /// The highest value this process scheduled (its queues, its CUDA streams, its host).
+    local: u64,
+}
+
 impl SignalLedger {
     /// A ledger for a timeline semaphore created with `initial`, or (with `timeline` false)
     /// for a binary semaphore, whose signals carry no value to check.
     pub(crate) fn new(initial: u64, timeline: bool) -> Arc<Self> {
         Arc::new(Self {
-            highest: Mutex::new(initial),
+            marks: Mutex::new(Scheduled {
+                highest: initial,
+                local: initial,
+            }),
             reached: AtomicU64::new(initial),
             waited: AtomicU64::new(initial),
             timeline,
@@ -48,10 +61,16 @@ impl SignalLedger {
 
     /// The highest value scheduled so far (the initial value before any signal).
     pub fn highest(&self) -> u64 {
-        *self.lock()
+        self.lock().highest
     }
 
-    /// Notes that the semaphore was seen at `value` or above (a completed host wait).
+    /// The highest value known to have executed: the counter is at least this.
+    pub fn reached(&self) -> u64 {
+        self.reached.load(Ordering::Acquire)
+    }
+
+    /// Notes that the semaphore was seen at `value` or above (a completed host wait, a queue
+    /// submission that waited for or signalled `value` known complete).
     pub(crate) fn note_reached(&self, value: u64) {
         self.reached.fetch_max(value, Ordering::AcqRel);
     }
@@ -64,24 +83,57 @@ impl SignalLedger {
     /// Notes that another process scheduled `value` (its notice said so): waits for it may be
     /// enqueued from now on.
     pub(crate) fn note_remote(&self, value: u64) {
-        let mut h = self.lock();
-        *h = (*h).max(value);
+        let mut m = self.lock();
+        m.highest = m.highest.max(value);
     }
 
-    /// Runs `signal` for `value` above every value scheduled, without asking whether those
-    /// ran: for a semaphore whose other signaller is gone (its signals never will).
+    /// Runs `signal` (a host signal) for `value` above every value scheduled, for a semaphore
+    /// whose other signaller is gone: the values it announced ([`Self::note_remote`]) will
+    /// never be signalled, so they are not waited for; but every signal *this* process
+    /// scheduled must have executed (`reached` asks, as in [`Self::signal_now`]), else
+    /// [`SyncError::SignalPending`].
     pub(crate) fn signal_over<R>(
         &self,
         value: u64,
+        reached: impl FnOnce(u64) -> Result<bool>,
         signal: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let mut last = self.lock();
-        if value <= *last {
-            return Err(SyncError::TimelineNotIncreasing { value, last: *last }.into());
+        let mut m = self.lock();
+        if value <= m.highest {
+            return Err(SyncError::TimelineNotIncreasing {
+                value,
+                last: m.highest,
+            }
+            .into());
         }
+        self.check_executed(value, m.local, reached)?;
         let r = signal()?;
-        *last = value;
+        *m = Scheduled {
+            highest: value,
+            local: value,
+        };
+        self.note_reached(value);
         Ok(r)
+    }
+
+    /// [`SyncError::SignalPending`] unless the signal of `pending` has executed: known
+    /// ([`Self::reached`]) or, failing that, `reached(pending)` says so.
+    fn check_executed(
+        &self,
+        value: u64,
+        pending: u64,
+        reached: impl FnOnce(u64) -> Result<bool>,
+    ) -> Result<()> {
+        if self.reached() >= pending || reached(pending)? {
+            self.note_reached(pending);
+            return Ok(());
+        }
+        Err(SyncError::SignalPending {
+            value,
+            pending,
+            current: self.reached(),
+        }
+        .into())
     }
 
     /// The highest value a GPU wait was enqueued for (the initial value before any).
@@ -89,9 +141,9 @@ impl SignalLedger {
         self.waited.load(Ordering::Acquire)
     }
 
-    fn lock(&self) -> MutexGuard<'_, u64> {
-        // A poisoned lock only means a thread panicked mid-signal; the number is still right.
-        self.highest.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Scheduled> {
+        // A poisoned lock only means a thread panicked mid-signal; the numbers are still right.
+        self.marks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Runs `signal` (the driver call that schedules `value`) if `value` exceeds every value
@@ -114,37 +166,33 @@ impl SignalLedger {
     }
 
     /// As [`Self::signal`] for a signal that takes effect at once (a host signal): refused
-    /// also while a signal already scheduled has not executed — `counter` (read under the
-    /// ledger's lock) says whether the semaphore has reached a value, `counter` reads it for
-    /// the refusal — since that signal would then run after the higher value
-    /// ([`SyncError::SignalPending`]).
+    /// also while a signal already scheduled has not executed ([`SyncError::SignalPending`],
+    /// its `current` the highest value known reached), since that signal would then run after
+    /// the higher value. Known executed: up to [`Self::reached`]; above it, `reached(value)`
+    /// is asked (under the ledger's lock) whether the semaphore has got there.
     pub(crate) fn signal_now<R>(
         &self,
         value: u64,
         reached: impl FnOnce(u64) -> Result<bool>,
-        counter: impl FnOnce() -> Result<u64>,
         signal: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        let mut last = self.lock();
+        let mut m = self.lock();
         if self.timeline {
-            if value <= *last {
-                return Err(SyncError::TimelineNotIncreasing { value, last: *last }.into());
-            }
-            // Known to have executed (initial value, host signals, completed host waits), or
-            // else asked of the semaphore.
-            let known = self.reached.load(Ordering::Acquire) >= *last;
-            if !known && !reached(*last)? {
-                return Err(SyncError::SignalPending {
+            if value <= m.highest {
+                return Err(SyncError::TimelineNotIncreasing {
                     value,
-                    pending: *last,
-                    current: counter()?,
+                    last: m.highest,
                 }
                 .into());
             }
+            self.check_executed(value, m.highest, reached)?;
         }
         let out = signal()?;
         if self.timeline {
-            *last = value;
+            *m = Scheduled {
+                highest: value,
+                local: value,
+            };
             self.note_reached(value);
         }
         Ok(out)
@@ -166,7 +214,10 @@ impl SignalLedger {
         let out = signal()?;
         for (last, value, timeline) in &mut guards {
             if *timeline {
-                **last = *value;
+                **last = Scheduled {
+                    highest: *value,
+                    local: *value,
+                };
             }
         }
         Ok(out)
@@ -176,7 +227,7 @@ impl SignalLedger {
     /// deadlock) and checks every value against it.
     fn lock_checked<'a>(
         entries: &[(&'a SignalLedger, u64)],
-    ) -> Result<Vec<(MutexGuard<'a, u64>, u64, bool)>> {
+    ) -> Result<Vec<(MutexGuard<'a, Scheduled>, u64, bool)>> {
         let mut order: Vec<usize> = (0..entries.len()).collect();
         order.sort_by_key(|&i| entries[i].0 as *const SignalLedger as usize);
         if order
@@ -185,15 +236,15 @@ impl SignalLedger {
         {
             return Err(SyncError::SignalledTwice.into());
         }
-        let guards: Vec<(MutexGuard<'a, u64>, u64, bool)> = order
+        let guards: Vec<(MutexGuard<'a, Scheduled>, u64, bool)> = order
             .iter()
             .map(|&i| (entries[i].0.lock(), entries[i].1, entries[i].0.timeline))
             .collect();
         for (last, value, timeline) in &guards {
-            if *timeline && *value <= **last {
+            if *timeline && *value <= last.highest {
                 return Err(SyncError::TimelineNotIncreasing {
                     value: *value,
-                    last: **last,
+                    last: last.highest,
                 }
                 .into());
             }
@@ -428,9 +479,10 @@ mod tests {
     #[test]
     fn a_signal_at_once_waits_for_no_pending_signal() {
         let a = SignalLedger::new(0, true);
+        a.note_reached(1);
         a.signal(3, || Ok(())).unwrap(); // scheduled on a queue, not executed
         assert!(matches!(
-            a.signal_now(4, |v| Ok(1 >= v), || Ok(1), || Ok(())),
+            a.signal_now(4, |v| Ok(1 >= v), || Ok(())),
             Err(Error::Sync(SyncError::SignalPending {
                 value: 4,
                 pending: 3,
@@ -438,16 +490,43 @@ mod tests {
             }))
         ));
         assert!(matches!(
-            a.signal_now(3, |v| Ok(3 >= v), || Ok(3), || Ok(())),
+            a.signal_now(3, |v| Ok(3 >= v), || Ok(())),
             Err(Error::Sync(SyncError::TimelineNotIncreasing {
                 value: 3,
                 last: 3
             }))
         ));
         assert_eq!(a.highest(), 3);
-        a.signal_now(4, |v| Ok(3 >= v), || Ok(3), || Ok(()))
+        // Asked once; from then on known (no query of the semaphore).
+        a.signal_now(4, |v| Ok(3 >= v), || Ok(())).unwrap();
+        assert_eq!((a.highest(), a.reached()), (4, 4));
+        a.signal_now(5, |_| panic!("4 is known reached"), || Ok(()))
             .unwrap();
-        assert_eq!(a.highest(), 4);
+    }
+
+    #[test]
+    fn a_release_after_a_lost_peer_waits_only_for_this_process() {
+        let a = SignalLedger::new(0, true);
+        a.signal(2, || Ok(())).unwrap(); // ours, on a queue
+        a.note_remote(7); // the peer announced 7 and died: never signalled
+        assert!(matches!(
+            a.signal_over(9, |_| Ok(false), || Ok(())),
+            Err(Error::Sync(SyncError::SignalPending {
+                value: 9,
+                pending: 2,
+                current: 0
+            }))
+        ));
+        assert!(matches!(
+            a.signal_over(7, |_| Ok(true), || Ok(())),
+            Err(Error::Sync(SyncError::TimelineNotIncreasing {
+                value: 7,
+                last: 7
+            }))
+        ));
+        // Our 2 has run: released above the peer's 7 without waiting for it.
+        a.signal_over(8, |v| Ok(v == 2), || Ok(())).unwrap();
+        assert_eq!((a.highest(), a.reached()), (8, 8));
     }
 
     /// A pacer's timelines, driven the way the pacer drives them.

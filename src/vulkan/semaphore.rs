@@ -2,7 +2,7 @@
 //! queue submission that waits on and signals them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ash::vk;
@@ -65,9 +65,21 @@ pub struct Semaphore {
     exportable: bool,
     ledger: Arc<SignalLedger>,
     last_submission: AtomicU64,
+    /// The highest value a booked queue submission waited for or signalled, and the first
+    /// submission that did: once the context's progress timeline passes it, the counter has
+    /// reached the value (see [`Self::refresh_reached`]).
+    queue_mark: Mutex<QueueMark>,
     /// Whether [`Self::export`] handed a handle out: another API may then signal it in ways
     /// the ledger never sees, so drop does not release waits at once (see Drop).
     exported: AtomicBool,
+}
+
+/// A timeline value a queue submission used, and that submission's number on the context's
+/// progress timeline.
+#[derive(Debug, Clone, Copy, Default)]
+struct QueueMark {
+    value: u64,
+    submission: u64,
 }
 
 impl std::fmt::Debug for Semaphore {
@@ -108,6 +120,7 @@ impl Semaphore {
             exportable: desc.exportable,
             ledger: SignalLedger::new(initial, vk_type == vk::SemaphoreType::TIMELINE),
             last_submission: AtomicU64::new(0),
+            queue_mark: Mutex::new(QueueMark::default()),
             exported: AtomicBool::new(false),
         }))
     }
@@ -198,9 +211,60 @@ impl Semaphore {
         self.ledger.check_scheduled(value)
     }
 
-    /// Notes that submission `number` of the context's progress timeline used it.
-    pub(crate) fn note_submission(&self, number: u64) {
+    /// Notes that submission `number` of the context's progress timeline used it, waiting
+    /// for or signalling `value` (timelines).
+    pub(crate) fn note_submission(&self, number: u64, value: u64) {
         self.last_submission.fetch_max(number, Ordering::AcqRel);
+        if self.ledger.is_timeline() {
+            let mut mark = self.queue_mark.lock().unwrap_or_else(|p| p.into_inner());
+            if value > mark.value {
+                *mark = QueueMark {
+                    value,
+                    submission: number,
+                };
+            }
+        }
+    }
+
+    /// Learns what the counter has reached from the queue, without asking the semaphore: once
+    /// the submission that first waited for or signalled the highest value a submission used
+    /// is complete (the context's own, never-exported progress timeline says so), the counter
+    /// is at least that value.
+    ///
+    /// Why not ask the semaphore: the Khronos validation layer before 1.3.293 (Debian
+    /// bookworm's 1.3.239 among them) mis-tracks exported and imported timelines. A counter
+    /// read or a completed host wait at a value the layer already saw complete (through a
+    /// retired queue wait or signal, or an earlier read) leaves a phantom pending signal at
+    /// that value, and the next host signal above it is reported as
+    /// VUID-VkSemaphoreSignalInfo-value-03259 (upstream issue #8212, fixed by commit
+    /// 765433c). So cuvk never reads the counter of a timeline it may host-signal, and waits
+    /// on it only for values not known reached.
+    fn refresh_reached(&self) {
+        let mark = *self.queue_mark.lock().unwrap_or_else(|p| p.into_inner());
+        if mark.value <= self.ledger.reached() {
+            return;
+        }
+        // SAFETY: the context's own live progress timeline.
+        let done = unsafe {
+            self.ctx.wait_semaphore_value(
+                self.ctx.progress.semaphore,
+                mark.submission,
+                Duration::ZERO,
+            )
+        };
+        if matches!(done, Ok(true)) {
+            self.ledger.note_reached(mark.value);
+        }
+    }
+
+    /// Whether the counter has reached `value`: known ([`SignalLedger::reached`], refreshed
+    /// from the queue), else a zero-timeout host wait.
+    fn has_reached(&self, value: u64) -> Result<bool> {
+        match self.wait_host(value, Duration::ZERO) {
+            Ok(()) => Ok(true),
+            Err(Error::Timeout { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     fn require_timeline(&self, what: &'static str) -> Result<()> {
@@ -211,39 +275,40 @@ impl Semaphore {
     }
 
     /// The current counter value (timeline only).
+    ///
+    /// On a timeline that is exported or imported, a read under the Khronos validation layer
+    /// before 1.3.293 can make the layer report the next host signal above the value read as
+    /// VUID-VkSemaphoreSignalInfo-value-03259 (a layer bug: see [`Self::wait_host`]); cuvk's
+    /// own calls never read it.
     pub fn value(&self) -> Result<u64> {
         self.require_timeline("reading the counter")?;
         // SAFETY: valid timeline semaphore of this device.
-        unsafe {
+        let value = unsafe {
             self.ctx
                 .device()
                 .get_semaphore_counter_value(self.semaphore)
         }
-        .vk("vkGetSemaphoreCounterValue")
+        .vk("vkGetSemaphoreCounterValue")?;
+        self.ledger.note_reached(value);
+        Ok(value)
     }
 
     /// Signals `value` from the host (timeline only). It must exceed every value scheduled by
     /// any API ([`SyncError::TimelineNotIncreasing`]) and lie within 2^31 - 1 of the counter
     /// ([`SyncError::TimelineJumpTooLarge`]), and every scheduled signal must have
     /// executed ([`SyncError::SignalPending`]: a queue or CUDA signal still pending would run
-    /// after the higher host value, VUID-VkSemaphoreSignalInfo-value-03259).
+    /// after the higher host value, VUID-VkSemaphoreSignalInfo-value-03259). Whether they
+    /// have is known without asking the semaphore where cuvk saw them complete (host waits,
+    /// queue submissions known complete); else a zero-timeout host wait asks.
     pub fn signal_host(&self, value: u64) -> Result<()> {
         self.require_timeline("a host signal")?;
         self.check_jump(value)?;
         let info = vk::SemaphoreSignalInfo::default()
             .semaphore(self.semaphore)
             .value(value);
-        // Whether every scheduled signal has run, where the ledger does not know it already:
-        // a zero-timeout wait.
-        let reached = |scheduled: u64| match self.wait_host(scheduled, Duration::ZERO) {
-            Ok(()) => Ok(true),
-            Err(Error::Timeout { .. }) => Ok(false),
-            Err(e) => Err(e),
-        };
         self.ledger.signal_now(
             value,
-            reached,
-            || self.value(),
+            |scheduled| self.has_reached(scheduled),
             || {
                 // SAFETY: valid timeline semaphore; value greater than every scheduled signal,
                 // all of which have executed (checked under the ledger's lock).
@@ -254,8 +319,15 @@ impl Semaphore {
 
     /// Refuses a host signal more than [`MAX_TIMELINE_JUMP`] above the counter
     /// ([`SyncError::TimelineJumpTooLarge`]): VUID-VkSemaphoreSignalInfo-value-03260 bounds the
-    /// jump by the device's `maxTimelineSemaphoreValueDifference`, at least that much.
+    /// jump by the device's `maxTimelineSemaphoreValueDifference`, at least that much. The
+    /// counter is at least the highest value known reached, so a jump within the bound from
+    /// there needs no read of the counter (which the layer mis-tracks, see
+    /// [`Self::refresh_reached`]); only a larger one reads it.
     fn check_jump(&self, value: u64) -> Result<()> {
+        self.refresh_reached();
+        if value.saturating_sub(self.ledger.reached()) <= MAX_TIMELINE_JUMP {
+            return Ok(());
+        }
         let current = self.value()?;
         if value.saturating_sub(current) > MAX_TIMELINE_JUMP {
             return Err(SyncError::TimelineJumpTooLarge {
@@ -280,26 +352,48 @@ impl Semaphore {
 
     /// Signals `value` from the host after the process that was to signal this timeline is
     /// gone: every wait enqueued here for its values is released (they will never be
-    /// signalled otherwise). `value` must exceed every value scheduled or noted, and lie
-    /// within 2^31 - 1 of the counter ([`SyncError::TimelineJumpTooLarge`]).
+    /// signalled otherwise; a process that is gone signals nothing more, and one that closes
+    /// its connection cleanly first lets its signals run, as [`crate::ipc::FrameClient`]'s
+    /// drop does). `value` must exceed every value scheduled or noted, and lie within
+    /// 2^31 - 1 of the counter ([`SyncError::TimelineJumpTooLarge`]); every signal *this*
+    /// process scheduled must have executed ([`SyncError::SignalPending`]), as for
+    /// [`Self::signal_host`].
     pub fn release_after_peer_lost(&self, value: u64) -> Result<()> {
         self.require_timeline("a host signal")?;
         self.check_jump(value)?;
         let info = vk::SemaphoreSignalInfo::default()
             .semaphore(self.semaphore)
             .value(value);
-        self.ledger.signal_over(value, || {
-            // SAFETY: a live timeline semaphore; the value exceeds every value scheduled in
-            // this process, and the process that scheduled the others is gone.
-            unsafe { self.ctx.device().signal_semaphore(&info) }.vk("vkSignalSemaphore")
-        })
+        self.ledger.signal_over(
+            value,
+            |scheduled| self.has_reached(scheduled),
+            || {
+                // SAFETY: a live timeline semaphore; the value exceeds every value scheduled
+                // (this process's have executed), and the process that scheduled the others
+                // is gone.
+                unsafe { self.ctx.device().signal_semaphore(&info) }.vk("vkSignalSemaphore")
+            },
+        )
     }
 
     /// Waits on the host until the counter reaches `value`, or returns [`Error::Timeout`].
     /// A value that no signal was scheduled for (yet) is waited for too: another thread may
     /// schedule it; check with [`Self::check_scheduled`] first where none will.
+    ///
+    /// A value known reached (an earlier wait, a host signal, a queue submission that waited
+    /// for or signalled it and is known complete) returns at once without asking the
+    /// semaphore: besides saving a call, this keeps the Khronos validation layer before
+    /// 1.3.293 from recording a phantom signal on exported and imported timelines (its issue
+    /// #8212), which it would later report against a correct host signal.
     pub fn wait_host(&self, value: u64, timeout: Duration) -> Result<()> {
         self.require_timeline("a host wait")?;
+        if value <= self.ledger.reached() {
+            return Ok(());
+        }
+        self.refresh_reached();
+        if value <= self.ledger.reached() {
+            return Ok(());
+        }
         // SAFETY: our live timeline semaphore, of the context's device.
         if unsafe {
             self.ctx
@@ -406,7 +500,7 @@ impl Semaphore {
             return false;
         }
         let waited = self.ledger.highest_wait();
-        if waited <= self.ledger.highest() || self.value().is_ok_and(|v| v >= waited) {
+        if waited <= self.ledger.highest() || self.has_reached(waited).unwrap_or(true) {
             return false;
         }
         match self.signal_host(waited) {
@@ -437,6 +531,7 @@ impl Semaphore {
             SemaphoreKind::Timeline { .. } => Some((self.semaphore, self.ledger.highest())),
             SemaphoreKind::Binary => None,
         };
+        let ledger = self.ledger.clone();
         move || {
             // A zero-timeout wait rather than a counter read: it also tells the validation
             // layer that the batches up to `value` have completed (it does not learn that from
@@ -453,7 +548,10 @@ impl Semaphore {
                     Err(vk::Result::TIMEOUT)
                 )
             };
-            reached(progress, submission) && own.is_none_or(|(s, v)| reached(s, v))
+            // Its own value only once the queue is done, and only if not known reached (a
+            // wait at a value the layer saw complete confuses it: see `refresh_reached`).
+            reached(progress, submission)
+                && own.is_none_or(|(s, v)| v <= ledger.reached() || reached(s, v))
         }
     }
 }
@@ -702,7 +800,7 @@ fn note_uses(number: u64, waits: &[SemaphoreOp<'_>], signals: &[SemaphoreOp<'_>]
         }
     }
     for op in waits.iter().chain(signals) {
-        op.semaphore.note_submission(number);
+        op.semaphore.note_submission(number, op.value);
     }
 }
 
