@@ -40,3 +40,15 @@ extern "C" __global__ void fill_u32(unsigned int* out, unsigned long long n, uns
         out[i] = value;
     }
 }
+
+// Spins every thread of the grid for `ns` nanoseconds of the GPU's global timer: a stream that
+// is running (not blocked on a gate) for a known time, for the tests of timeouts behind CUDA
+// work; a large grid keeps every SM busy.
+extern "C" __global__ void spin_ns(unsigned long long ns) {
+    unsigned long long start;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    unsigned long long now = start;
+    while (now - start < ns) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    }
+}

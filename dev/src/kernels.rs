@@ -20,6 +20,7 @@ pub struct Kernels {
     count_not_equal: CudaFunction,
     copy16: CudaFunction,
     fill_u32: CudaFunction,
+    spin_ns: CudaFunction,
     sms: u32,
 }
 
@@ -43,6 +44,7 @@ impl Kernels {
             count_not_equal: module.load_function("count_not_equal")?,
             copy16: module.load_function("copy16")?,
             fill_u32: module.load_function("fill_u32")?,
+            spin_ns: module.load_function("spin_ns")?,
             sms,
         })
     }
@@ -90,6 +92,45 @@ impl Kernels {
         b.arg(ptr).arg(&n).arg(&value);
         // SAFETY: `ptr` points to at least n u32 elements of live device memory (caller).
         unsafe { b.launch(grid(self.sms, n)) }?;
+        Ok(())
+    }
+
+    /// Keeps `stream` running (one thread spinning on the GPU's timer) for `duration`: CUDA
+    /// work that is running, not a stream blocked on a gate.
+    pub fn spin(
+        &self,
+        stream: &Arc<CudaStream>,
+        duration: std::time::Duration,
+    ) -> anyhow::Result<()> {
+        self.spin_grid(stream, duration, 1, 1)
+    }
+
+    /// As [`Self::spin`] with every SM busy (8 blocks of 256 threads per SM).
+    pub fn spin_all(
+        &self,
+        stream: &Arc<CudaStream>,
+        duration: std::time::Duration,
+    ) -> anyhow::Result<()> {
+        self.spin_grid(stream, duration, self.sms * 8, 256)
+    }
+
+    fn spin_grid(
+        &self,
+        stream: &Arc<CudaStream>,
+        duration: std::time::Duration,
+        blocks: u32,
+        threads: u32,
+    ) -> anyhow::Result<()> {
+        let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let mut b = stream.launch_builder(&self.spin_ns);
+        b.arg(&ns);
+        let grid = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: no memory arguments.
+        unsafe { b.launch(grid) }?;
         Ok(())
     }
 

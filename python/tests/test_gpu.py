@@ -396,3 +396,94 @@ def test_vulkan_read_and_write_behind_stuck_gpu_work_time_out_on_time(bridge):
     other.vulkan_write(again, timeout=30.0)
     assert other.vulkan_read(timeout=30.0) == again
     del r
+
+
+SPIN_SOURCE = r"""
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+
+@pytest.mark.parametrize("spinner", ["torch, one thread", "cupy, every SM"])
+def test_timeouts_hold_behind_a_running_stream(bridge, spinner):
+    """A stream that is *running* (a kernel spinning 2 s: torch's one-thread spin, or a CuPy
+    kernel keeping every SM busy), released to Vulkan, and then a host call given
+    timeout=0.25: every call raises CuvkTimeoutError instead of waiting for the spin. Prints
+    each call's time."""
+    torch = need("torch")
+    import time
+
+    if spinner.startswith("cupy"):
+        cupy = need("cupy")
+        kernel = cupy.RawKernel(SPIN_SOURCE, "spin")
+        sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        keep = cupy.cuda.Stream(non_blocking=True)  # owns the stream torch sees below
+        s = torch.cuda.ExternalStream(keep.ptr)
+
+        def spin(seconds):
+            kernel((sms * 8,), (256,), (cupy.uint64(int(seconds * 1e9)),), stream=keep)
+    else:
+        s = torch.cuda.Stream()
+        keep = None
+        # Cycles per second of torch's spin kernel, measured (clock rates vary with boost).
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(s):
+            start.record()
+            torch.cuda._sleep(50_000_000)
+            end.record()
+        end.synchronize()
+        per_second = 50_000_000 / (start.elapsed_time(end) / 1000.0)
+
+        def spin(seconds):
+            with torch.cuda.stream(s):
+                torch.cuda._sleep(int(seconds * per_second))
+
+    buf = bridge.buffer((4096, 4), "float32")
+    t = torch.from_dlpack(buf)
+    with torch.cuda.stream(s):
+        t.zero_()
+    r = cuvk.ParticleRenderer(bridge, 64, 32)
+    r.draw(t, s)
+    r.wait_idle()
+
+    def spin_then_release(draw=False):
+        spin(2.0)
+        if draw:
+            r.draw(t, s)  # releases the stream's work to the draw
+        else:
+            buf.cuda_release(s)
+
+    host = bytes(4096 * 16)
+    calls = [
+        ("read", False, lambda: buf.read(timeout=0.25)),
+        ("write", False, lambda: buf.write(host, timeout=0.25)),
+        ("vulkan_read", False, lambda: buf.vulkan_read(timeout=0.25)),
+        ("vulkan_write", False, lambda: buf.vulkan_write(host, timeout=0.25)),
+        ("Bridge.synchronize after draw", True, lambda: bridge.synchronize(timeout=0.25)),
+        ("read_rgba after draw", True, lambda: r.read_rgba(timeout=0.25)),
+        ("save_png after draw", True, lambda: r.save_png("/tmp/cuvk-timeout.png", timeout=0.25)),
+        ("wait_idle after draw", True, lambda: r.wait_idle(timeout=0.25)),
+        ("vulkan_read after draw", True, lambda: buf.vulkan_read(timeout=0.25)),
+    ]
+    not_bounded = []
+    for name, draw, call in calls:
+        t0 = time.monotonic()
+        spin_then_release(draw)
+        t1 = time.monotonic()
+        try:
+            call()
+            outcome = "returned data"
+        except cuvk.CuvkTimeoutError:
+            outcome = "CuvkTimeoutError"
+        t2 = time.monotonic()
+        print(f"  {name}: release/draw {t1 - t0:.3f} s, call {t2 - t1:.3f} s: {outcome}")
+        if outcome != "CuvkTimeoutError":
+            not_bounded.append(name)
+        s.synchronize()
+        r.wait_idle(timeout=30)
+        bridge.synchronize(timeout=30)
+    del keep
+    assert not not_bounded, f"not bounded by their timeout: {not_bounded}"

@@ -10,6 +10,7 @@
 mod bridge;
 mod driver_lock;
 mod drops;
+mod exits;
 mod frames;
 mod host;
 mod image;
@@ -21,4 +22,5 @@ mod pacer;
 mod peers;
 mod pool;
 mod stream_order;
+mod timeouts;
 mod vmm;
