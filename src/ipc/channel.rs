@@ -135,7 +135,7 @@ impl Channel {
     }
 
     /// Writes `bytes` whole, `fds` with the first byte (no checks: `send` checks, tests lie).
-    fn send_bytes(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), IpcError> {
+    pub(crate) fn send_bytes(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), IpcError> {
         let _guard = lock(&self.send_lock);
         self.check_broken()?;
         let mut sent = 0;

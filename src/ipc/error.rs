@@ -384,6 +384,13 @@ impl IpcError {
         )
     }
 
+    /// Whether a client caused this during the handshake (it left, timed out, refused, sent
+    /// something else or garbage), as opposed to this process's own OS calls failing: the
+    /// server then serves the next client.
+    pub(crate) fn is_client_gone(&self) -> bool {
+        !matches!(self, IpcError::Io { .. } | IpcError::Unsupported { .. })
+    }
+
     /// An [`IpcError::Io`] from a `std::io::Error` (`EINVAL` where it carries no OS code).
     #[cfg(target_os = "linux")]
     pub(crate) fn io(op: &'static str, e: &std::io::Error) -> Self {

@@ -219,10 +219,53 @@ impl Server {
         Ok(info.id)
     }
 
-    /// Waits at most `timeout` for a client, then sends it the description of every object
-    /// with a fresh descriptor of each (closed here once sent: the client has its own).
+    /// Waits at most `timeout` for a client that takes the objects, then sends it the
+    /// description of every object with a fresh descriptor of each (closed here once sent:
+    /// the client has its own).
+    ///
+    /// The client first gets the [`Hello`] (this GPU and driver) and answers: ready, or it
+    /// leaves (another GPU, another driver, a version it does not read). One that leaves, or
+    /// does not answer within [`HANDSHAKE`], was sent no descriptor; the server then waits
+    /// for the next client, within the same `timeout`, so a refused client never costs the
+    /// one after it its attach.
     pub fn accept(&self, timeout: Duration) -> Result<Link> {
-        let channel = self.listener.accept(timeout)?;
+        let deadline = Instant::now().checked_add(timeout);
+        let left = || match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()),
+            None => timeout,
+        };
+        loop {
+            let channel = self.listener.accept(left())?;
+            match self.handshake(&channel, left().min(HANDSHAKE)) {
+                Ok(()) => {}
+                Err(Error::Ipc(e)) if e.is_client_gone() => {
+                    log::info!(
+                        "ipc: a client left before taking the objects ({e}); waiting for the next"
+                    );
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            for (info, buffer) in &self.buffers {
+                let fd: OwnedFd = buffer.memory().export()?;
+                channel.send(&Message::Buffer(*info), &[fd.as_fd()])?;
+            }
+            for (info, image) in &self.images {
+                let fd: OwnedFd = image.memory().export()?;
+                channel.send(&Message::Image(*info), &[fd.as_fd()])?;
+            }
+            for (info, semaphore) in &self.timelines {
+                let fd: OwnedFd = semaphore.export()?;
+                channel.send(&Message::Timeline(*info), &[fd.as_fd()])?;
+            }
+            return Ok(Link::new(channel));
+        }
+    }
+
+    /// Sends the [`Hello`] and waits at most `timeout` for the client's answer: `Ok` once it
+    /// is ready; an error for which [`IpcError::is_client_gone`] holds when it left, refused
+    /// or said something else.
+    fn handshake(&self, channel: &Channel, timeout: Duration) -> Result<()> {
         let info = self.vk.info();
         let hello = Hello {
             device_uuid: info.device_uuid.0,
@@ -232,21 +275,21 @@ impl Server {
             object_count: self.next_id(),
         };
         channel.send(&Message::Hello(hello), &[])?;
-        for (info, buffer) in &self.buffers {
-            let fd: OwnedFd = buffer.memory().export()?;
-            channel.send(&Message::Buffer(*info), &[fd.as_fd()])?;
+        match channel.recv(timeout)? {
+            (Message::Ready, _) => Ok(()),
+            (Message::Goodbye, _) => Err(IpcError::PeerClosed { partial: 0 }.into()),
+            (other, _) => Err(IpcError::UnexpectedMessage {
+                expected: "Ready",
+                got: other.kind(),
+            }
+            .into()),
         }
-        for (info, image) in &self.images {
-            let fd: OwnedFd = image.memory().export()?;
-            channel.send(&Message::Image(*info), &[fd.as_fd()])?;
-        }
-        for (info, semaphore) in &self.timelines {
-            let fd: OwnedFd = semaphore.export()?;
-            channel.send(&Message::Timeline(*info), &[fd.as_fd()])?;
-        }
-        Ok(Link::new(channel))
     }
 }
+
+/// How long a server waits for a connected client to answer its [`Hello`] before it serves
+/// the next one instead.
+pub const HANDSHAKE: Duration = Duration::from_secs(2);
 
 impl Server {
     /// Turns away the clients waiting to connect (at most 16 per call; each gets
@@ -279,6 +322,8 @@ pub struct Link {
     closed: std::sync::atomic::AtomicBool,
     // The newest value not yet sent (the socket was full), sent by the next call.
     pending: std::sync::Mutex<Option<u64>>,
+    // How many bytes into a message the other side closed (0: between messages).
+    closed_partial: usize,
 }
 
 /// How long a notice the socket took part of may take to finish.
@@ -291,6 +336,7 @@ impl Link {
             latest: 0,
             closed: std::sync::atomic::AtomicBool::new(false),
             pending: std::sync::Mutex::new(None),
+            closed_partial: 0,
         }
     }
 
@@ -369,7 +415,7 @@ impl Link {
             return if self.latest > after {
                 Ok(Some(self.latest))
             } else {
-                Err(IpcError::PeerClosed { partial: 0 }.into())
+                Err(self.closed_error().into())
             };
         }
         // A closed peer seen by the flush still leaves its notices to read below.
@@ -384,14 +430,18 @@ impl Link {
                 Some(d) => d.saturating_duration_since(Instant::now()),
                 None => timeout,
             };
-            match self.channel.recv(left) {
+            let received = self.channel.recv(left);
+            match received {
                 Ok((Message::Frame(n), _)) => self.latest = self.latest.max(n.value),
                 Ok((Message::Goodbye, _)) | Err(IpcError::PeerClosed { .. }) => {
+                    if let Err(IpcError::PeerClosed { partial }) = &received {
+                        self.closed_partial = *partial;
+                    }
                     self.mark_closed();
                     return if self.latest > after {
                         Ok(Some(self.latest))
                     } else {
-                        Err(IpcError::PeerClosed { partial: 0 }.into())
+                        Err(self.closed_error().into())
                     };
                 }
                 Ok((other, _)) => {
@@ -406,6 +456,14 @@ impl Link {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// What a call reports once the other side has gone: how far into a message it closed
+    /// (0: between messages), as the receive that saw it said.
+    fn closed_error(&self) -> IpcError {
+        IpcError::PeerClosed {
+            partial: self.closed_partial,
         }
     }
 
@@ -672,22 +730,25 @@ impl Attached {
                 .into())
             }
         };
-        if hello.device_uuid != device_uuid.0 {
-            return Err(IpcError::WrongDevice {
+        let refusal = if hello.device_uuid != device_uuid.0 {
+            Some(IpcError::WrongDevice {
                 published: Uuid(hello.device_uuid).to_string(),
                 local: device_uuid.to_string(),
-            }
-            .into());
-        }
-        if let Some(driver) = driver_uuid {
-            if hello.driver_uuid != driver.0 {
-                return Err(IpcError::DriverMismatch {
+            })
+        } else {
+            driver_uuid
+                .filter(|driver| hello.driver_uuid != driver.0)
+                .map(|driver| IpcError::DriverMismatch {
                     published: Uuid(hello.driver_uuid).to_string(),
                     local: driver.to_string(),
-                }
-                .into());
-            }
+                })
+        };
+        if let Some(refusal) = refusal {
+            // Said before any descriptor comes: the server serves the next client at once.
+            let _ = channel.try_send(&Message::Goodbye, Duration::from_millis(100));
+            return Err(refusal.into());
         }
+        channel.send(&Message::Ready, &[])?;
         let mut buffers = Vec::new();
         let mut images = Vec::new();
         let mut timelines = Vec::new();
@@ -1015,5 +1076,25 @@ mod tests {
             "{sent:?}"
         );
         assert!(link.is_closed(), "a send saw the close");
+    }
+
+    /// A peer that closes partway through a message is reported with how far it got, by the
+    /// call that saw it and by every later one (0.4 said 0, "between messages").
+    #[test]
+    fn a_peer_closing_mid_message_is_reported_with_its_partial_count() {
+        let notice = super::super::wire::encode(&Message::Frame(FrameNotice { value: 5 }));
+        for cut in [7, 19] {
+            let (a, b) = Channel::pair().unwrap();
+            let mut link = Link::new(b);
+            a.send_bytes(&notice[..cut], &[]).unwrap();
+            drop(a);
+            for _ in 0..2 {
+                let e = link.latest(0, Duration::from_secs(1)).unwrap_err();
+                assert!(
+                    matches!(e, Error::Ipc(IpcError::PeerClosed { partial }) if partial == cut),
+                    "cut at {cut}: {e}"
+                );
+            }
+        }
     }
 }

@@ -14,8 +14,9 @@ use super::error::IpcError;
 
 /// The first four bytes of every message.
 pub const MAGIC: [u8; 4] = *b"CUVK";
-/// The wire version this build reads and writes.
-pub const VERSION: u16 = 1;
+/// The wire version this build reads and writes (2: the attacher answers the [`Hello`] with
+/// [`MessageKind::Ready`] before any descriptor is sent).
+pub const VERSION: u16 = 2;
 /// The size of a message header in bytes.
 pub const HEADER_LEN: usize = 16;
 /// The most descriptors one message carries (a receiver's control buffer holds no more).
@@ -38,6 +39,10 @@ pub enum MessageKind {
     Frame = 5,
     /// The sender is leaving; no body.
     Goodbye = 6,
+    /// The attacher checked the [`Hello`] (its GPU, its driver) and takes the objects; no
+    /// body. An attacher that refuses says [`MessageKind::Goodbye`] instead, and is sent no
+    /// descriptor.
+    Ready = 7,
 }
 
 impl MessageKind {
@@ -50,6 +55,7 @@ impl MessageKind {
             4 => MessageKind::Timeline,
             5 => MessageKind::Frame,
             6 => MessageKind::Goodbye,
+            7 => MessageKind::Ready,
             _ => return None,
         })
     }
@@ -62,7 +68,7 @@ impl MessageKind {
             MessageKind::Image => 62,
             MessageKind::Timeline => 17,
             MessageKind::Frame => 8,
-            MessageKind::Goodbye => 0,
+            MessageKind::Goodbye | MessageKind::Ready => 0,
         }
     }
 
@@ -70,7 +76,9 @@ impl MessageKind {
     pub fn fd_count(self) -> u32 {
         match self {
             MessageKind::Buffer | MessageKind::Image | MessageKind::Timeline => 1,
-            MessageKind::Hello | MessageKind::Frame | MessageKind::Goodbye => 0,
+            MessageKind::Hello | MessageKind::Frame | MessageKind::Goodbye | MessageKind::Ready => {
+                0
+            }
         }
     }
 }
@@ -280,6 +288,8 @@ pub enum Message {
     Frame(FrameNotice),
     /// The sender is leaving.
     Goodbye,
+    /// The attacher takes the objects (see [`MessageKind::Ready`]).
+    Ready,
 }
 
 impl Message {
@@ -292,6 +302,7 @@ impl Message {
             Message::Timeline(_) => MessageKind::Timeline,
             Message::Frame(_) => MessageKind::Frame,
             Message::Goodbye => MessageKind::Goodbye,
+            Message::Ready => MessageKind::Ready,
         }
     }
 
@@ -358,7 +369,11 @@ impl Message {
                     });
                 }
             }
-            Message::Hello(_) | Message::Timeline(_) | Message::Frame(_) | Message::Goodbye => {}
+            Message::Hello(_)
+            | Message::Timeline(_)
+            | Message::Frame(_)
+            | Message::Goodbye
+            | Message::Ready => {}
         }
         Ok(())
     }
@@ -415,7 +430,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             put(&t.handle_type.as_raw().to_le_bytes());
         }
         Message::Frame(f) => put(&f.value.to_le_bytes()),
-        Message::Goodbye => {}
+        Message::Goodbye | Message::Ready => {}
     }
     w
 }
@@ -516,6 +531,7 @@ fn decode_body(kind: MessageKind, body: &[u8]) -> Result<Message, IpcError> {
         }),
         MessageKind::Frame => Message::Frame(FrameNotice { value: r.u64()? }),
         MessageKind::Goodbye => Message::Goodbye,
+        MessageKind::Ready => Message::Ready,
     })
 }
 
@@ -623,6 +639,7 @@ pub(crate) mod tests {
             }),
             Message::Frame(FrameNotice { value: 99 }),
             Message::Goodbye,
+            Message::Ready,
         ]
     }
 
@@ -650,16 +667,16 @@ pub(crate) mod tests {
         b[0] = b'X';
         assert_eq!(decode(&b, 1), Err(IpcError::BadMagic { found: *b"XUVK" }));
         let mut b = bytes.clone();
-        b[4] = 2;
+        b[4] = 1;
         let e = decode(&b, 1).unwrap_err();
         assert_eq!(
             e,
             IpcError::UnsupportedVersion {
-                found: 2,
-                supported: 1
+                found: 1,
+                supported: 2
             }
         );
-        assert!(e.to_string().contains("version 2") && e.to_string().contains("version 1"));
+        assert!(e.to_string().contains("version 1") && e.to_string().contains("version 2"));
         let mut b = bytes.clone();
         b[6] = 77;
         assert_eq!(decode(&b, 1), Err(IpcError::UnknownKind { kind: 77 }));
@@ -920,6 +937,7 @@ pub(crate) mod tests {
             ),
             any::<u64>().prop_map(|value| Message::Frame(FrameNotice { value })),
             Just(Message::Goodbye),
+            Just(Message::Ready),
         ]
     }
 

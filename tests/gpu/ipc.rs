@@ -422,3 +422,218 @@ fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
     );
     common::assert_clean(ctx);
 }
+
+/// A producer that never stops (killed by the viewer): each frame fills its slot with the
+/// frame number through `cuMemsetD32Async` (no module to compile: a quick start, so the test
+/// can kill many of them).
+#[test]
+fn ipc_endless_producer() {
+    let Ok(name) = std::env::var("CUVK_IPC_ENDLESS") else {
+        return;
+    };
+    let cuda = cuvk::cuda::context(0).unwrap();
+    let mut client = FrameClient::attach(&name, &cuda, T).unwrap();
+    let k = u64::from(client.frames_in_flight());
+    let slots: Vec<_> = client
+        .buffer_ids()
+        .iter()
+        .map(|&id| client.buffer::<u32>(id).unwrap())
+        .collect();
+    let stream = cuda.new_stream().unwrap();
+    for n in 1.. {
+        match client.acquire(n, &stream, T) {
+            Ok(()) => {}
+            Err(Error::Ipc(IpcError::PeerClosed { .. })) => return,
+            Err(e) => panic!("producer: {e}"),
+        }
+        let slot = &slots[((n - 1) % k) as usize];
+        // SAFETY: the slot's mapping holds ELEMENTS u32 words; the stream is this context's.
+        unsafe {
+            cuvk::cudarc::driver::sys::cuMemsetD32Async(
+                slot.device_ptr(),
+                n as u32,
+                ELEMENTS,
+                stream.cu_stream(),
+            )
+        }
+        .result()
+        .unwrap();
+        match client.release(n, &stream) {
+            Ok(()) => {}
+            Err(Error::Ipc(IpcError::PeerClosed { .. })) => return,
+            Err(e) => panic!("producer: {e}"),
+        }
+    }
+}
+
+/// Producers killed with SIGKILL mid-stream (after a varying number of frames, while they
+/// write), one after another against one viewer: each death is noticed, the viewer's waits
+/// are released and its frames complete, the next producer is served, and the validation
+/// layer reports nothing. `CUVK_IPC_KILLS` sets how many (100 by default).
+#[test]
+fn a_producer_killed_mid_frame_again_and_again_leaves_the_viewer_clean() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("ipc_kills") else {
+        return;
+    };
+    let kills: u64 = std::env::var("CUVK_IPC_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let ctx = bridge.vulkan();
+    let k = 3;
+    let slots = checker::slots(&bridge, k, ELEMENTS).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
+    let checker = Checker::new(&bridge, &slots, &result, 2 * k as usize).unwrap();
+    let start = Instant::now();
+    let (mut frames, mut rng) = (0u64, 0x9E37_79B9_7F4A_7C15u64);
+    for cycle in 0..kills {
+        let name = format!("gpu-ipc-kills-{}-{cycle}", std::process::id());
+        let mut server = FrameServer::bind(&name, ctx, k).unwrap();
+        for s in &slots {
+            server.publish_buffer(s.vulkan_buffer(), 0, 4).unwrap();
+        }
+        let mut child = common::child_test("ipc::ipc_endless_producer", "CUVK_IPC_ENDLESS", &name)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        server.accept(T).unwrap();
+        // Killed after 1 to 40 frames drawn: at a varying point of a frame.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let kill_at = 1 + rng % 40;
+        let (mut announced, mut submitted, mut killed) = (0u64, 0u64, false);
+        loop {
+            let n = submitted + 1;
+            server
+                .wait_drawn(n.saturating_sub(2 * u64::from(k)), T)
+                .unwrap();
+            if announced < n {
+                match server.written(announced, T) {
+                    Ok(Some(v)) => announced = v,
+                    Ok(None) => panic!("cycle {cycle}: the producer went silent"),
+                    Err(Error::Ipc(IpcError::PeerClosed { .. })) => break,
+                    Err(e) => panic!("cycle {cycle}: {e}"),
+                }
+            }
+            let slot = ((n - 1) % u64::from(k)) as usize;
+            let cs = (n % (2 * u64::from(k))) as usize;
+            // SAFETY: as in `run`.
+            unsafe {
+                let cmd = checker
+                    .record(cs, slot, n as u32, Some(&slots[slot]))
+                    .unwrap();
+                let cmds = [cmd];
+                let submit = FrameSubmit {
+                    fence: checker.fence(cs),
+                    ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+                };
+                server.submit_drawn(n, &submit).unwrap();
+            }
+            submitted = n;
+            if n == kill_at && !killed {
+                child.kill().unwrap(); // SIGKILL while it writes the next frames
+                killed = true;
+            }
+        }
+        if !killed {
+            child.kill().unwrap();
+        }
+        child.wait().unwrap();
+        server.release_waits().unwrap();
+        server.wait_drawn(submitted, T).unwrap();
+        checker.wait_fenced().unwrap();
+        frames += submitted;
+    }
+    drop(checker);
+    let (bad, checks, _) = checker::read_result(&result).unwrap();
+    eprintln!(
+        "ipc_kills: {kills} producers killed mid-stream, {frames} frames drawn ({checks} \
+         checked, {bad} elements of frames torn by a kill) in {:.1?}",
+        start.elapsed()
+    );
+    assert_eq!(u64::from(checks), frames, "every frame submitted completed");
+    common::assert_clean(ctx);
+}
+
+/// A producer on the other GPU (does nothing as an ordinary test): attaching is refused with
+/// `WrongDevice`, before any descriptor is sent.
+#[test]
+fn ipc_wrong_gpu_child() {
+    let Ok(spec) = std::env::var("CUVK_IPC_WRONG_GPU") else {
+        return;
+    };
+    let (name, ordinal) = spec.split_once(':').unwrap();
+    let cuda = cuvk::cuda::context(ordinal.parse().unwrap()).unwrap();
+    let e = FrameClient::attach(name, &cuda, T).unwrap_err();
+    assert!(matches!(e, Error::Ipc(IpcError::WrongDevice { .. })), "{e}");
+    eprintln!("wrong-GPU producer refused: {e}");
+}
+
+/// A producer on the wrong GPU is refused (`WrongDevice`), and the viewer serves the next
+/// producer, on the right GPU, in the same `accept` (in 0.4 the next producer timed out).
+#[test]
+fn a_producer_on_the_other_gpu_is_refused_and_the_next_is_served() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("ipc_wrong_gpu") else {
+        return;
+    };
+    let Some(peer) = common::peer_gpu("ipc_wrong_gpu", &bridge) else {
+        return;
+    };
+    let ctx = bridge.vulkan();
+    let k = 1;
+    let frames = 20;
+    let slots = checker::slots(&bridge, k, ELEMENTS).unwrap();
+    let result = checker::result_buffer(ctx).unwrap();
+    let checker = Checker::new(&bridge, &slots, &result, 2).unwrap();
+    let name = format!("gpu-ipc-wrong-gpu-{}", std::process::id());
+    let mut server = FrameServer::bind(&name, ctx, k).unwrap();
+    server
+        .publish_buffer(slots[0].vulkan_buffer(), 0, 4)
+        .unwrap();
+    let spec = format!("{name}:{}", peer.ordinal());
+    let producers = {
+        let name = name.clone();
+        std::thread::spawn(move || {
+            let mut wrong =
+                common::child_test("ipc::ipc_wrong_gpu_child", "CUVK_IPC_WRONG_GPU", &spec)
+                    .spawn()
+                    .unwrap();
+            assert!(
+                wait_child(&mut wrong),
+                "the wrong-GPU producer saw WrongDevice"
+            );
+            spawn_producer(&name, k, frames, 0)
+        })
+    };
+    server.accept(T).unwrap();
+    let mut child = producers.join().unwrap();
+    for n in 1..=frames {
+        server.wait_drawn(n.saturating_sub(2), T).unwrap();
+        while server.written(n - 1, T).unwrap().is_none_or(|v| v < n) {}
+        let cs = (n % 2) as usize;
+        // SAFETY: as in `run`.
+        unsafe {
+            let cmd = checker.record(cs, 0, n as u32, Some(&slots[0])).unwrap();
+            let cmds = [cmd];
+            let submit = FrameSubmit {
+                fence: checker.fence(cs),
+                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+            };
+            server.submit_drawn(n, &submit).unwrap();
+        }
+    }
+    server.wait_drawn(frames, T).unwrap();
+    server.flush(T).unwrap();
+    assert!(
+        wait_child(&mut child),
+        "the right producer's frames were drawn"
+    );
+    checker.wait_fenced().unwrap();
+    drop(checker);
+    let (bad, checks, _) = checker::read_result(&result).unwrap();
+    assert_eq!((bad, u64::from(checks)), (0, frames), "every frame exact");
+    common::assert_clean(ctx);
+}

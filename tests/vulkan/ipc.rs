@@ -218,6 +218,59 @@ fn an_image_crosses_processes_with_its_texels_both_ways() {
     common::assert_clean(&ctx);
 }
 
+/// A client on another GPU (or driver) refuses the hello before any descriptor is sent, and
+/// the same `accept` then serves the next client (in 0.4 the server had sent the refused
+/// client everything, and a viewer stopped there: the next producer timed out).
+#[test]
+fn a_refused_client_gets_no_descriptor_and_the_next_client_is_served() {
+    let _g = common::serial();
+    let Some(ctx) = common::vulkan("ipc_refused_then_served") else {
+        return;
+    };
+    let info = ctx.info().clone();
+    let name = unique("refused-then-served");
+    let mut server = Server::bind(&name, &ctx).unwrap();
+    let buffer = exportable(&ctx, Some(6));
+    server.publish_buffer(&buffer, 0, 4).unwrap();
+    let before = common::non_driver_fds();
+    let (uuid, driver) = (info.device_uuid, info.driver_uuid);
+    let clients = {
+        let name = name.clone();
+        std::thread::spawn(move || {
+            let mut other = uuid;
+            other.0[0] ^= 0xFF;
+            let wrong_gpu = Attached::connect(&name, other, Some(driver), T);
+            let fds_after_refusal = common::non_driver_fds();
+            let mut other_driver = driver;
+            other_driver.0[15] ^= 0xFF;
+            let wrong_driver = Attached::connect(&name, uuid, Some(other_driver), T);
+            let right = Attached::connect(&name, uuid, Some(driver), T);
+            (wrong_gpu, fds_after_refusal, wrong_driver, right)
+        })
+    };
+    let mut link = server.accept(T).unwrap();
+    let (wrong_gpu, fds_after_refusal, wrong_driver, right) = clients.join().unwrap();
+    let e = wrong_gpu.unwrap_err();
+    assert!(matches!(e, Error::Ipc(IpcError::WrongDevice { .. })), "{e}");
+    let e = wrong_driver.unwrap_err();
+    assert!(
+        matches!(e, Error::Ipc(IpcError::DriverMismatch { .. })),
+        "{e}"
+    );
+    assert_eq!(
+        fds_after_refusal, before,
+        "the refused client received no descriptor"
+    );
+    let mut right = right.unwrap();
+    right.link().notify(3).unwrap();
+    assert_eq!(link.latest(0, T).unwrap(), Some(3));
+    let id = right.buffers().next().unwrap().id;
+    let imported = right.import_vulkan_buffer(id, &ctx).unwrap();
+    assert!(words_match(&ctx, &imported, 6));
+    drop((imported, right, link, server, buffer));
+    common::assert_clean(&ctx);
+}
+
 #[test]
 fn a_second_client_is_turned_away_busy_at_once_and_the_first_carries_on() {
     let _g = common::shared();
@@ -354,6 +407,10 @@ fn fake_server(
     std::thread::spawn(move || {
         let ch: Channel = listener.accept(T).unwrap();
         ch.send(&Message::Hello(hello), &[]).unwrap();
+        // The client answers the hello; one that refuses it is sent nothing.
+        if !matches!(ch.recv(T), Ok((Message::Ready, _))) {
+            return;
+        }
         for (m, fds) in &objects {
             let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
             let _ = ch.send(m, &borrowed);
