@@ -20,6 +20,16 @@
 //!
 //! So a teardown in which the GPU never finishes costs one timeout in all, then leaks; a
 //! teardown in which it finishes late gets everything back.
+//!
+//! **Abandon.** A Vulkan queue that still waits for a CUDA signal of this process keeps the
+//! process from exiting: NVIDIA's driver tears the device down at exit and waits for its
+//! queue (measured, H200, driver 580: a queue waiting for a value a 20 s kernel signals held
+//! the exit for the whole kernel; with the wait released from the host the process exited
+//! 1.1 s after teardown began, the kernel still running). So a drop that gives up runs its
+//! *abandon* step ([`DropBudget::release_or_abandon`]): it releases, from the host, the queue
+//! waits on timelines that only this process's CUDA imports signal, at exactly the value
+//! waited for, so the abandoned queue drains (its work then runs unordered: it was abandoned)
+//! and CUDA's late signal of that value changes nothing.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +45,10 @@ pub(crate) type Probe = Box<dyn FnMut() -> bool + Send>;
 
 /// Whatever a drop could not free yet, freed by dropping it.
 pub(crate) type Parked = Box<dyn Any + Send>;
+
+/// What a drop that gives up runs (see the module docs): releases the queue's waits on what
+/// this process's CUDA would signal.
+pub(crate) type Abandon = Box<dyn FnOnce() + Send>;
 
 /// The first pause between two polls; doubled up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_micros(20);
@@ -167,6 +181,19 @@ impl DropBudget {
         parts: P,
         probe: impl FnOnce() -> Probe,
     ) {
+        self.release_or_abandon(what, finished, parts, probe, || None);
+    }
+
+    /// As [`Self::release`], and when its own work did not finish, runs `abandon`'s step (see
+    /// the module docs) before parking.
+    pub fn release_or_abandon<P: Send + 'static>(
+        &self,
+        what: &'static str,
+        finished: bool,
+        parts: P,
+        probe: impl FnOnce() -> Probe,
+        abandon: impl FnOnce() -> Option<Abandon>,
+    ) {
         if finished {
             if !self.is_wedged() {
                 drop(parts);
@@ -185,6 +212,9 @@ impl DropBudget {
              or hang; later drops on this context will not wait",
             self.timeout()
         );
+        if let Some(step) = abandon() {
+            step();
+        }
         self.park(Some(probe()), Box::new(parts));
     }
 
@@ -338,6 +368,32 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(1));
         done.store(true, Ordering::SeqCst);
         assert_eq!(budget.allowance(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn abandon_runs_only_when_a_drop_gives_up() {
+        let budget = DropBudget::new(Duration::ZERO);
+        let ran = Arc::new(AtomicU64::new(0));
+        let step = |ran: &Arc<AtomicU64>| {
+            let ran = ran.clone();
+            move || {
+                Some(Box::new(move || {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                }) as Abandon)
+            }
+        };
+        let stuck = Arc::new(AtomicBool::new(false));
+        budget.release_or_abandon("done", true, (), || unreachable!(), step(&ran));
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            0,
+            "finished work is not abandoned"
+        );
+        budget.release_or_abandon("stuck", false, (), || flag_probe(&stuck), step(&ran));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert!(budget.is_wedged());
+        stuck.store(true, Ordering::SeqCst);
+        assert!(!budget.is_wedged());
     }
 
     #[test]

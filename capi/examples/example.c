@@ -477,9 +477,13 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     EXPECT(cuvk_semaphore_cuda_signal(sem, stream, 2), CUVK_SUCCESS);
     CHECK(engine_image_read_back(e, (VkImage)(uintptr_t)iinfo.vk_image, iw, ih, 0, 0, (VkSemaphore)(uintptr_t)vk_sem, 2, ivalue),
           "Vulkan read the image CUDA wrote through its surface");
-    CuvkTextureDesc tdesc = {.struct_size = sizeof tdesc, .level = 0, .address_mode = 1, .filter = 0};
+    CuvkTextureDesc tdesc = {.struct_size = sizeof tdesc, .level = 0, .address_mode = 4, .filter = 0};
     CuvkTexture texture = 0;
     uint64_t tex_object = 0, tex_again = 0;
+    EXPECT_RULE(cuvk_texture_create(image, &tdesc, &texture, &tex_object), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_UNKNOWN_ADDRESS_MODE);
+    CHECK(texture == 0 && tex_object == 0, "no texture for an unknown address mode");
+    tdesc.address_mode = 1; /* the next valid call works */
     EXPECT(cuvk_texture_create(image, &tdesc, &texture, &tex_object), CUVK_SUCCESS);
     EXPECT(cuvk_texture_object(texture, &tex_again), CUVK_SUCCESS);
     CHECK(tex_object != 0 && tex_object == tex_again, "texture object");
@@ -611,6 +615,10 @@ int main(void) {
     /* A frame server (a simulation in another process writes, the engine draws): refusals first. */
     CuvkFrameServer fs = 0;
     EXPECT(cuvk_frame_server_create(vb, NULL, 3, &fs), CUVK_ERROR_NULL_POINTER);
+    EXPECT_RULE(cuvk_frame_server_create(vb, "capi-example-\xff", 3, &fs), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_NOT_UTF8);
+    CHECK(fs == 0 && strstr(cuvk_last_error(), "0xff at 13") != NULL, "the refusal names the byte: %s",
+          cuvk_last_error());
     EXPECT_RULE(cuvk_frame_server_create(vb, "capi-example", 0, &fs), CUVK_ERROR_INVALID_ARGUMENT,
                 CUVK_RULE_SYNC_FRAMES_IN_FLIGHT);
     if (cuvk_frame_server_create(vb, "capi-example", 3, &fs) == CUVK_SUCCESS) {
@@ -622,6 +630,15 @@ int main(void) {
     } else {
         printf("frame server unavailable here (%s)\n", cuvk_last_error()); /* lavapipe: no semaphore export */
     }
+    /* A buffer of the Vulkan-only bridge has no CUDA side: no frame server publishes it. The
+     * buffer is refused before the server handle is looked at, so this runs where no frame
+     * server could be made too (fs is destroyed, or was never made). */
+    uint32_t id = 99;
+    EXPECT_RULE(cuvk_frame_server_publish_buffer(fs, buf, 0, 4, &id), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_BUFFER_NOT_SHARED);
+    CHECK(id == 99 && strstr(cuvk_last_error(), "Vulkan-only") != NULL, "the refusal names the buffer: %s",
+          cuvk_last_error());
+    EXPECT(cuvk_buffer_info(buf, &info), CUVK_SUCCESS); /* the buffer is untouched */
     CuvkStaging st = 0;
     EXPECT(cuvk_staging_create(vb, 4096, &st), CUVK_ERROR_UNSUPPORTED);
 
@@ -646,6 +663,20 @@ int main(void) {
     CuvkTextureDesc tdesc = {.struct_size = sizeof tdesc};
     CuvkTexture texture = 0;
     EXPECT(cuvk_texture_create(image, &tdesc, &texture, &none), CUVK_ERROR_UNSUPPORTED);
+    /* Modes no CUaddress_mode / CUfilter_mode names, refused at the boundary with their rules
+     * (before the image is looked at, so a Vulkan-only image shows them too). */
+    tdesc.address_mode = 9;
+    EXPECT_RULE(cuvk_texture_create(image, &tdesc, &texture, &none), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_UNKNOWN_ADDRESS_MODE);
+    CHECK(strstr(cuvk_last_error(), "address mode 9") != NULL, "the refusal names the mode: %s", cuvk_last_error());
+    tdesc.address_mode = 1;
+    tdesc.filter = 7;
+    EXPECT_RULE(cuvk_texture_create(image, &tdesc, &texture, &none), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_UNKNOWN_FILTER_MODE);
+    CHECK(strstr(cuvk_last_error(), "filter mode 7") != NULL, "the refusal names the mode: %s", cuvk_last_error());
+    tdesc.filter = 0;
+    CHECK(texture == 0 && none == 0, "no texture was issued for unknown modes");
+    EXPECT(cuvk_image_info(image, &iinfo), CUVK_SUCCESS); /* the next valid call works */
     /* Bad image descriptions, each refused before anything is created. */
     CuvkImage bad_image = 0;
     CuvkImageDesc bad = idesc;
@@ -676,8 +707,17 @@ int main(void) {
     bad.mip_levels = 12; /* more than the full chain of 64x48 (7) */
     EXPECT_RULE(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT, CUVK_RULE_IMAGE_MIP_LEVELS);
     bad = idesc;
-    bad.flags = 0x80; /* checked at the C boundary: a rule without a code of its own */
-    EXPECT_RULE(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT, CUVK_RULE_OTHER);
+    bad.flags = 0x80 | CUVK_IMAGE_DEDICATED; /* a bit no flag names: only C can pass it */
+    EXPECT_RULE(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_UNKNOWN_IMAGE_FLAGS);
+    CHECK(strstr(cuvk_last_error(), "0x82") != NULL && strstr(cuvk_last_error(), "unknown bits 0x80") != NULL,
+          "the refusal names the flags: %s", cuvk_last_error());
+    /* Nothing was made, and the next valid call works. */
+    CHECK(bad_image == 0, "no image handle was issued for unknown flags");
+    CuvkImage good_image = 0;
+    EXPECT(cuvk_image_create(vb, &idesc, &good_image), CUVK_SUCCESS);
+    CHECK(good_image != 0 && cuvk_last_error_rule() == CUVK_RULE_NONE, "a valid image after the refusal");
+    EXPECT(cuvk_image_destroy(good_image), CUVK_SUCCESS);
     bad = idesc;
     bad.struct_size = 8;
     EXPECT(cuvk_image_create(vb, &bad, &bad_image), CUVK_ERROR_STRUCT_SIZE);

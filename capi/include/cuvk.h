@@ -39,10 +39,18 @@
 /**
  * The rule a failed call broke ([`cuvk_last_error_rule`]), beside its [`CuvkResult`] and
  * message: a code to branch on, where the message is for people. The high byte is the group
- * (`rule >> 8`: 1 ranges and alignment, 2 images, 3 textures, 4 PTX, 5 memory and buffers,
- * 6 semaphores and frames, 7 kernel launches, 8 what the device or driver lacks, 9 the
- * engine's devices and what it enabled, 10 OS handles, 11 wgpu). The codes are cuvk's own
- * (`cuvk::Rule::code`): every refusal has one, and a code is never reused.
+ * (`rule >> 8`): 1 `LAYOUT` ranges and alignment, 2 `IMAGE` images, 3 `TEXTURE` textures,
+ * 4 `PTX` PTX, 5 `MEMORY` memory and buffers, 6 `SYNC` semaphores and frames, 7 `LAUNCH`
+ * kernel launches, 8 `UNSUPPORTED` what the device or driver lacks, 9 `DEVICE` the engine's
+ * devices and what it enabled, 10 `OS_HANDLE` OS handles, 11 `WGPU` wgpu, 12 `IPC`
+ * processes (frame servers and their messages), 13 `PEER` several GPUs, 14 `ARGUMENT` raw
+ * arguments only C can get wrong (unknown flags or modes, text that is not UTF-8, a
+ * Vulkan-only buffer where a shared one is needed). The codes are cuvk's own
+ * (`cuvk::Rule::code`): every refusal has one, and a code is never reused. Each name is
+ * `CUVK_RULE_`, the group's word above, `_`, and the last part of cuvk's rule name
+ * (`cuvk::Rule::name`) in SCREAMING_SNAKE_CASE, words the two repeat where they meet
+ * written once: `Peer.NoPeerAccess` is `CUVK_RULE_PEER_NO_PEER_ACCESS`, `DeviceMismatch`
+ * (group 9) `CUVK_RULE_DEVICE_MISMATCH`.
  */
 enum CuvkRule
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -56,7 +64,7 @@ enum CuvkRule
    */
   CUVK_RULE_NONE = 0,
   /**
-   * A rule without a code of its own (yet): the message names it.
+   * Kept for the ABI; no call returns it (every refusal has a code of its own).
    */
   CUVK_RULE_OTHER = 1,
   /**
@@ -106,7 +114,7 @@ enum CuvkRule
   /**
    * An image type other than 2D and 3D.
    */
-  CUVK_RULE_IMAGE_UNSUPPORTED_TYPE = 514,
+  CUVK_RULE_IMAGE_UNSUPPORTED_IMAGE_TYPE = 514,
   /**
    * A zero width, height, depth or layer count.
    */
@@ -696,7 +704,7 @@ enum CuvkRule
   /**
    * Peer access asked for between GPUs that have no peer path.
    */
-  CUVK_RULE_PEER_NO_ACCESS = 3329,
+  CUVK_RULE_PEER_NO_PEER_ACCESS = 3329,
   /**
    * A shared buffer handed to something on another GPU.
    */
@@ -717,6 +725,27 @@ enum CuvkRule
    * A rank number outside the communicator.
    */
   CUVK_RULE_PEER_RANK_OUT_OF_RANGE = 3334,
+  /**
+   * Image creation flags with bits that name no flag (`CuvkImageDesc::flags`).
+   */
+  CUVK_RULE_ARGUMENT_UNKNOWN_IMAGE_FLAGS = 3585,
+  /**
+   * A texture address mode that names no mode (`CuvkTextureDesc::address_mode`).
+   */
+  CUVK_RULE_ARGUMENT_UNKNOWN_ADDRESS_MODE = 3586,
+  /**
+   * A texture filter mode that names no mode (`CuvkTextureDesc::filter`).
+   */
+  CUVK_RULE_ARGUMENT_UNKNOWN_FILTER_MODE = 3587,
+  /**
+   * Text that must be UTF-8 and is not (a frame server's name).
+   */
+  CUVK_RULE_ARGUMENT_NOT_UTF8 = 3588,
+  /**
+   * A buffer without a CUDA side (made on a Vulkan-only bridge) where a buffer shared with
+   * CUDA is needed (`cuvk_frame_server_publish_buffer`).
+   */
+  CUVK_RULE_ARGUMENT_BUFFER_NOT_SHARED = 3589,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -3,10 +3,10 @@
 
 use cuvk::ash::vk::{self, Handle};
 use cuvk::vulkan::{AsVkBuffer, BoundBuffer, PooledBuffer};
-use cuvk::SharedBuffer;
+use cuvk::{Error, MemoryError, SharedBuffer};
 
 use crate::bridge::{bridge_of, CuvkBridge};
-use crate::error::{check_size, fail, guard, out, CuvkResult, Failure};
+use crate::error::{check_size, fail, guard, out, CuvkResult};
 use crate::handle::{insert, remove, with, Kind, Object};
 
 /// A shared buffer.
@@ -56,12 +56,8 @@ pub unsafe extern "C" fn cuvk_buffer_create(
         let usage = vk::BufferUsageFlags::from_raw(vk_usage)
             | vk::BufferUsageFlags::TRANSFER_SRC
             | vk::BufferUsageFlags::TRANSFER_DST;
-        let len = usize::try_from(size).map_err(|_| {
-            Failure::new(
-                CuvkResult::CuvkErrorInvalidArgument,
-                format!("size {size} too large"),
-            )
-        })?;
+        let len = usize::try_from(size)
+            .map_err(|_| Error::from(MemoryError::HostSizeOverflow { bytes: size }))?;
         let buffer = match &b.cuda {
             Some(bridge) => CBufferKind::Shared(bridge.create_buffer::<u8>(len, usage)?),
             None => CBufferKind::VulkanOnly(BoundBuffer::new_exportable(

@@ -51,10 +51,18 @@ pub enum CuvkResult {
 
 /// The rule a failed call broke ([`cuvk_last_error_rule`]), beside its [`CuvkResult`] and
 /// message: a code to branch on, where the message is for people. The high byte is the group
-/// (`rule >> 8`: 1 ranges and alignment, 2 images, 3 textures, 4 PTX, 5 memory and buffers,
-/// 6 semaphores and frames, 7 kernel launches, 8 what the device or driver lacks, 9 the
-/// engine's devices and what it enabled, 10 OS handles, 11 wgpu). The codes are cuvk's own
-/// (`cuvk::Rule::code`): every refusal has one, and a code is never reused.
+/// (`rule >> 8`): 1 `LAYOUT` ranges and alignment, 2 `IMAGE` images, 3 `TEXTURE` textures,
+/// 4 `PTX` PTX, 5 `MEMORY` memory and buffers, 6 `SYNC` semaphores and frames, 7 `LAUNCH`
+/// kernel launches, 8 `UNSUPPORTED` what the device or driver lacks, 9 `DEVICE` the engine's
+/// devices and what it enabled, 10 `OS_HANDLE` OS handles, 11 `WGPU` wgpu, 12 `IPC`
+/// processes (frame servers and their messages), 13 `PEER` several GPUs, 14 `ARGUMENT` raw
+/// arguments only C can get wrong (unknown flags or modes, text that is not UTF-8, a
+/// Vulkan-only buffer where a shared one is needed). The codes are cuvk's own
+/// (`cuvk::Rule::code`): every refusal has one, and a code is never reused. Each name is
+/// `CUVK_RULE_`, the group's word above, `_`, and the last part of cuvk's rule name
+/// (`cuvk::Rule::name`) in SCREAMING_SNAKE_CASE, words the two repeat where they meet
+/// written once: `Peer.NoPeerAccess` is `CUVK_RULE_PEER_NO_PEER_ACCESS`, `DeviceMismatch`
+/// (group 9) `CUVK_RULE_DEVICE_MISMATCH`.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CuvkRule {
@@ -62,7 +70,7 @@ pub enum CuvkRule {
     /// a short `struct_size`, a Vulkan-only bridge asked for CUDA, a timeout, or a driver,
     /// compiler or OS call that failed.
     CuvkRuleNone = 0,
-    /// A rule without a code of its own (yet): the message names it.
+    /// Kept for the ABI; no call returns it (every refusal has a code of its own).
     CuvkRuleOther = 1,
 
     /// A range of zero bytes.
@@ -89,7 +97,7 @@ pub enum CuvkRule {
     /// A format outside cuvk's table of formats CUDA can share.
     CuvkRuleImageUnsupportedFormat = 0x0201,
     /// An image type other than 2D and 3D.
-    CuvkRuleImageUnsupportedType = 0x0202,
+    CuvkRuleImageUnsupportedImageType = 0x0202,
     /// A zero width, height, depth or layer count.
     CuvkRuleImageZeroExtent = 0x0203,
     /// A cube map whose faces are not square.
@@ -446,7 +454,7 @@ pub enum CuvkRule {
     CuvkRuleIpcUnknownImageShape = 0x0C22,
 
     /// Peer access asked for between GPUs that have no peer path.
-    CuvkRulePeerNoAccess = 0x0D01,
+    CuvkRulePeerNoPeerAccess = 0x0D01,
 
     /// A shared buffer handed to something on another GPU.
     CuvkRulePeerDeviceMismatch = 0x0D02,
@@ -462,6 +470,22 @@ pub enum CuvkRule {
 
     /// A rank number outside the communicator.
     CuvkRulePeerRankOutOfRange = 0x0D06,
+
+    /// Image creation flags with bits that name no flag (`CuvkImageDesc::flags`).
+    CuvkRuleArgumentUnknownImageFlags = 0x0E01,
+
+    /// A texture address mode that names no mode (`CuvkTextureDesc::address_mode`).
+    CuvkRuleArgumentUnknownAddressMode = 0x0E02,
+
+    /// A texture filter mode that names no mode (`CuvkTextureDesc::filter`).
+    CuvkRuleArgumentUnknownFilterMode = 0x0E03,
+
+    /// Text that must be UTF-8 and is not (a frame server's name).
+    CuvkRuleArgumentNotUtf8 = 0x0E04,
+
+    /// A buffer without a CUDA side (made on a Vulkan-only bridge) where a buffer shared with
+    /// CUDA is needed (`cuvk_frame_server_publish_buffer`).
+    CuvkRuleArgumentBufferNotShared = 0x0E05,
 }
 
 /// Why a call failed: its result code, the rule it broke and the message.
@@ -472,18 +496,15 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    /// A failure found at the C boundary. An invalid argument there (unknown flags, an
-    /// address mode out of range, ...) is a rule without a code of its own
-    /// (`CUVK_RULE_OTHER`); the other results (null pointers, handles, struct sizes, a
-    /// Vulkan-only bridge asked for CUDA) say it all (`CUVK_RULE_NONE`).
+    /// A failure found at the C boundary whose result says it all (`CUVK_RULE_NONE`): a null
+    /// pointer, a bad handle, a short `struct_size`, a Vulkan-only bridge asked for CUDA. An
+    /// argument that breaks a rule is a `cuvk::Error` instead (`Failure::from`: its result
+    /// code, its rule and its message), never `CUVK_ERROR_INVALID_ARGUMENT` here (the tests
+    /// check that the C boundary's code never names it).
     pub(crate) fn new(code: CuvkResult, msg: impl Into<String>) -> Self {
-        let rule = match code {
-            CuvkResult::CuvkErrorInvalidArgument => CuvkRule::CuvkRuleOther,
-            _ => CuvkRule::CuvkRuleNone,
-        };
         Failure {
             code,
-            rule,
+            rule: CuvkRule::CuvkRuleNone,
             msg: msg.into(),
         }
     }
@@ -492,7 +513,7 @@ impl Failure {
 /// A call's value, or why it failed.
 pub(crate) type CResult<T> = std::result::Result<T, Failure>;
 
-/// Fails with `code` and `msg` (the rule as [`Failure::new`] gives it).
+/// Fails with `code` and `msg` (no rule: see [`Failure::new`]).
 pub(crate) fn fail<T>(code: CuvkResult, msg: impl Into<String>) -> CResult<T> {
     Err(Failure::new(code, msg))
 }

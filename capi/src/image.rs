@@ -113,13 +113,11 @@ pub(crate) struct CImage {
 fn image_desc(d: &CuvkImageDesc) -> CResult<ImageDesc> {
     let known = CUVK_IMAGE_CUBE | CUVK_IMAGE_DEDICATED;
     if d.flags & !known != 0 {
-        return fail(
-            CuvkResult::CuvkErrorInvalidArgument,
-            format!(
-                "unknown image flags {:#x} (known: {known:#x})",
-                d.flags & !known
-            ),
-        );
+        return Err(Error::UnknownImageFlags {
+            flags: d.flags,
+            known,
+        }
+        .into());
     }
     let kind = ImageKind::from_vulkan(
         vk::ImageType::from_raw(d.image_type as i32),
@@ -326,24 +324,12 @@ pub unsafe extern "C" fn cuvk_texture_create(
             1 => AddressMode::Clamp,
             2 => AddressMode::Mirror,
             3 => AddressMode::Border,
-            other => {
-                return fail(
-                    CuvkResult::CuvkErrorInvalidArgument,
-                    format!(
-                        "address mode {other} is not 0 (wrap), 1 (clamp), 2 (mirror) or 3 (border)"
-                    ),
-                )
-            }
+            mode => return Err(Error::UnknownAddressMode { mode }.into()),
         };
         let filter = match d.filter {
             0 => FilterMode::Point,
             1 => FilterMode::Linear,
-            other => {
-                return fail(
-                    CuvkResult::CuvkErrorInvalidArgument,
-                    format!("filter {other} is not 0 (point) or 1 (linear)"),
-                )
-            }
+            mode => return Err(Error::UnknownFilterMode { mode }.into()),
         };
         let options = TextureOptions {
             address_mode,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cuvk::ash::vk::{self, Handle};
 use cuvk::ipc::FrameServer;
-use cuvk::FrameSubmit;
+use cuvk::{Error, FrameSubmit};
 
 use crate::bridge::{bridge_of, CuvkBridge};
 use crate::buffer::CBufferKind;
@@ -51,9 +51,12 @@ pub unsafe extern "C" fn cuvk_frame_server_create(
             return fail(CuvkResult::CuvkErrorNullPointer, "name is null");
         }
         // SAFETY: non-null (checked), NUL-terminated (the caller's contract).
-        let name = unsafe { CStr::from_ptr(name) }
-            .to_str()
-            .or_else(|_| fail(CuvkResult::CuvkErrorInvalidArgument, "name is not UTF-8"))?;
+        let name = unsafe { CStr::from_ptr(name) };
+        let name = name.to_str().map_err(|e| Error::NotUtf8 {
+            what: "frame server name",
+            position: e.valid_up_to(),
+            byte: name.to_bytes().get(e.valid_up_to()).copied().unwrap_or(0),
+        })?;
         let b = bridge_of(bridge)?;
         let server = FrameServer::bind(name, &b.vk, frames_in_flight)?;
         *out_server = insert(Object::FrameServer(server));
@@ -81,10 +84,11 @@ pub unsafe extern "C" fn cuvk_frame_server_publish_buffer(
         let bound = with(buffer, Kind::Buffer, |o| match o {
             Object::Buffer(b) => match &b.buffer {
                 CBufferKind::Shared(s) => Ok(s.vulkan_buffer().clone()),
-                _ => fail(
-                    CuvkResult::CuvkErrorInvalidArgument,
-                    "only shared buffers (of a bridge with CUDA) can be published",
-                ),
+                _ => Err(Error::BufferNotShared {
+                    buffer,
+                    needed_for: "cuvk_frame_server_publish_buffer",
+                }
+                .into()),
             },
             _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a buffer"),
         })?;

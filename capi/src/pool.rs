@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use cuvk::ash::vk;
 use cuvk::vulkan::VulkanPool;
-use cuvk::{PoolDesc, PoolStats, SharedPool};
+use cuvk::{Error, MemoryError, PoolDesc, PoolStats, SharedPool};
 
 use crate::bridge::{bridge_of, CuvkBridge};
 use crate::buffer::{CBuffer, CBufferKind, CuvkBuffer};
@@ -144,12 +144,8 @@ pub unsafe extern "C" fn cuvk_pool_buffer_create(
         let p = pool_of(pool)?;
         let buffer = match &*p {
             CPool::Shared(p) => {
-                let len = usize::try_from(size).map_err(|_| {
-                    Failure::new(
-                        CuvkResult::CuvkErrorInvalidArgument,
-                        format!("size {size} too large"),
-                    )
-                })?;
+                let len = usize::try_from(size)
+                    .map_err(|_| Error::from(MemoryError::HostSizeOverflow { bytes: size }))?;
                 CBufferKind::Shared(p.create_buffer::<u8>(len, p.desc().usage)?)
             }
             CPool::VulkanOnly(p) => CBufferKind::Pooled(p.create_buffer(size, p.desc().usage)?),

@@ -191,3 +191,200 @@ fn c_example_builds_and_runs_every_path() {
         "the C example did not finish"
     );
 }
+
+/// The `(name, code)` of the `CUVK_RULE_*` constants in the checked-in header: its
+/// `CUVK_RULE_X = 123,` lines.
+fn header_rules() -> Vec<(String, u32)> {
+    let h = std::fs::read_to_string(file("include/cuvk.h")).expect("read capi/include/cuvk.h");
+    h.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("CUVK_RULE_"))
+        .map(|l| {
+            let (name, value) = l
+                .trim_end_matches(',')
+                .split_once(" = ")
+                .unwrap_or_else(|| panic!("not a `CUVK_RULE_X = N,` line: {l}"));
+            let code = value.parse().unwrap_or_else(|_| panic!("bad code: {l}"));
+            (name.to_string(), code)
+        })
+        .collect()
+}
+
+/// The `(name, code)` of the constants of the Rust enum `CuvkRule` (src/error.rs), named as
+/// cbindgen names them in C (`CuvkRuleImageCubeNot2d` is `CUVK_RULE_IMAGE_CUBE_NOT2D`).
+fn rust_enum_rules() -> Vec<(String, u32)> {
+    let src = std::fs::read_to_string(file("src/error.rs")).expect("read capi/src/error.rs");
+    src.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("CuvkRule") && l.contains(" = "))
+        .map(|l| {
+            let (name, value) = l.trim_end_matches(',').split_once(" = ").unwrap();
+            let code = match value.strip_prefix("0x") {
+                Some(hex) => u32::from_str_radix(hex, 16),
+                None => value.parse(),
+            }
+            .unwrap_or_else(|_| panic!("bad code: {l}"));
+            (words(name).join("_"), code)
+        })
+        .collect()
+}
+
+/// The words of a CamelCase name: a new word at each upper-case letter after a lower-case one
+/// (`NotUtf8` is `Not`, `Utf8`; `CubeNot2D` is `Cube`, `Not2D`).
+fn words(camel: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut prev_lower = false;
+    for c in camel.chars() {
+        if out.is_empty() || (c.is_ascii_uppercase() && prev_lower) {
+            out.push(String::new());
+        }
+        out.last_mut().unwrap().push(c.to_ascii_uppercase());
+        prev_lower = c.is_ascii_lowercase();
+    }
+    out
+}
+
+/// The word of each rule group (`code >> 8`, from 1), as the header's `CuvkRule` lists them.
+const GROUPS: [&str; 14] = [
+    "Layout",
+    "Image",
+    "Texture",
+    "Ptx",
+    "Memory",
+    "Sync",
+    "Launch",
+    "Unsupported",
+    "Device",
+    "OsHandle",
+    "Wgpu",
+    "Ipc",
+    "Peer",
+    "Argument",
+];
+
+/// The C name of `rule`, derived from cuvk alone: `CUVK_RULE_`, its group's word, `_`, the
+/// last part of `Rule::name` in SCREAMING_SNAKE_CASE, where words the group's word ends with
+/// and the name starts with are written once (`DeviceMismatch` in group Device is
+/// `CUVK_RULE_DEVICE_MISMATCH`, `HandleNotOpen` in OsHandle `CUVK_RULE_OS_HANDLE_NOT_OPEN`).
+fn c_name(rule: cuvk::Rule) -> String {
+    let group = GROUPS
+        .get(((rule.code() >> 8) as usize).wrapping_sub(1))
+        .unwrap_or_else(|| {
+            panic!("{rule:?}: a new group needs its word in GROUPS (and CuvkRule's doc)")
+        });
+    let g = words(group);
+    let v = words(rule.name().rsplit('.').next().unwrap());
+    let overlap = (1..v.len().min(g.len() + 1))
+        .rev()
+        .find(|&k| g[g.len() - k..] == v[..k])
+        .unwrap_or(0);
+    format!("CUVK_RULE_{}_{}", g.join("_"), v[overlap..].join("_"))
+}
+
+#[test]
+fn c_rule_names_follow_from_cuvks_rule_names() {
+    let cases = [
+        ("Peer.NoPeerAccess", "CUVK_RULE_PEER_NO_PEER_ACCESS"),
+        (
+            "Image.UnsupportedImageType",
+            "CUVK_RULE_IMAGE_UNSUPPORTED_IMAGE_TYPE",
+        ),
+        ("Memory.MemoryShared", "CUVK_RULE_MEMORY_SHARED"),
+        (
+            "Memory.MemoryTypeNotAllowed",
+            "CUVK_RULE_MEMORY_TYPE_NOT_ALLOWED",
+        ),
+        (
+            "Image.Texture.LinearFilterNeedsFloatReads",
+            "CUVK_RULE_TEXTURE_LINEAR_FILTER_NEEDS_FLOAT_READS",
+        ),
+        ("Image.CubeNot2D", "CUVK_RULE_IMAGE_CUBE_NOT2D"),
+        ("WrongDevice", "CUVK_RULE_DEVICE_WRONG_DEVICE"),
+        ("DeviceMismatch", "CUVK_RULE_DEVICE_MISMATCH"),
+        ("HandleNotOpen", "CUVK_RULE_OS_HANDLE_NOT_OPEN"),
+        ("NotUtf8", "CUVK_RULE_ARGUMENT_NOT_UTF8"),
+    ];
+    for (name, c) in cases {
+        let rule = cuvk::Rule::ALL
+            .iter()
+            .copied()
+            .find(|r| r.name() == name)
+            .unwrap_or_else(|| panic!("no cuvk rule {name}"));
+        assert_eq!(c_name(rule), c, "{name}");
+    }
+}
+
+/// By construction: the C enum — the checked-in header, and the Rust `CuvkRule` it is
+/// generated from — has exactly cuvk's rules (`cuvk::Rule::ALL`), each under the name derived
+/// from cuvk's rule name with cuvk's code, beside `NONE` (0) and `OTHER` (1). A rule cuvk
+/// adds without its constant, a constant without a rule, a code or a name that differs, each
+/// fails here. (`c_rules!` in src/rule.rs does not compile without every constant listed, so
+/// the mapping from cuvk's codes to the enum covers it all.)
+#[test]
+fn every_cuvk_rule_is_a_c_constant_of_the_same_code_and_derived_name() {
+    let expected: Vec<(String, u32)> = cuvk::Rule::ALL
+        .iter()
+        .map(|&r| (c_name(r), r.code()))
+        .collect();
+    for (source, found) in [
+        ("capi/include/cuvk.h", header_rules()),
+        (
+            "the Rust enum CuvkRule (capi/src/error.rs)",
+            rust_enum_rules(),
+        ),
+    ] {
+        let mut sentinels = vec![];
+        let mut rules = vec![];
+        for (name, code) in found {
+            match name.as_str() {
+                "CUVK_RULE_NONE" | "CUVK_RULE_OTHER" => sentinels.push((name, code)),
+                _ => rules.push((name, code)),
+            }
+        }
+        assert_eq!(
+            sentinels,
+            [
+                ("CUVK_RULE_NONE".to_string(), 0),
+                ("CUVK_RULE_OTHER".to_string(), 1)
+            ],
+            "{source}"
+        );
+        for (name, code) in &expected {
+            assert!(
+                rules.contains(&(name.clone(), *code)),
+                "{source} lacks {name} = {code:#06x} (cuvk::Rule {:?}); it has {:?}",
+                cuvk::Rule::from_code(*code).unwrap(),
+                rules
+                    .iter()
+                    .filter(|(n, c)| n == name || c == code)
+                    .collect::<Vec<_>>()
+            );
+        }
+        for (name, code) in &rules {
+            assert!(
+                expected.contains(&(name.clone(), *code)),
+                "{source} has {name} = {code:#06x}, which is no cuvk rule by that name and code"
+            );
+        }
+        assert_eq!(rules.len(), expected.len(), "{source}: a constant twice");
+    }
+}
+
+/// An argument the C boundary refuses is a `cuvk::Error`, which carries its rule: no code
+/// there fails with `CUVK_ERROR_INVALID_ARGUMENT` by hand (which would be a refusal without
+/// a rule).
+#[test]
+fn the_c_boundary_refuses_arguments_only_with_rules() {
+    for entry in std::fs::read_dir(file("src")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n == "error.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains("CuvkErrorInvalidArgument"),
+            "{} fails with CuvkErrorInvalidArgument by hand: refuse with a cuvk::Error (a rule)",
+            path.display()
+        );
+    }
+}

@@ -14,6 +14,9 @@ use crate::platform::{self, OwnedExternalHandle};
 use crate::rules::timeline::SignalLedger;
 use crate::teardown::{DropBudget, DEFAULT_DROP_TIMEOUT};
 
+/// What the import's drop runs if it gives up (see `crate::teardown`'s abandon step).
+type AbandonStep = Box<dyn Fn() + Send + Sync>;
+
 /// The CUDA handle type asked for at import.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CudaSemaphoreType {
@@ -39,6 +42,8 @@ pub struct ExternalSemaphore {
     // One event per stream that used the semaphore, re-recorded after each operation there.
     last_use: Mutex<Vec<(sys::CUstream, CudaEvent)>>,
     budget: Arc<DropBudget>,
+    // Set where the bridge pairs it with its Vulkan semaphore: releases the queue's waits.
+    abandon: Option<AbandonStep>,
     // Released after the import is destroyed, in Drop (see SemaphoreImport).
     keep_alive: Option<Arc<dyn Any + Send + Sync>>,
 }
@@ -82,6 +87,7 @@ impl ExternalSemaphore {
             ledger,
             last_use: Mutex::new(Vec::new()),
             budget: Arc::new(DropBudget::new(DEFAULT_DROP_TIMEOUT)),
+            abandon: None,
             keep_alive,
         })
     }
@@ -104,11 +110,12 @@ impl ExternalSemaphore {
     }
 
     /// Makes drop wait within `budget` (a Vulkan context's), shared with every other drop of
-    /// that context.
+    /// that context, and run `abandon` if it gives up.
     // To be called where the bridge pairs a Vulkan semaphore with its import
     // (`interop::semaphore::import_semaphore`).
-    pub(crate) fn share_drop_budget(&mut self, budget: Arc<DropBudget>) {
+    pub(crate) fn share_drop_budget(&mut self, budget: Arc<DropBudget>, abandon: AbandonStep) {
         self.budget = budget;
+        self.abandon = Some(abandon);
     }
 
     /// Enqueues a signal on `stream`: for a timeline, of `value` (which must increase over
@@ -265,10 +272,14 @@ impl Drop for ExternalSemaphore {
         // A CUDA wait still pending (its value never signalled) must not see the semaphore
         // destroyed: wait within the budget, else park the import until it finishes.
         let finished = self.budget.poll(|| uses_done(&events));
-        self.budget
-            .release("ExternalSemaphore", finished, import, || {
-                Box::new(move || uses_done(&events))
-            });
+        let abandon = self.abandon.take();
+        self.budget.release_or_abandon(
+            "ExternalSemaphore",
+            finished,
+            import,
+            || Box::new(move || uses_done(&events)),
+            || abandon.map(|step| step as crate::teardown::Abandon),
+        );
     }
 }
 

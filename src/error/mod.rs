@@ -269,6 +269,53 @@ pub enum Error {
         /// The API it was being imported into.
         importer: Importer,
     },
+    /// Image creation flags with bits that name no flag. Like the refusals below, a raw
+    /// argument only a foreign-language front end (the C ABI) can pass: cuvk's Rust types
+    /// rule it out.
+    #[error(
+        "image flags {flags:#x} have unknown bits {:#x}: the known flags are {known:#x}",
+        .flags & !.known
+    )]
+    UnknownImageFlags {
+        /// The flags given.
+        flags: u32,
+        /// Every flag bit there is.
+        known: u32,
+    },
+    /// A texture address mode that names no mode (`CUaddress_mode`: 0 to 3).
+    #[error("texture address mode {mode} is not 0 (wrap), 1 (clamp), 2 (mirror) or 3 (border)")]
+    UnknownAddressMode {
+        /// The mode given.
+        mode: u32,
+    },
+    /// A texture filter mode that names no mode (`CUfilter_mode`: 0 or 1).
+    #[error("texture filter mode {mode} is not 0 (point) or 1 (linear)")]
+    UnknownFilterMode {
+        /// The mode given.
+        mode: u32,
+    },
+    /// Text that must be UTF-8 and is not.
+    #[error("the {what} is not UTF-8: byte {byte:#04x} at {position} starts no valid character")]
+    NotUtf8 {
+        /// What text.
+        what: &'static str,
+        /// Where the first invalid byte is.
+        position: usize,
+        /// That byte.
+        byte: u8,
+    },
+    /// A buffer without a CUDA side (made on a Vulkan-only bridge) where a buffer shared with
+    /// CUDA is needed.
+    #[error(
+        "buffer {buffer:#x} has no CUDA side (it was made on a Vulkan-only bridge): \
+         {needed_for} takes buffers shared with CUDA only"
+    )]
+    BufferNotShared {
+        /// The buffer's handle.
+        buffer: u64,
+        /// What needs a shared buffer.
+        needed_for: &'static str,
+    },
     /// A host wait on the GPU timed out.
     #[error("timed out after {timeout_ns} ns waiting for {what}")]
     Timeout {
@@ -393,7 +440,12 @@ impl Error {
             | Error::Memory(_)
             | Error::Sync(_)
             | Error::Launch(_)
-            | Error::HandleNotOpen { .. } => K::InvalidInput,
+            | Error::HandleNotOpen { .. }
+            | Error::UnknownImageFlags { .. }
+            | Error::UnknownAddressMode { .. }
+            | Error::UnknownFilterMode { .. }
+            | Error::NotUtf8 { .. }
+            | Error::BufferNotShared { .. } => K::InvalidInput,
         }
     }
 

@@ -5,10 +5,17 @@
 //! Codes are grouped by the byte above the lowest (`code >> 8`): 1 ranges and alignment, 2
 //! images, 3 textures, 4 PTX, 5 memory and buffers, 6 semaphores and frames, 7 kernel
 //! launches, 8 what the device or driver lacks, 9 devices and what they enabled, 10 OS
-//! handles, 11 wgpu, 12 processes (`ipc`), 13 several GPUs. A code is never reused; a new rule takes the next number of its group.
+//! handles, 11 wgpu, 12 processes (`ipc`), 13 several GPUs, 14 raw arguments only a
+//! foreign-language front end (the C ABI) can get wrong. A code is never reused; a new rule
+//! takes the next number of its group.
 //! Names are the refusal's path in [`Error`] (`"Layout.OutOfBounds"`,
 //! `"Image.Texture.LinearFilterNeedsFloatReads"`, `"WrongDevice"`), as Python has reported
-//! them since 0.3.
+//! them since 0.3. The C ABI's constant follows from the group and the name: `CUVK_RULE_`, the
+//! group's word (Layout, Image, Texture, Ptx, Memory, Sync, Launch, Unsupported, Device,
+//! OsHandle, Wgpu, Ipc, Peer, Argument), `_`, and the name's last part, in
+//! SCREAMING_SNAKE_CASE, with words the two repeat where they meet written once
+//! (`"Peer.NoPeerAccess"` → `CUVK_RULE_PEER_NO_PEER_ACCESS`, `"DeviceMismatch"` →
+//! `CUVK_RULE_DEVICE_MISMATCH`); the C ABI's tests hold every rule to it.
 
 #[cfg(feature = "wgpu")]
 use crate::error::WgpuError;
@@ -354,6 +361,16 @@ pub enum Rule {
     PeerAborted = 0x0D05,
     /// A rank number outside the communicator.
     PeerRankOutOfRange = 0x0D06,
+    /// Image creation flags with bits that name no flag.
+    ArgumentUnknownImageFlags = 0x0E01,
+    /// A texture address mode that names no mode.
+    ArgumentUnknownAddressMode = 0x0E02,
+    /// A texture filter mode that names no mode.
+    ArgumentUnknownFilterMode = 0x0E03,
+    /// Text that must be UTF-8 and is not.
+    ArgumentNotUtf8 = 0x0E04,
+    /// A buffer without a CUDA side where a buffer shared with CUDA is needed.
+    ArgumentBufferNotShared = 0x0E05,
 }
 
 impl Rule {
@@ -523,6 +540,11 @@ impl Rule {
         Rule::PeerRankLost,
         Rule::PeerAborted,
         Rule::PeerRankOutOfRange,
+        Rule::ArgumentUnknownImageFlags,
+        Rule::ArgumentUnknownAddressMode,
+        Rule::ArgumentUnknownFilterMode,
+        Rule::ArgumentNotUtf8,
+        Rule::ArgumentBufferNotShared,
     ];
 
     /// The stable code (the C ABI's `CuvkRule`).
@@ -710,6 +732,11 @@ impl Rule {
             Rule::PeerRankLost => "Peer.RankLost",
             Rule::PeerAborted => "Peer.Aborted",
             Rule::PeerRankOutOfRange => "Peer.RankOutOfRange",
+            Rule::ArgumentUnknownImageFlags => "UnknownImageFlags",
+            Rule::ArgumentUnknownAddressMode => "UnknownAddressMode",
+            Rule::ArgumentUnknownFilterMode => "UnknownFilterMode",
+            Rule::ArgumentNotUtf8 => "NotUtf8",
+            Rule::ArgumentBufferNotShared => "BufferNotShared",
         }
     }
 }
@@ -871,6 +898,11 @@ impl Error {
             Error::NoQueueFamily(_) => Rule::DeviceNoQueueFamily,
             Error::NoQueue { .. } => Rule::DeviceNoQueue,
             Error::HandleNotOpen { .. } => Rule::OsHandleNotOpen,
+            Error::UnknownImageFlags { .. } => Rule::ArgumentUnknownImageFlags,
+            Error::UnknownAddressMode { .. } => Rule::ArgumentUnknownAddressMode,
+            Error::UnknownFilterMode { .. } => Rule::ArgumentUnknownFilterMode,
+            Error::NotUtf8 { .. } => Rule::ArgumentNotUtf8,
+            Error::BufferNotShared { .. } => Rule::ArgumentBufferNotShared,
             #[cfg(feature = "wgpu")]
             Error::Wgpu(WgpuError::WrongBackend { .. }) => Rule::WgpuWrongBackend,
             #[cfg(feature = "wgpu")]
@@ -981,7 +1013,7 @@ mod tests {
         assert_eq!(names.len(), Rule::ALL.len());
         for &r in Rule::ALL {
             assert_eq!(Rule::from_code(r.code()), Some(r));
-            assert!(r.code() >> 8 >= 1 && r.code() >> 8 <= 13, "{r:?}");
+            assert!(r.code() >> 8 >= 1 && r.code() >> 8 <= 14, "{r:?}");
         }
         assert_eq!(Rule::from_code(0), None);
     }
@@ -1003,5 +1035,64 @@ mod tests {
             timeout_ns: 1,
         };
         assert_eq!(e.rule(), None);
+    }
+
+    /// The raw arguments a foreign-language front end checks: each its own rule, its message
+    /// naming the value, its numbers as data.
+    #[test]
+    fn argument_refusals_name_their_rule_and_value() {
+        let cases = [
+            (
+                Error::UnknownImageFlags {
+                    flags: 0x83,
+                    known: 0x3,
+                },
+                Rule::ArgumentUnknownImageFlags,
+                "unknown bits 0x80",
+                ("flags", 0x83),
+            ),
+            (
+                Error::UnknownAddressMode { mode: 7 },
+                Rule::ArgumentUnknownAddressMode,
+                "address mode 7",
+                ("mode", 7),
+            ),
+            (
+                Error::UnknownFilterMode { mode: 9 },
+                Rule::ArgumentUnknownFilterMode,
+                "filter mode 9",
+                ("mode", 9),
+            ),
+            (
+                Error::NotUtf8 {
+                    what: "frame server name",
+                    position: 2,
+                    byte: 0xff,
+                },
+                Rule::ArgumentNotUtf8,
+                "byte 0xff at 2",
+                ("position", 2),
+            ),
+            (
+                Error::BufferNotShared {
+                    buffer: 0x10,
+                    needed_for: "a frame server",
+                },
+                Rule::ArgumentBufferNotShared,
+                "buffer 0x10",
+                ("buffer", 16),
+            ),
+        ];
+        for (e, rule, text, (field, value)) in cases {
+            assert_eq!(e.rule(), Some(rule));
+            assert_eq!(e.name(), rule.name());
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains(text), "{e}");
+            assert!(
+                e.numbers().contains(&(field.to_owned(), value)),
+                "{:?}",
+                e.numbers()
+            );
+        }
     }
 }

@@ -33,8 +33,13 @@ pub fn import_semaphore(
             Some(semaphore.clone()),
         )
     }?;
-    // One drop budget for the Vulkan context and everything shared on it.
-    imported.share_drop_budget(semaphore.context().drop_budget().clone());
+    // One drop budget for the Vulkan context and everything shared on it; a drop that gives up
+    // releases the queue's waits for what this import would signal (see `teardown`).
+    let paired = semaphore.clone();
+    imported.share_drop_budget(
+        semaphore.context().drop_budget().clone(),
+        Box::new(move || paired.abandon_queue_waits()),
+    );
     Ok(imported)
 }
 

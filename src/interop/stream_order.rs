@@ -495,6 +495,25 @@ impl StreamOrder {
             .collect()
     }
 
+    /// Logs where each timeline stands, for a drop that gave up: its last value scheduled and
+    /// the highest known reached (and, failing that, its counter).
+    fn log_unfinished(&self) {
+        let t = &*self.timelines;
+        for (name, s) in [
+            ("cuda_done", &t.cuda_done),
+            ("vulkan_done", &t.vulkan_done),
+            ("vulkan_done_host", &t.vulkan_done_host),
+        ] {
+            let scheduled = s.highest_signal();
+            let reached = s.has_reached(scheduled);
+            log::warn!(
+                "StreamOrder drop: {name} scheduled up to {scheduled}, reached: {reached:?} \
+                 (known {})",
+                s.ledger().reached()
+            );
+        }
+    }
+
     /// A probe that says whether everything scheduled now on the timelines has run.
     pub(crate) fn completion_probe(&self) -> impl FnMut() -> bool + Send + 'static {
         let marks = self.scheduled_marks();
@@ -515,9 +534,21 @@ impl Drop for StreamOrder {
         let mut done = self.completion_probe();
         let budget = self.context().drop_budget().clone();
         let finished = budget.poll(&mut done);
+        if !finished {
+            self.log_unfinished();
+        }
         // SAFETY: taken once, here; not used after.
         let timelines = unsafe { ManuallyDrop::take(&mut self.timelines) };
-        budget.release("StreamOrder", finished, timelines, || Box::new(done));
+        // Given up: the queue's waits for CUDA's releases are released (abandoned), so that a
+        // queue behind a long kernel does not hold the process at exit (see `teardown`).
+        let cuda_done = timelines.cuda_done.clone();
+        budget.release_or_abandon(
+            "StreamOrder",
+            finished,
+            timelines,
+            || Box::new(done),
+            || Some(Box::new(move || cuda_done.abandon_queue_waits())),
+        );
     }
 }
 

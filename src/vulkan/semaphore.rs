@@ -69,6 +69,8 @@ pub struct Semaphore {
     /// submission that did: once the context's progress timeline passes it, the counter has
     /// reached the value (see [`Self::refresh_reached`]).
     queue_mark: Mutex<QueueMark>,
+    /// The highest value a booked queue submission waited for (timelines).
+    queue_waited: AtomicU64,
     /// Whether [`Self::export`] handed a handle out: another API may then signal it in ways
     /// the ledger never sees, so drop does not release waits at once (see Drop).
     exported: AtomicBool,
@@ -121,6 +123,7 @@ impl Semaphore {
             ledger: SignalLedger::new(initial, vk_type == vk::SemaphoreType::TIMELINE),
             last_submission: AtomicU64::new(0),
             queue_mark: Mutex::new(QueueMark::default()),
+            queue_waited: AtomicU64::new(0),
             exported: AtomicBool::new(false),
         }))
     }
@@ -259,7 +262,7 @@ impl Semaphore {
 
     /// Whether the counter has reached `value`: known ([`SignalLedger::reached`], refreshed
     /// from the queue), else a zero-timeout host wait.
-    fn has_reached(&self, value: u64) -> Result<bool> {
+    pub(crate) fn has_reached(&self, value: u64) -> Result<bool> {
         match self.wait_host(value, Duration::ZERO) {
             Ok(()) => Ok(true),
             Err(Error::Timeout { .. }) => Ok(false),
@@ -491,6 +494,38 @@ impl Drop for Semaphore {
 }
 
 impl Semaphore {
+    /// The abandon step of a drop that gave up on work this timeline orders (see
+    /// `crate::teardown`): where only this process signals it (no handle went out through
+    /// [`Self::export`]) and a queue submission waits for a value the counter has not
+    /// reached, signals exactly that value from the host, so the abandoned queue drains and
+    /// the process can exit. The CUDA signal still pending for that value then lands on it
+    /// without changing it. Logged; does nothing otherwise.
+    pub(crate) fn abandon_queue_waits(&self) {
+        let waited = self.queue_waited.load(Ordering::Acquire);
+        if self.exported.load(Ordering::Acquire)
+            || waited == 0
+            || self.has_reached(waited).unwrap_or(true)
+        {
+            return;
+        }
+        let info = vk::SemaphoreSignalInfo::default()
+            .semaphore(self.semaphore)
+            .value(waited);
+        // SAFETY: a live timeline semaphore of this device; the counter is below `waited`
+        // (just asked). Deliberately ahead of this process's own pending CUDA signal of at most
+        // `waited`: the work behind it was abandoned by a drop that gave up on it.
+        match unsafe { self.ctx.device().signal_semaphore(&info) } {
+            Ok(()) => {
+                self.ledger.note_reached(waited);
+                log::warn!(
+                    "abandoned: released the queue's wait for value {waited} from the host, so \
+                     that its work drains without the CUDA work it waited for"
+                );
+            }
+            Err(e) => log::error!("abandoning the queue's wait for value {waited}: {e}"),
+        }
+    }
+
     /// Signals, from the host, the highest value a GPU wait was enqueued for, where no
     /// scheduled signal reaches it and every scheduled signal has executed (a host signal
     /// may not overtake one). For drop only: nothing can signal the semaphore after it.
@@ -797,6 +832,9 @@ fn note_uses(number: u64, waits: &[SemaphoreOp<'_>], signals: &[SemaphoreOp<'_>]
     for op in waits {
         if op.semaphore.ledger.is_timeline() {
             op.semaphore.ledger.note_wait(op.value);
+            op.semaphore
+                .queue_waited
+                .fetch_max(op.value, Ordering::AcqRel);
         }
     }
     for op in waits.iter().chain(signals) {
