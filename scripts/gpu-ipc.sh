@@ -55,6 +55,16 @@ if [ "$what" = pair ] || [ "$what" = all ]; then
   $B/ipc_producer galaxies > $OUT/producer-busy2.log 2>&1
   echo "second producer rc=$? after $(( ($(date +%s%N) - start) / 1000000 )) ms: $(grep -m1 '^Error' $OUT/producer-busy2.log)"
   wait $p; echo "first producer rc=$?"; wait $viewer; echo "viewer rc=$?"
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    step a producer on the other GPU is refused, the next one is served
+    timeout 90 $B/particles --serve galaxies --headless --frames 300 --save-every 0 --out $OUT/serve-wrong > $OUT/serve-wrong.log 2>&1 &
+    viewer=$!
+    sleep 3
+    CUDA_VISIBLE_DEVICES=1 timeout 30 $B/ipc_producer galaxies > $OUT/producer-wrong.log 2>&1
+    echo "producer on GPU 1 rc=$?: $(grep -m1 -i 'error' $OUT/producer-wrong.log)"
+    timeout 60 $B/ipc_producer galaxies > $OUT/producer-right.log 2>&1; echo "producer on GPU 0 rc=$?"
+    wait $viewer; echo "viewer rc=$?"; tail -2 $OUT/serve-wrong.log
+  fi
 fi
 echo "=== validation messages in the viewers: $(cat $OUT/serve-*.log 2>/dev/null | grep -c 'vulkan validation')"
 # Few files come back: one archive.
