@@ -540,14 +540,20 @@ impl Drop for StreamOrder {
         // SAFETY: taken once, here; not used after.
         let timelines = unsafe { ManuallyDrop::take(&mut self.timelines) };
         // Given up: the queue's waits for CUDA's releases are released (abandoned), so that a
-        // queue behind a long kernel does not hold the process at exit (see `teardown`).
-        let cuda_done = timelines.cuda_done.clone();
+        // queue behind a long kernel does not hold the process at exit; then the streams'
+        // waits for Vulkan values (see `teardown`).
+        let (cuda_done, vulkan_done) = (timelines.cuda_done.clone(), timelines.vulkan_done.clone());
         budget.release_or_abandon(
             "StreamOrder",
             finished,
             timelines,
             || Box::new(done),
-            || Some(Box::new(move || cuda_done.abandon_queue_waits())),
+            || {
+                Some(Box::new(move || {
+                    cuda_done.abandon_queue_waits();
+                    vulkan_done.abandon_cuda_waits();
+                }))
+            },
         );
     }
 }

@@ -501,7 +501,30 @@ impl Semaphore {
     /// the process can exit. The CUDA signal still pending for that value then lands on it
     /// without changing it. Logged; does nothing otherwise.
     pub(crate) fn abandon_queue_waits(&self) {
-        let waited = self.queue_waited.load(Ordering::Acquire);
+        self.abandon_waits(self.queue_waited.load(Ordering::Acquire), "the queue's");
+    }
+
+    /// As [`Self::abandon_queue_waits`] for the waits of CUDA streams (and queues) on this
+    /// timeline: a stream that waits for a value its queue will never signal (the queue's
+    /// work was abandoned, or an engine's submission was booked with `mark_submitted` and
+    /// never made) would otherwise hold the module and the context it runs in (their
+    /// unloads wait for it) for good.
+    /// Only once every booked queue submission that used it has completed: a queue signal
+    /// still pending would otherwise land after the host's (the queue, its own waits
+    /// released, signals what it will).
+    pub(crate) fn abandon_cuda_waits(&self) {
+        let last = self.last_submission.load(Ordering::Acquire);
+        // SAFETY: the context's own live progress timeline.
+        let queue_done = unsafe {
+            self.ctx
+                .wait_semaphore_value(self.ctx.progress.semaphore, last, Duration::ZERO)
+        };
+        if matches!(queue_done, Ok(true)) {
+            self.abandon_waits(self.ledger.highest_wait(), "every stream's");
+        }
+    }
+
+    fn abandon_waits(&self, waited: u64, whose: &str) {
         if self.exported.load(Ordering::Acquire)
             || waited == 0
             || self.has_reached(waited).unwrap_or(true)
@@ -512,17 +535,17 @@ impl Semaphore {
             .semaphore(self.semaphore)
             .value(waited);
         // SAFETY: a live timeline semaphore of this device; the counter is below `waited`
-        // (just asked). Deliberately ahead of this process's own pending CUDA signal of at most
+        // (just asked). Deliberately ahead of this process's own pending signal of at most
         // `waited`: the work behind it was abandoned by a drop that gave up on it.
         match unsafe { self.ctx.device().signal_semaphore(&info) } {
             Ok(()) => {
                 self.ledger.note_reached(waited);
                 log::warn!(
-                    "abandoned: released the queue's wait for value {waited} from the host, so \
-                     that its work drains without the CUDA work it waited for"
+                    "abandoned: released {whose} wait for value {waited} from the host, so \
+                     that the work behind it drains without the work it waited for"
                 );
             }
-            Err(e) => log::error!("abandoning the queue's wait for value {waited}: {e}"),
+            Err(e) => log::error!("abandoning {whose} wait for value {waited}: {e}"),
         }
     }
 

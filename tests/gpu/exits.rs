@@ -89,6 +89,7 @@ fn a_process_whose_queue_waits_on_a_long_kernel_exits_within_two_drop_timeouts()
         "imported_timeline",
         "pacer_refused_plain",
         "pacer_marked",
+        "pacer_marked_plain",
     ] {
         let took = exit_time(name);
         eprintln!(
@@ -119,7 +120,7 @@ fn exit_child() {
     let stream = bridge.cuda().new_stream().unwrap();
     // Memory only where the scenario writes it: freeing CUDA memory waits for running
     // kernels in the driver, whatever cuvk does.
-    let buf: Option<SharedBuffer<u32>> = (name == "pacer_refused_plain").then(|| {
+    let buf: Option<SharedBuffer<u32>> = name.ends_with("_plain").then(|| {
         bridge
             .create_buffer(1 << 20, BufferUsage::STORAGE_BUFFER)
             .unwrap()
@@ -197,8 +198,11 @@ fn exit_child() {
             timed("the kernels' module", || drop(module.take()));
         }
         // `mark_submitted` for a frame that was never submitted (its documented misuse): the
-        // next frame's CUDA acquire waits on the GPU for a value nothing will signal.
-        "pacer_marked" => {
+        // next frame's CUDA acquire waits on the GPU for a value nothing will signal, with a
+        // 20 s kernel behind it ("pacer_marked"), or a short one whose module is then
+        // unloaded ("pacer_marked_plain": `cuModuleUnload` waits for the stream, which the
+        // pacer's abandoned drop releases; in 0.4 it waited for good).
+        "pacer_marked" | "pacer_marked_plain" => {
             let mut pacer = FramePacer::new(&bridge, 1).unwrap();
             let f = pacer.begin_frame().unwrap();
             pacer.cuda_acquire(&f, &stream).unwrap();
@@ -210,10 +214,17 @@ fn exit_child() {
             unsafe { pacer.mark_submitted(&sems) }.unwrap();
             let g = pacer.begin_frame().unwrap();
             pacer.cuda_acquire(&g, &stream).unwrap();
-            module.as_ref().unwrap().spin(&stream, SPIN).unwrap();
+            let k = module.as_ref().unwrap();
+            match buf.as_ref() {
+                Some(written) => k.fill(&stream, written.kernel_arg(), 1 << 20, 2).unwrap(),
+                None => k.spin(&stream, SPIN).unwrap(),
+            }
             pacer.cuda_release(&g, &stream).unwrap();
             println!("ARMED");
             timed("FramePacer", || drop(pacer));
+            if name == "pacer_marked_plain" {
+                timed("the kernels' module", || drop(module.take()));
+            }
         }
         other => panic!("no scenario {other}"),
     }
