@@ -387,6 +387,7 @@ impl IpcError {
     /// Whether a client caused this during the handshake (it left, timed out, refused, sent
     /// something else or garbage), as opposed to this process's own OS calls failing: the
     /// server then serves the next client.
+    #[cfg(target_os = "linux")]
     pub(crate) fn is_client_gone(&self) -> bool {
         !matches!(self, IpcError::Io { .. } | IpcError::Unsupported { .. })
     }

@@ -225,7 +225,7 @@ impl Server {
     ///
     /// The client first gets the [`Hello`] (this GPU and driver) and answers: ready, or it
     /// leaves (another GPU, another driver, a version it does not read). One that leaves, or
-    /// does not answer within [`HANDSHAKE`], was sent no descriptor; the server then waits
+    /// does not answer within 2 s (`HANDSHAKE`), was sent no descriptor; the server then waits
     /// for the next client, within the same `timeout`, so a refused client never costs the
     /// one after it its attach.
     pub fn accept(&self, timeout: Duration) -> Result<Link> {
