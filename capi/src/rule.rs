@@ -6,8 +6,10 @@
 //! The C enum is the one table on this side: [`ALL`] lists its constants through
 //! `c_rules!`, which does not compile while a constant is left out, and `tests/capi.rs`
 //! holds the enum (and the header made from it) to cuvk's rules — the same codes, each named
-//! from cuvk's rule name — so a new rule is a variant in cuvk, a constant in `CuvkRule` and
-//! its line below.
+//! from cuvk's rule name — so a new rule is its row in cuvk's refusal table, a constant in
+//! `CuvkRule` and its line below (then the header regenerated). The enum stays written out
+//! because cbindgen reads the source (a generated enum would be missing from the header), and
+//! the list below because turning a code into the enum safely needs every constant named.
 
 use cuvk::Error;
 

@@ -661,7 +661,10 @@ mod tests {
         // Sends refuse what a receiver would.
         let m = samples()[1];
         let e = a.send(&m, &[]).unwrap_err();
-        assert_eq!(e.name(), "fd_count_mismatch");
+        assert_eq!(
+            crate::Error::from(e).rule(),
+            Some(crate::Rule::IpcFdCountMismatch)
+        );
         let e = a.send(&m, &[file.as_fd(); MAX_FDS + 1]).unwrap_err();
         assert_eq!(e, IpcError::TooManyFds { got: 17, max: 16 });
         let zero = Message::Buffer(BufferInfo {

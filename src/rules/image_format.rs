@@ -828,20 +828,39 @@ pub fn check_descriptor(image: &ArrayDesc, given: &ArrayDesc) -> Result<(), Imag
     }
 }
 
-/// Which texture rule a request broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum TextureRule {
-    /// Linear filtering of a texture that reads integers.
-    LinearFilterNeedsFloatReads,
-    /// A texture over the whole mip chain with unnormalized coordinates.
-    MipChainNeedsNormalizedCoordinates,
-    /// Wrap or mirror addressing with unnormalized coordinates.
-    WrapNeedsNormalizedCoordinates,
-    /// Raw integer reads asked of a format that already reads integers or floats.
-    RawReadsNeedNormalizedFormat,
-    /// Normalized float reads of 32-bit integers.
-    NormalizedReadsNeedNarrowIntegers,
+// The table: the enum, and beside each variant its rule (see `error::table`).
+crate::error::table::refusals! {
+    rows texture_rules, path "Image.Texture.";
+    /// Which texture rule a request broke.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[non_exhaustive]
+    pub enum TextureRule {
+        /// Linear filtering of a texture that reads integers.
+        LinearFilterNeedsFloatReads => {
+            /// Linear filtering of a texture that reads integers.
+            TextureLinearFilterNeedsFloatReads = 0x0301
+        },
+        /// A texture over the whole mip chain with unnormalized coordinates.
+        MipChainNeedsNormalizedCoordinates => {
+            /// A texture over the whole mip chain with unnormalized coordinates.
+            TextureMipChainNeedsNormalizedCoordinates = 0x0302
+        },
+        /// Wrap or mirror addressing with unnormalized coordinates.
+        WrapNeedsNormalizedCoordinates => {
+            /// Wrap or mirror addressing with unnormalized coordinates.
+            TextureWrapNeedsNormalizedCoordinates = 0x0303
+        },
+        /// Raw integer reads asked of a format that already reads integers or floats.
+        RawReadsNeedNormalizedFormat => {
+            /// Raw integer reads of a format that is not UNORM/SNORM.
+            TextureRawReadsNeedNormalizedFormat = 0x0304
+        },
+        /// Normalized float reads of 32-bit integers.
+        NormalizedReadsNeedNarrowIntegers => {
+            /// Normalized float reads of 32-bit integers.
+            TextureNormalizedReadsNeedNarrowIntegers = 0x0305
+        },
+    }
 }
 
 impl fmt::Display for TextureRule {
@@ -869,187 +888,248 @@ impl fmt::Display for TextureRule {
     }
 }
 
-/// A broken image rule, with the numbers that broke it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ImageError {
-    /// The format is not in [`FORMATS`].
-    #[error(
-        "format {format:?} cannot be shared with CUDA: {reason}; supported formats: {}",
-        supported_formats()
-    )]
-    UnsupportedFormat {
-        /// The format asked for.
-        format: vk::Format,
-        /// Why it is refused.
-        reason: FormatRefusal,
-    },
-    /// The image type is neither 2D nor 3D.
-    #[error(
-        "image type {image_type:?} cannot be shared: only 2D (plain, array, cube) and 3D images"
-    )]
-    UnsupportedImageType {
-        /// The type asked for.
-        image_type: vk::ImageType,
-    },
-    /// A zero width, height, depth or layer count.
-    #[error(
-        "zero extent: width {width}, height {height}, depth {depth}, layers {layers}; \
-         each must be at least 1"
-    )]
-    ZeroExtent {
-        /// Width asked for.
-        width: u32,
-        /// Height asked for.
-        height: u32,
-        /// Depth asked for.
-        depth: u32,
-        /// Layers asked for.
-        layers: u32,
-    },
-    /// A cube map whose faces are not square.
-    #[error("a cube map must be square: width {width} ≠ height {height}")]
-    CubeNotSquare {
-        /// Width asked for.
-        width: u32,
-        /// Height asked for.
-        height: u32,
-    },
-    /// A cube map without exactly 6 layers.
-    #[error("a cube map has exactly 6 layers, not {layers} (cube arrays are not supported)")]
-    CubeLayers {
-        /// Layers asked for.
-        layers: u32,
-    },
-    /// A cube-compatible 3D image.
-    #[error("a cube map must be a 2D image, not 3D")]
-    CubeNot2D,
-    /// A 3D image with more than one layer.
-    #[error("a 3D image has exactly 1 array layer, not {layers}")]
-    LayersOn3D {
-        /// Layers asked for.
-        layers: u32,
-    },
-    /// A 2D image with a depth above 1.
-    #[error("a 2D image has depth 1, not {depth} (use a 3D image)")]
-    DepthOn2D {
-        /// Depth asked for.
-        depth: u32,
-    },
-    /// Zero mip levels, or more than the full chain.
-    #[error(
-        "{requested} mip levels for {width}×{height}×{depth}: between 1 and {max} (the full chain)"
-    )]
-    MipLevels {
-        /// Levels asked for.
-        requested: u32,
-        /// The full chain's length.
-        max: u32,
-        /// Width.
-        width: u32,
-        /// Height.
-        height: u32,
-        /// Depth.
-        depth: u32,
-    },
-    /// A dimension above what the device allows for this format, usage and tiling.
-    #[error(
-        "{what} {value} exceeds the device's limit of {limit} for this format, usage and \
-         tiling (vkGetPhysicalDeviceImageFormatProperties2)"
-    )]
-    OverLimit {
-        /// Which dimension ("width", "height", "depth", "array layers", "mip levels").
-        what: &'static str,
-        /// The value asked for.
-        value: u32,
-        /// The device's limit.
-        limit: u32,
-    },
-    /// A LINEAR-tiled image where a CUDA array mapping was asked.
-    #[error(
-        "the image has LINEAR tiling: CUDA maps only OPTIMAL-tiled images as arrays \
-         (share a LINEAR image as a pitched buffer instead)"
-    )]
-    LinearTiling,
-    /// The image lacks a usage the request needs.
-    #[error("{needed_for} needs the image usage {needed:?}; the image was created with {usage:?}")]
-    MissingUsage {
-        /// The usage needed.
-        needed: vk::ImageUsageFlags,
-        /// The image's usage.
-        usage: vk::ImageUsageFlags,
-        /// What needs it.
-        needed_for: &'static str,
-        /// The Vulkan valid-usage ID that requires it, where there is one.
-        vuid: Option<&'static str>,
-    },
-    /// The CUDA array was mapped without `CUDA_ARRAY3D_SURFACE_LDST`.
-    #[error(
-        "the CUDA array was mapped without CUDA_ARRAY3D_SURFACE_LDST (the image has no \
-         STORAGE usage): no surface object"
-    )]
-    NoSurfaceFlag,
-    /// A layered image (2D array or cube) with more than one mip level.
-    #[error(
-        "a {kind:?} image with {mip_levels} mip levels cannot be shared with CUDA: measured on \
-         NVIDIA driver 580, CUDA's mipmapped-array view of a layered Vulkan image with more \
-         than one level places layers 1.. elsewhere than Vulkan does (only layer 0 matched); \
-         use one mip level for arrays and cubes (2D and 3D mip chains are fine)"
-    )]
-    LayeredMipChain {
-        /// The image kind.
-        kind: ImageKind,
-        /// Mip levels asked for.
-        mip_levels: u32,
-    },
-    /// A mip level the image does not have.
-    #[error("mip level {level} is out of range: the image has {levels} levels (0..{levels})")]
-    LevelOutOfRange {
-        /// Level asked for.
-        level: u32,
-        /// Levels the image has.
-        levels: u32,
-    },
-    /// Array layers the image does not have.
-    #[error(
-        "array layers {first_layer}..{first_layer}+{count} are out of range: the image has \
-         {layers} layers (and a range has at least 1)"
-    )]
-    LayerOutOfRange {
-        /// First layer asked for.
-        first_layer: u32,
-        /// Number of layers asked for.
-        count: u32,
-        /// Layers the image has.
-        layers: u32,
-    },
-    /// A caller's CUDA array descriptor differs from the one the image implies.
-    #[error(
-        "CUDA array descriptor field {field} is {given}, but the image implies {image} \
-         (cuExternalMemoryGetMappedMipmappedArray needs an exact match)"
-    )]
-    DescriptorMismatch {
-        /// The `CUDA_ARRAY3D_DESCRIPTOR` field.
-        field: &'static str,
-        /// What the image implies.
-        image: String,
-        /// What was given.
-        given: String,
-    },
-    /// A host buffer whose size is not the level's size.
-    #[error("host buffer of {given} bytes for a mip level of {expected} bytes")]
-    HostSize {
-        /// The level's size (all layers, tightly packed).
-        expected: u64,
-        /// The buffer's size.
-        given: u64,
-    },
-    /// A texture request broke a rule.
-    #[error("texture: {0}")]
-    Texture(TextureRule),
-    /// An image without any usage.
-    #[error("an image needs at least one usage flag")]
-    NoUsage,
+// The table: the enum, and beside each variant its rule (see `error::table`).
+crate::error::table::refusals! {
+    rows image_rules, path "Image.";
+    /// A broken image rule, with the numbers that broke it.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum ImageError {
+        /// The format is not in [`FORMATS`].
+        #[error(
+            "format {format:?} cannot be shared with CUDA: {reason}; supported formats: {}",
+            supported_formats()
+        )]
+        UnsupportedFormat {
+            /// The format asked for.
+            format: vk::Format,
+            /// Why it is refused.
+            reason: FormatRefusal,
+        } => {
+            /// A format outside cuvk's table of formats CUDA can share.
+            ImageUnsupportedFormat = 0x0201
+        },
+        /// The image type is neither 2D nor 3D.
+        #[error(
+            "image type {image_type:?} cannot be shared: only 2D (plain, array, cube) and 3D images"
+        )]
+        UnsupportedImageType {
+            /// The type asked for.
+            image_type: vk::ImageType,
+        } => {
+            /// An image type other than 2D and 3D.
+            ImageUnsupportedType = 0x0202
+        },
+        /// A zero width, height, depth or layer count.
+        #[error(
+            "zero extent: width {width}, height {height}, depth {depth}, layers {layers}; \
+             each must be at least 1"
+        )]
+        ZeroExtent {
+            /// Width asked for.
+            width: u32,
+            /// Height asked for.
+            height: u32,
+            /// Depth asked for.
+            depth: u32,
+            /// Layers asked for.
+            layers: u32,
+        } => {
+            /// A zero width, height, depth or layer count.
+            ImageZeroExtent = 0x0203
+        },
+        /// A cube map whose faces are not square.
+        #[error("a cube map must be square: width {width} ≠ height {height}")]
+        CubeNotSquare {
+            /// Width asked for.
+            width: u32,
+            /// Height asked for.
+            height: u32,
+        } => {
+            /// A cube map whose faces are not square.
+            ImageCubeNotSquare = 0x0204
+        },
+        /// A cube map without exactly 6 layers.
+        #[error("a cube map has exactly 6 layers, not {layers} (cube arrays are not supported)")]
+        CubeLayers {
+            /// Layers asked for.
+            layers: u32,
+        } => {
+            /// A cube map without exactly 6 layers.
+            ImageCubeLayers = 0x0205
+        },
+        /// A cube-compatible 3D image.
+        #[error("a cube map must be a 2D image, not 3D")]
+        CubeNot2D => {
+            /// A cube map that is not a 2D image.
+            ImageCubeNot2d = 0x0206
+        },
+        /// A 3D image with more than one layer.
+        #[error("a 3D image has exactly 1 array layer, not {layers}")]
+        LayersOn3D {
+            /// Layers asked for.
+            layers: u32,
+        } => {
+            /// A 3D image with more than one layer.
+            ImageLayersOn3d = 0x0207
+        },
+        /// A 2D image with a depth above 1.
+        #[error("a 2D image has depth 1, not {depth} (use a 3D image)")]
+        DepthOn2D {
+            /// Depth asked for.
+            depth: u32,
+        } => {
+            /// A 2D image with a depth above 1.
+            ImageDepthOn2d = 0x0208
+        },
+        /// Zero mip levels, or more than the full chain.
+        #[error(
+            "{requested} mip levels for {width}×{height}×{depth}: between 1 and {max} (the full chain)"
+        )]
+        MipLevels {
+            /// Levels asked for.
+            requested: u32,
+            /// The full chain's length.
+            max: u32,
+            /// Width.
+            width: u32,
+            /// Height.
+            height: u32,
+            /// Depth.
+            depth: u32,
+        } => {
+            /// Zero mip levels, or more than the full chain.
+            ImageMipLevels = 0x0209
+        },
+        /// A dimension above what the device allows for this format, usage and tiling.
+        #[error(
+            "{what} {value} exceeds the device's limit of {limit} for this format, usage and \
+             tiling (vkGetPhysicalDeviceImageFormatProperties2)"
+        )]
+        OverLimit {
+            /// Which dimension ("width", "height", "depth", "array layers", "mip levels").
+            what: &'static str,
+            /// The value asked for.
+            value: u32,
+            /// The device's limit.
+            limit: u32,
+        } => {
+            /// A dimension above the device's limit for the format, usage and tiling.
+            ImageOverLimit = 0x020A
+        },
+        /// A LINEAR-tiled image where a CUDA array mapping was asked.
+        #[error(
+            "the image has LINEAR tiling: CUDA maps only OPTIMAL-tiled images as arrays \
+             (share a LINEAR image as a pitched buffer instead)"
+        )]
+        LinearTiling => {
+            /// A LINEAR-tiled image where CUDA needs an OPTIMAL one.
+            ImageLinearTiling = 0x020B
+        },
+        /// The image lacks a usage the request needs.
+        #[error("{needed_for} needs the image usage {needed:?}; the image was created with {usage:?}")]
+        MissingUsage {
+            /// The usage needed.
+            needed: vk::ImageUsageFlags,
+            /// The image's usage.
+            usage: vk::ImageUsageFlags,
+            /// What needs it.
+            needed_for: &'static str,
+            /// The Vulkan valid-usage ID that requires it, where there is one.
+            vuid: Option<&'static str>,
+        } => {
+            /// The image lacks a usage the request needs (e.g. `STORAGE` for a surface).
+            ImageMissingUsage = 0x020C
+        },
+        /// The CUDA array was mapped without `CUDA_ARRAY3D_SURFACE_LDST`.
+        #[error(
+            "the CUDA array was mapped without CUDA_ARRAY3D_SURFACE_LDST (the image has no \
+             STORAGE usage): no surface object"
+        )]
+        NoSurfaceFlag => {
+            /// A surface of a CUDA array mapped without surface load/store.
+            ImageNoSurfaceFlag = 0x020D
+        },
+        /// A layered image (2D array or cube) with more than one mip level.
+        #[error(
+            "a {kind:?} image with {mip_levels} mip levels cannot be shared with CUDA: measured on \
+             NVIDIA driver 580, CUDA's mipmapped-array view of a layered Vulkan image with more \
+             than one level places layers 1.. elsewhere than Vulkan does (only layer 0 matched); \
+             use one mip level for arrays and cubes (2D and 3D mip chains are fine)"
+        )]
+        LayeredMipChain {
+            /// The image kind.
+            kind: ImageKind,
+            /// Mip levels asked for.
+            mip_levels: u32,
+        } => {
+            /// A layered image (array or cube) with more than one mip level.
+            ImageLayeredMipChain = 0x020E
+        },
+        /// A mip level the image does not have.
+        #[error("mip level {level} is out of range: the image has {levels} levels (0..{levels})")]
+        LevelOutOfRange {
+            /// Level asked for.
+            level: u32,
+            /// Levels the image has.
+            levels: u32,
+        } => {
+            /// A mip level the image does not have.
+            ImageLevelOutOfRange = 0x020F
+        },
+        /// Array layers the image does not have.
+        #[error(
+            "array layers {first_layer}..{first_layer}+{count} are out of range: the image has \
+             {layers} layers (and a range has at least 1)"
+        )]
+        LayerOutOfRange {
+            /// First layer asked for.
+            first_layer: u32,
+            /// Number of layers asked for.
+            count: u32,
+            /// Layers the image has.
+            layers: u32,
+        } => {
+            /// Array layers the image does not have.
+            ImageLayerOutOfRange = 0x0210
+        },
+        /// A caller's CUDA array descriptor differs from the one the image implies.
+        #[error(
+            "CUDA array descriptor field {field} is {given}, but the image implies {image} \
+             (cuExternalMemoryGetMappedMipmappedArray needs an exact match)"
+        )]
+        DescriptorMismatch {
+            /// The `CUDA_ARRAY3D_DESCRIPTOR` field.
+            field: &'static str,
+            /// What the image implies.
+            image: String,
+            /// What was given.
+            given: String,
+        } => {
+            /// A CUDA array descriptor that differs from the one the image implies.
+            ImageDescriptorMismatch = 0x0211
+        },
+        /// A host buffer whose size is not the level's size.
+        #[error("host buffer of {given} bytes for a mip level of {expected} bytes")]
+        HostSize {
+            /// The level's size (all layers, tightly packed).
+            expected: u64,
+            /// The buffer's size.
+            given: u64,
+        } => {
+            /// A host buffer whose size is not the mip level's.
+            ImageHostSize = 0x0212
+        },
+        /// A texture request broke a rule.
+        #[error("texture: {0}")]
+        Texture(TextureRule) => ..,
+        /// An image without any usage.
+        #[error("an image needs at least one usage flag")]
+        NoUsage => {
+            /// An image without any usage.
+            ImageNoUsage = 0x0213
+        },
+    }
 }
 
 impl ImageError {

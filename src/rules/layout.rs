@@ -50,111 +50,145 @@ impl fmt::Display for AlignmentRule {
     }
 }
 
-/// A broken range or alignment rule, with the numbers that broke it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum LayoutError {
-    /// A range of zero bytes was requested.
-    #[error("zero-size range requested at offset {offset}: sizes must be at least 1 byte")]
-    ZeroSize {
-        /// Requested offset.
-        offset: u64,
-    },
-    /// `offset + size` does not fit in a u64.
-    #[error("offset {offset} + size {size} overflows u64")]
-    Overflow {
-        /// Requested offset.
-        offset: u64,
-        /// Requested size.
-        size: u64,
-    },
-    /// `len × size_of::<T>()` does not fit in a u64.
-    #[error("{len} elements × {element_size} bytes per element overflows u64")]
-    ElementCountOverflow {
-        /// Number of elements requested.
-        len: u64,
-        /// `size_of::<T>()`.
-        element_size: u64,
-    },
-    /// A byte count is not a whole number of elements.
-    #[error("{bytes} bytes is not a whole number of {element_size}-byte elements")]
-    PartialElement {
-        /// The byte count given.
-        bytes: u64,
-        /// `size_of::<T>()`.
-        element_size: u64,
-    },
-    /// The range does not lie inside its parent.
-    #[error(
-        "range {offset}..{end} ({size} bytes) is outside the {container} of {container_size} bytes"
-    )]
-    OutOfBounds {
-        /// Requested offset.
-        offset: u64,
-        /// Requested size.
-        size: u64,
-        /// `offset + size`.
-        end: u64,
-        /// What the range must lie in (e.g. "allocation").
-        container: &'static str,
-        /// Size of that container in bytes.
-        container_size: u64,
-    },
-    /// A value is not a multiple of the alignment a rule requires.
-    #[error("{what} {} is not a multiple of {alignment} ({rule})", show_value(what, *value))]
-    Misaligned {
-        /// What was misaligned ("offset", "size", "address", "pointer").
-        what: &'static str,
-        /// The offending value.
-        value: u64,
-        /// The required alignment.
-        alignment: u64,
-        /// The rule that requires it.
-        rule: AlignmentRule,
-    },
-    /// An alignment given to a rule is not a power of two (or is zero).
-    #[error("alignment {alignment} is not a power of two")]
-    BadAlignment {
-        /// The value given.
-        alignment: u64,
-    },
-    /// Memory imported with `CUDA_EXTERNAL_MEMORY_DEDICATED` maps only at offset 0.
-    #[error(
-        "offset {offset} in a dedicated import: CUDA maps dedicated memory only at offset 0 \
-         (measured: every non-zero offset fails with CUDA_ERROR_INVALID_VALUE); \
-         use a non-dedicated allocation to place several buffers in one allocation"
-    )]
-    DedicatedOffset {
-        /// Requested offset.
-        offset: u64,
-    },
-    /// `cuMemMap`'s offset into the allocation must currently be zero (its reference page).
-    #[error(
-        "cuMemMap offset into the allocation is {mem_offset}; the driver currently requires 0"
-    )]
-    NonZeroAllocationOffset {
-        /// The offset given.
-        mem_offset: u64,
-    },
-    /// The range overlaps a live one (a CUDA mapping, a host registration) where that is
-    /// not allowed.
-    #[error(
-        "range {} overlaps the live {what} {}{}",
-        show_range(what, requested), show_range(what, existing),
-        if *what == "mapping" {
-            "; overlapping mappings alias (CUDA requires volatile access to them) and need `allow_overlap`"
-        } else {
-            ""
-        }
-    )]
-    Overlap {
-        /// What the live range is ("mapping", "registration").
-        what: &'static str,
-        /// Requested range.
-        requested: Range<u64>,
-        /// The live range it overlaps.
-        existing: Range<u64>,
-    },
+// The table: the enum, and beside each variant its rule (see `error::table`).
+crate::error::table::refusals! {
+    rows layout_rules, path "Layout.";
+    /// A broken range or alignment rule, with the numbers that broke it.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum LayoutError {
+        /// A range of zero bytes was requested.
+        #[error("zero-size range requested at offset {offset}: sizes must be at least 1 byte")]
+        ZeroSize {
+            /// Requested offset.
+            offset: u64,
+        } => {
+            /// A range of zero bytes.
+            LayoutZeroSize = 0x0101
+        },
+        /// `offset + size` does not fit in a u64.
+        #[error("offset {offset} + size {size} overflows u64")]
+        Overflow {
+            /// Requested offset.
+            offset: u64,
+            /// Requested size.
+            size: u64,
+        } => {
+            /// Offset + size does not fit in 64 bits.
+            LayoutOverflow = 0x0102
+        },
+        /// `len × size_of::<T>()` does not fit in a u64.
+        #[error("{len} elements × {element_size} bytes per element overflows u64")]
+        ElementCountOverflow {
+            /// Number of elements requested.
+            len: u64,
+            /// `size_of::<T>()`.
+            element_size: u64,
+        } => {
+            /// Element count × element size does not fit in 64 bits.
+            LayoutElementCountOverflow = 0x0103
+        },
+        /// A byte count is not a whole number of elements.
+        #[error("{bytes} bytes is not a whole number of {element_size}-byte elements")]
+        PartialElement {
+            /// The byte count given.
+            bytes: u64,
+            /// `size_of::<T>()`.
+            element_size: u64,
+        } => {
+            /// A byte count that is not a whole number of elements.
+            LayoutPartialElement = 0x0104
+        },
+        /// The range does not lie inside its parent.
+        #[error(
+            "range {offset}..{end} ({size} bytes) is outside the {container} of {container_size} bytes"
+        )]
+        OutOfBounds {
+            /// Requested offset.
+            offset: u64,
+            /// Requested size.
+            size: u64,
+            /// `offset + size`.
+            end: u64,
+            /// What the range must lie in (e.g. "allocation").
+            container: &'static str,
+            /// Size of that container in bytes.
+            container_size: u64,
+        } => {
+            /// A range outside its allocation, buffer or block.
+            LayoutOutOfBounds = 0x0105
+        },
+        /// A value is not a multiple of the alignment a rule requires.
+        #[error("{what} {} is not a multiple of {alignment} ({rule})", show_value(what, *value))]
+        Misaligned {
+            /// What was misaligned ("offset", "size", "address", "pointer").
+            what: &'static str,
+            /// The offending value.
+            value: u64,
+            /// The required alignment.
+            alignment: u64,
+            /// The rule that requires it.
+            rule: AlignmentRule,
+        } => {
+            /// An offset, size or address that is not a multiple of the alignment a rule requires.
+            LayoutMisaligned = 0x0106
+        },
+        /// An alignment given to a rule is not a power of two (or is zero).
+        #[error("alignment {alignment} is not a power of two")]
+        BadAlignment {
+            /// The value given.
+            alignment: u64,
+        } => {
+            /// An alignment that is not a power of two.
+            LayoutBadAlignment = 0x0107
+        },
+        /// Memory imported with `CUDA_EXTERNAL_MEMORY_DEDICATED` maps only at offset 0.
+        #[error(
+            "offset {offset} in a dedicated import: CUDA maps dedicated memory only at offset 0 \
+             (measured: every non-zero offset fails with CUDA_ERROR_INVALID_VALUE); \
+             use a non-dedicated allocation to place several buffers in one allocation"
+        )]
+        DedicatedOffset {
+            /// Requested offset.
+            offset: u64,
+        } => {
+            /// A non-zero offset in a dedicated allocation (CUDA maps those only at offset 0).
+            LayoutDedicatedOffset = 0x0108
+        },
+        /// `cuMemMap`'s offset into the allocation must currently be zero (its reference page).
+        #[error(
+            "cuMemMap offset into the allocation is {mem_offset}; the driver currently requires 0"
+        )]
+        NonZeroAllocationOffset {
+            /// The offset given.
+            mem_offset: u64,
+        } => {
+            /// A non-zero offset into a CUDA allocation (`cuMemMap` requires 0).
+            LayoutNonZeroAllocationOffset = 0x0109
+        },
+        /// The range overlaps a live one (a CUDA mapping, a host registration) where that is
+        /// not allowed.
+        #[error(
+            "range {} overlaps the live {what} {}{}",
+            show_range(what, requested), show_range(what, existing),
+            if *what == "mapping" {
+                "; overlapping mappings alias (CUDA requires volatile access to them) and need `allow_overlap`"
+            } else {
+                ""
+            }
+        )]
+        Overlap {
+            /// What the live range is ("mapping", "registration").
+            what: &'static str,
+            /// Requested range.
+            requested: Range<u64>,
+            /// The live range it overlaps.
+            existing: Range<u64>,
+        } => {
+            /// A range that overlaps a live mapping or registration.
+            LayoutOverlap = 0x010A
+        },
+    }
 }
 
 /// Addresses read better in hex, offsets and sizes in decimal.

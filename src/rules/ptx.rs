@@ -44,57 +44,73 @@ pub struct KernelSignature {
 /// refused before any driver sees it.
 pub const MAX_KERNEL_PARAM_BYTES: u64 = 32_764;
 
-/// Why PTX text could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PtxError {
-    /// No `.entry` of that name.
-    #[error("PTX has no kernel `{name}`; its kernels: [{available}]")]
-    NoEntry {
-        /// The name asked for.
-        name: String,
-        /// The entries that exist, comma-separated.
-        available: String,
-    },
-    /// A parameter list could not be parsed.
-    #[error("cannot parse parameter `{text}` of PTX kernel `{entry}`")]
-    Malformed {
-        /// The entry.
-        entry: String,
-        /// The text that did not parse.
-        text: String,
-    },
-    /// An array parameter whose byte size (element size × length) does not fit in 64 bits.
-    #[error(
-        "parameter `{param}` of PTX kernel `{entry}` declares {count} elements of \
-         {element_size} bytes: the size overflows 64 bits"
-    )]
-    ParamSizeOverflow {
-        /// The entry.
-        entry: String,
-        /// The parameter's name.
-        param: String,
-        /// Bytes per element.
-        element_size: u64,
-        /// The declared length (`u64::MAX` where the length written is larger still).
-        count: u64,
-    },
-    /// The parameters take more bytes than a kernel launch may pass
-    /// ([`MAX_KERNEL_PARAM_BYTES`]).
-    #[error(
-        "PTX kernel `{entry}` declares {bytes} bytes of parameters (`{param}` reaches it); \
-         a launch passes at most {limit}"
-    )]
-    ParamsTooLarge {
-        /// The entry.
-        entry: String,
-        /// The parameter at which the total passed the limit.
-        param: String,
-        /// The total size of the parameters up to and including `param`.
-        bytes: u64,
-        /// The limit, [`MAX_KERNEL_PARAM_BYTES`].
-        limit: u64,
-    },
+// The table: the enum, and beside each variant its rule (see `error::table`).
+crate::error::table::refusals! {
+    rows ptx_rules, path "Ptx.";
+    /// Why PTX text could not be read.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum PtxError {
+        /// No `.entry` of that name.
+        #[error("PTX has no kernel `{name}`; its kernels: [{available}]")]
+        NoEntry {
+            /// The name asked for.
+            name: String,
+            /// The entries that exist, comma-separated.
+            available: String,
+        } => {
+            /// PTX without a kernel of that name.
+            PtxNoEntry = 0x0401
+        },
+        /// A parameter list could not be parsed.
+        #[error("cannot parse parameter `{text}` of PTX kernel `{entry}`")]
+        Malformed {
+            /// The entry.
+            entry: String,
+            /// The text that did not parse.
+            text: String,
+        } => {
+            /// A PTX parameter list that does not parse.
+            PtxMalformed = 0x0402
+        },
+        /// An array parameter whose byte size (element size × length) does not fit in 64 bits.
+        #[error(
+            "parameter `{param}` of PTX kernel `{entry}` declares {count} elements of \
+             {element_size} bytes: the size overflows 64 bits"
+        )]
+        ParamSizeOverflow {
+            /// The entry.
+            entry: String,
+            /// The parameter's name.
+            param: String,
+            /// Bytes per element.
+            element_size: u64,
+            /// The declared length (`u64::MAX` where the length written is larger still).
+            count: u64,
+        } => {
+            /// A PTX array parameter whose byte size overflows 64 bits.
+            PtxParamSizeOverflow = 0x0403
+        },
+        /// The parameters take more bytes than a kernel launch may pass
+        /// ([`MAX_KERNEL_PARAM_BYTES`]).
+        #[error(
+            "PTX kernel `{entry}` declares {bytes} bytes of parameters (`{param}` reaches it); \
+             a launch passes at most {limit}"
+        )]
+        ParamsTooLarge {
+            /// The entry.
+            entry: String,
+            /// The parameter at which the total passed the limit.
+            param: String,
+            /// The total size of the parameters up to and including `param`.
+            bytes: u64,
+            /// The limit, [`MAX_KERNEL_PARAM_BYTES`].
+            limit: u64,
+        } => {
+            /// PTX parameters larger in all than a kernel launch passes.
+            PtxParamsTooLarge = 0x0404
+        },
+    }
 }
 
 /// Every `.entry` in `ptx`, with its parameters.
