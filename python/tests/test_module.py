@@ -13,7 +13,7 @@ STUB = pathlib.Path(cuvk.__file__).with_name("_cuvk.pyi")
 
 
 def test_version_and_exports():
-    assert cuvk.__version__ == "0.3.0"
+    assert cuvk.__version__ == "0.5.0"
     for name in cuvk.__all__:
         assert hasattr(cuvk, name), name
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
 
+use crate::cuda::events_complete;
 use crate::cuda::external_memory::destroy_result;
 use crate::error::SyncError;
 use crate::error::{CudaResultExt, Error, Importer, Result};
@@ -271,32 +272,16 @@ impl Drop for ExternalSemaphore {
         };
         // A CUDA wait still pending (its value never signalled) must not see the semaphore
         // destroyed: wait within the budget, else park the import until it finishes.
-        let finished = self.budget.poll(|| uses_done(&events));
+        let finished = self.budget.poll(|| events_complete(&events));
         let abandon = self.abandon.take();
         self.budget.release_or_abandon(
             "ExternalSemaphore",
             finished,
             import,
-            || Box::new(move || uses_done(&events)),
+            || Box::new(move || events_complete(&events)),
             || abandon.map(|step| step as crate::teardown::Abandon),
         );
     }
-}
-
-/// Whether every stream's last use of the semaphore has completed; an error counts as done
-/// (the context is then broken and runs nothing more; the error is recorded on it).
-fn uses_done(events: &[CudaEvent]) -> bool {
-    events.iter().all(|event| {
-        let ctx = event.context();
-        ctx.record_err(ctx.bind_to_thread());
-        match event.try_is_complete() {
-            Ok(done) => done,
-            Err(e) => {
-                ctx.record_err(Err::<(), _>(e));
-                true
-            }
-        }
-    })
 }
 
 /// The raw `cuImportExternalSemaphore` call.

@@ -4,6 +4,7 @@
 
 mod array;
 mod device;
+mod events;
 mod external_memory;
 mod external_semaphore;
 pub mod host;
@@ -20,6 +21,7 @@ pub use device::{
     context, devices, driver_present, init, open, ordinal_for_uuid, uuid_of, CudaDeviceChoice,
     CudaDeviceInfo,
 };
+pub(crate) use events::events_complete;
 pub use external_memory::{ImportedMemory, MapOptions, MappedRange};
 pub use external_semaphore::{CudaSemaphoreType, ExternalSemaphore};
 pub use kernels::{compile_module, compile_ptx};

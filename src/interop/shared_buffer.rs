@@ -535,9 +535,9 @@ impl<T> Drop for SharedBuffer<T> {
         // streams are the launcher's to finish (cudarc's launches are `unsafe`).
         if ctx.is_managing_stream_synchronization() {
             let events = [self.read.take(), self.write.take()];
-            let finished = budget.poll(|| events_done(&events));
+            let finished = budget.poll(|| crate::cuda::events_complete(events.iter().flatten()));
             budget.release("SharedBuffer", finished, parts, || {
-                Box::new(move || events_done(&events))
+                Box::new(move || crate::cuda::events_complete(events.iter().flatten()))
             });
         } else {
             let stream = self.stream.clone();
@@ -547,22 +547,6 @@ impl<T> Drop for SharedBuffer<T> {
             });
         }
     }
-}
-
-/// Whether every recorded event has completed (an error counts as done: the context is then
-/// broken and will run nothing more; the error is recorded on it).
-fn events_done(events: &[Option<CudaEvent>]) -> bool {
-    events.iter().flatten().all(|event| {
-        let ctx = event.context();
-        ctx.record_err(ctx.bind_to_thread());
-        match event.try_is_complete() {
-            Ok(done) => done,
-            Err(e) => {
-                ctx.record_err(Err::<(), _>(e));
-                true
-            }
-        }
-    })
 }
 
 /// Whether `stream` has finished all its work (`cuStreamQuery`; an error counts as done, as

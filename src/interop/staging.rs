@@ -255,27 +255,10 @@ impl Drop for StagingBuffer {
         // The pinned memory must not be freed under an in-flight copy: wait (bounded) for ours.
         let budget = parts._vk.vk_context().drop_budget().clone();
         let pending = self.pending.take();
-        let finished = budget.poll(|| copy_done(&pending));
+        let finished = budget.poll(|| crate::cuda::events_complete(&pending));
         budget.release("StagingBuffer", finished, parts, || {
-            Box::new(move || copy_done(&pending))
+            Box::new(move || crate::cuda::events_complete(&pending))
         });
-    }
-}
-
-/// Whether the last copy (if any) has completed; an error counts as done (the context is then
-/// broken and runs nothing more; the error is recorded on it).
-fn copy_done(pending: &Option<CudaEvent>) -> bool {
-    let Some(event) = pending else {
-        return true;
-    };
-    let ctx = event.context();
-    ctx.record_err(ctx.bind_to_thread());
-    match event.try_is_complete() {
-        Ok(done) => done,
-        Err(e) => {
-            ctx.record_err(Err::<(), _>(e));
-            true
-        }
     }
 }
 
