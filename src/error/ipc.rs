@@ -415,7 +415,9 @@ impl IpcError {
     pub(crate) fn io(op: &'static str, e: &std::io::Error) -> Self {
         IpcError::Io {
             op,
-            errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+            errno: e
+                .raw_os_error()
+                .unwrap_or(rustix::io::Errno::INVAL.raw_os_error()),
         }
     }
 }

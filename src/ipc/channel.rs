@@ -6,27 +6,38 @@
 //! A message's descriptors travel with its first byte. A receiver wraps each descriptor in an
 //! [`OwnedFd`] the moment it arrives, so a refusal closes them exactly once.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
 use super::error::IpcError;
 use super::wire::{decode, encode, Header, Message, HEADER_LEN, MAX_FDS};
 
-/// Bytes of a control buffer that holds [`MAX_FDS`] descriptors, and no more.
-// SAFETY: CMSG_SPACE is arithmetic on its argument.
+/// Bytes of a control buffer that holds [`MAX_FDS`] descriptors, and no more: rustix's
+/// `cmsg_space!` adds room to align an unaligned buffer, which [`Control`] does not need.
 const CONTROL_LEN: usize =
-    unsafe { libc::CMSG_SPACE((MAX_FDS * size_of::<RawFd>()) as u32) } as usize;
+    rustix::cmsg_space!(ScmRights(MAX_FDS)) - std::mem::align_of::<libc::cmsghdr>();
+
+/// A control-message buffer aligned for `cmsghdr`, so all of it holds messages.
+#[repr(C, align(8))]
+struct Control([MaybeUninit<u8>; CONTROL_LEN]);
+
+const _: () = assert!(std::mem::align_of::<libc::cmsghdr>() <= 8);
 
 /// How long the rest of a message that has begun to arrive may take.
 const MESSAGE_GRACE: Duration = Duration::from_secs(1);
-
-/// A control-message buffer aligned for `cmsghdr`.
-#[repr(C, align(8))]
-struct Control([u8; CONTROL_LEN]);
 
 /// One end of a connection: sends and receives whole messages with their descriptors.
 ///
@@ -88,8 +99,8 @@ impl Channel {
                 Ok(stream) => return Ok(Channel::from(stream)),
                 Err(e)
                     if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ECONNREFUSED | libc::ENOENT | libc::EAGAIN)
+                        e.raw_os_error().map(Errno::from_raw_os_error),
+                        Some(Errno::CONNREFUSED | Errno::NOENT | Errno::AGAIN)
                     ) =>
                 {
                     let left = deadline.map_or(Duration::from_millis(10), |d| {
@@ -141,16 +152,8 @@ impl Channel {
         let mut sent = 0;
         while sent < bytes.len() {
             let fds = if sent == 0 { fds } else { &[] };
-            let r =
-                sendmsg(self.stream.as_raw_fd(), &bytes[sent..], fds, 0).map_err(
-                    |errno| match errno {
-                        libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
-                        _ => IpcError::Io {
-                            op: "sendmsg",
-                            errno,
-                        },
-                    },
-                );
+            let r = sendmsg(self.stream.as_fd(), &bytes[sent..], fds, SendFlags::empty())
+                .map_err(|errno| closed_or_io(errno, sent));
             sent += self.note_cut(r, sent > 0)?;
         }
         Ok(())
@@ -172,27 +175,20 @@ impl Channel {
         let bytes = encode(msg);
         let _guard = lock(&self.send_lock);
         self.check_broken()?;
-        let fd = self.stream.as_raw_fd();
-        let closed = |errno, sent| match errno {
-            libc::EPIPE | libc::ECONNRESET => IpcError::PeerClosed { partial: sent },
-            _ => IpcError::Io {
-                op: "sendmsg",
-                errno,
-            },
-        };
-        let mut sent = match sendmsg(fd, &bytes, &[], libc::MSG_DONTWAIT) {
+        let fd = self.stream.as_fd();
+        let mut sent = match sendmsg(fd, &bytes, &[], SendFlags::DONTWAIT) {
             Ok(n) => n,
-            Err(libc::EAGAIN) => return Ok(false),
-            Err(errno) => return Err(closed(errno, 0)),
+            Err(Errno::AGAIN) => return Ok(false),
+            Err(errno) => return Err(closed_or_io(errno, 0)),
         };
         let deadline = Instant::now().checked_add(timeout);
         while sent < bytes.len() {
             // Part of the message is out: any failure now leaves the stream out of step.
             self.note_cut(wait_writable(fd, deadline, timeout), true)?;
-            match sendmsg(fd, &bytes[sent..], &[], libc::MSG_DONTWAIT) {
+            match sendmsg(fd, &bytes[sent..], &[], SendFlags::DONTWAIT) {
                 Ok(n) => sent += n,
-                Err(libc::EAGAIN) => {}
-                Err(errno) => return self.note_cut(Err(closed(errno, sent)), true),
+                Err(Errno::AGAIN) => {}
+                Err(errno) => return self.note_cut(Err(closed_or_io(errno, sent)), true),
             }
         }
         Ok(true)
@@ -231,7 +227,7 @@ impl Channel {
         deadline: Option<Instant>,
         timeout: Duration,
     ) -> Result<(), IpcError> {
-        let fd = self.stream.as_raw_fd();
+        let fd = self.stream.as_fd();
         let mut filled = 0;
         // Once a message has begun, its rest gets a grace period past the caller's deadline:
         // a timeout mid-message would leave the stream out of step (a zero-timeout poll that
@@ -252,10 +248,7 @@ impl Channel {
                 }
                 Ok(Some(n)) => filled += n,
                 Ok(None) => {} // woken for nothing: wait again
-                Err(IpcError::Io {
-                    errno: libc::ECONNRESET,
-                    ..
-                }) => {
+                Err(IpcError::Io { errno, .. }) if errno == Errno::CONNRESET.raw_os_error() => {
                     return Err(IpcError::PeerClosed {
                         partial: before + filled,
                     })
@@ -302,7 +295,7 @@ impl Listener {
                     return Ok(Channel::from(stream));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    wait(self.listener.as_raw_fd(), deadline, timeout)?;
+                    wait(self.listener.as_fd(), deadline, timeout)?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(IpcError::io("accept", &e)),
@@ -333,59 +326,65 @@ fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 fn timed_out(timeout: Duration) -> IpcError {
     IpcError::Timeout {
         ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
     }
 }
 
+/// What a failed send means: the peer gone (`partial` bytes into a message), or the OS call
+/// failing.
+fn closed_or_io(errno: Errno, partial: usize) -> IpcError {
+    match errno {
+        Errno::PIPE | Errno::CONNRESET => IpcError::PeerClosed { partial },
+        _ => IpcError::Io {
+            op: "sendmsg",
+            errno: errno.raw_os_error(),
+        },
+    }
+}
+
 /// Waits until `fd` is readable (or hung up) or the deadline passes (`None`: no deadline).
-fn wait(fd: RawFd, deadline: Option<Instant>, timeout: Duration) -> Result<(), IpcError> {
-    wait_for(fd, libc::POLLIN, deadline, timeout)
+fn wait(fd: BorrowedFd<'_>, deadline: Option<Instant>, timeout: Duration) -> Result<(), IpcError> {
+    wait_for(fd, PollFlags::IN, deadline, timeout)
 }
 
 /// Waits until `fd` takes more bytes (or hung up) or the deadline passes.
-fn wait_writable(fd: RawFd, deadline: Option<Instant>, timeout: Duration) -> Result<(), IpcError> {
-    wait_for(fd, libc::POLLOUT, deadline, timeout)
+fn wait_writable(
+    fd: BorrowedFd<'_>,
+    deadline: Option<Instant>,
+    timeout: Duration,
+) -> Result<(), IpcError> {
+    wait_for(fd, PollFlags::OUT, deadline, timeout)
 }
 
 fn wait_for(
-    fd: RawFd,
-    events: i16,
+    fd: BorrowedFd<'_>,
+    events: PollFlags,
     deadline: Option<Instant>,
     timeout: Duration,
 ) -> Result<(), IpcError> {
     loop {
-        let ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                // Rounded up, so poll does not wake just before the deadline.
-                i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+        let left = deadline.map(|d| {
+            // Rounded up to the millisecond, so poll does not wake just before the deadline.
+            let left = d.saturating_duration_since(Instant::now());
+            let ms = left.as_micros().div_ceil(1000);
+            rustix::event::Timespec {
+                tv_sec: i64::try_from(ms / 1000).unwrap_or(i64::MAX),
+                tv_nsec: ((ms % 1000) * 1_000_000) as _,
             }
-        };
-        let mut pfd = libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, for the duration of the call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        match rc {
-            0 if deadline.is_some_and(|d| Instant::now() >= d) => return Err(timed_out(timeout)),
-            0 => {}
-            1.. => return Ok(()),
-            _ if errno() == libc::EINTR => {}
-            _ => {
+        });
+        let mut fds = [PollFd::new(&fd, events)];
+        match rustix::event::poll(&mut fds, left.as_ref()) {
+            Ok(0) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                return Err(timed_out(timeout))
+            }
+            Ok(0) | Err(Errno::INTR) => {}
+            Ok(_) => return Ok(()),
+            Err(errno) => {
                 return Err(IpcError::Io {
                     op: "poll",
-                    errno: errno(),
+                    errno: errno.raw_os_error(),
                 })
             }
         }
@@ -393,103 +392,66 @@ fn wait_for(
 }
 
 /// One `sendmsg` of `data`, with `fds` as `SCM_RIGHTS` when there are any: the bytes sent,
-/// or the errno.
-fn sendmsg(sock: RawFd, data: &[u8], fds: &[BorrowedFd<'_>], flags: i32) -> Result<usize, i32> {
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr().cast_mut().cast(),
-        iov_len: data.len(),
-    };
-    // Sized for exactly these descriptors (u64 words: aligned for cmsghdr). Public callers
-    // send at most MAX_FDS; the tests send more to see the receiver refuse them.
-    let payload = (fds.len() * size_of::<RawFd>()) as u32;
-    // SAFETY: arithmetic only.
-    let space = unsafe { libc::CMSG_SPACE(payload) } as usize;
-    let mut control = vec![0u64; space.div_ceil(8)];
-    // SAFETY: msghdr is plain data; all zeros (null pointers, zero lengths) is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        // SAFETY: msg_control points at `space` = CMSG_SPACE(payload) bytes aligned for
-        // cmsghdr, so the first header and its `payload` data bytes are inside the buffer.
-        unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(payload) as _;
-            let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-            for (i, fd) in fds.iter().enumerate() {
-                data.add(i).write_unaligned(fd.as_raw_fd());
-            }
-        }
+/// or the errno. `MSG_NOSIGNAL`: a closed peer is `EPIPE`, not `SIGPIPE`.
+fn sendmsg(
+    sock: BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+    flags: SendFlags,
+) -> Result<usize, Errno> {
+    // Sized for exactly these descriptors: public callers send at most MAX_FDS; the tests
+    // send more to see the receiver refuse them.
+    let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(Errno::INVAL); // not reached: the buffer was sized for them
     }
     loop {
-        // SAFETY: `msg` points at `iov` (over `data`) and `control`, all alive for the call;
-        // the descriptors are borrowed, so open. MSG_NOSIGNAL: a closed peer is EPIPE, not
-        // SIGPIPE.
-        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL | flags) };
-        match usize::try_from(n) {
-            Ok(0) => return Err(libc::EIO), // a stream socket sends something or fails
+        match rustix::net::sendmsg(
+            sock,
+            &[IoSlice::new(data)],
+            &mut control,
+            flags | SendFlags::NOSIGNAL,
+        ) {
+            Ok(0) => return Err(Errno::IO), // a stream socket sends something or fails
             Ok(n) => return Ok(n),
-            Err(_) if errno() == libc::EINTR => {}
-            Err(_) => return Err(errno()),
+            Err(Errno::INTR) => {}
+            Err(errno) => return Err(errno),
         }
     }
 }
 
 /// One non-blocking `recvmsg` into `buf`: the bytes read (0 at end of stream), or `None`
 /// where nothing was ready. Each descriptor that arrives is pushed to `fds` as an [`OwnedFd`]
-/// before anything is judged.
-fn recvmsg(sock: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> Result<Option<usize>, IpcError> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut control = Control([0; CONTROL_LEN]);
-    // SAFETY: msghdr is plain data; all zeros (null pointers, zero lengths) is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL_LEN as _;
-    let flags = libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT;
-    let n = loop {
-        // SAFETY: `msg` points at `iov` (over `buf`) and `control`, both alive and writable
-        // for the call.
-        let n = unsafe { libc::recvmsg(sock, &mut msg, flags) };
-        match usize::try_from(n) {
-            Ok(n) => break n,
-            Err(_) => match errno() {
-                libc::EINTR => {}
-                libc::EAGAIN => return Ok(None),
-                errno => {
-                    return Err(IpcError::Io {
-                        op: "recvmsg",
-                        errno,
-                    })
-                }
-            },
+/// before anything is judged (the control buffer closes any it still holds when dropped).
+fn recvmsg(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+) -> Result<Option<usize>, IpcError> {
+    let mut space = Control([MaybeUninit::uninit(); CONTROL_LEN]);
+    let mut control = RecvAncillaryBuffer::new(&mut space.0);
+    let mut iov = [IoSliceMut::new(buf)];
+    let flags = RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT;
+    let msg = loop {
+        match rustix::net::recvmsg(sock, &mut iov, &mut control, flags) {
+            Ok(msg) => break msg,
+            Err(Errno::INTR) => {}
+            Err(Errno::AGAIN) => return Ok(None),
+            Err(errno) => {
+                return Err(IpcError::Io {
+                    op: "recvmsg",
+                    errno: errno.raw_os_error(),
+                })
+            }
         }
     };
-    // SAFETY: the kernel filled `control` with well-formed headers up to msg_controllen; the
-    // CMSG_* macros stay inside it. Each SCM_RIGHTS descriptor is new in this process and
-    // owned by nobody else, so it is wrapped (once) at once.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let bytes = ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
-                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-                for i in 0..bytes / size_of::<RawFd>() {
-                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
         }
     }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+    if msg.flags.contains(ReturnFlags::CTRUNC) {
         return Err(IpcError::TruncatedControl {
             received: fds.len(),
         });
@@ -500,7 +462,7 @@ fn recvmsg(sock: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> Result<Option
             max: MAX_FDS,
         });
     }
-    Ok(Some(n))
+    Ok(Some(msg.bytes))
 }
 
 #[cfg(test)]
@@ -510,6 +472,7 @@ mod tests {
     use crate::ipc::wire::tests::samples;
     use crate::ipc::wire::{BufferInfo, FrameNotice};
     use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// A new memfd named `cuvk-ipc-<tag>`, `len` bytes long.

@@ -13,7 +13,7 @@
 //! scheduled on the timeline I signal", so the other side may enqueue a GPU wait for it (no
 //! wait is ever enqueued for a value nobody scheduled) — no host round trip per frame.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -585,20 +585,17 @@ fn check_fd_kind(
     fd: &OwnedFd,
     memory_size: Option<u64>,
 ) -> std::result::Result<(), IpcError> {
-    // SAFETY: all-zero is a valid `stat`; fstat fills it for an open descriptor.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: an open descriptor we own, a stat buffer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(IpcError::Io {
-            op: "fstat",
-            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        });
-    }
-    let kind = match st.st_mode & libc::S_IFMT {
-        libc::S_IFIFO => Some("a pipe"),
-        libc::S_IFSOCK => Some("a socket"),
-        libc::S_IFDIR => Some("a directory"),
-        libc::S_IFLNK => Some("a symbolic link"),
+    use rustix::fs::FileType;
+    let st = rustix::fs::fstat(fd).map_err(|errno| IpcError::Io {
+        op: "fstat",
+        errno: errno.raw_os_error(),
+    })?;
+    let file_type = FileType::from_raw_mode(st.st_mode);
+    let kind = match file_type {
+        FileType::Fifo => Some("a pipe"),
+        FileType::Socket => Some("a socket"),
+        FileType::Directory => Some("a directory"),
+        FileType::Symlink => Some("a symbolic link"),
         _ => None,
     };
     if let Some(kind) = kind {
@@ -607,8 +604,8 @@ fn check_fd_kind(
     // A memfd-backed export (Mesa) has the allocation's size: a description that says more
     // is a lie the driver might not catch.
     if let Some(described) = memory_size {
-        let actual = st.st_size as u64;
-        if st.st_mode & libc::S_IFMT == libc::S_IFREG && actual > 0 && actual < described {
+        let actual = u64::try_from(st.st_size).unwrap_or(0);
+        if file_type == FileType::RegularFile && actual > 0 && actual < described {
             return Err(IpcError::SizeLie {
                 id,
                 described,
