@@ -624,7 +624,7 @@ int main(void) {
     if (cuvk_frame_server_create(vb, "capi-example", 3, &fs) == CUVK_SUCCESS) {
         /* One buffer per frame in flight must be published before a producer is taken. */
         EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_INVALID_ARGUMENT,
-                    CUVK_RULE_IPC_DESCRIPTION_REFUSED);
+                    CUVK_RULE_SYNC_SLOT_COUNT);
         EXPECT(cuvk_frame_server_destroy(fs), CUVK_SUCCESS);
         EXPECT(cuvk_frame_server_destroy(fs), CUVK_ERROR_STALE_HANDLE);
     } else {

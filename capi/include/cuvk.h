@@ -108,6 +108,10 @@ enum CuvkRule
    */
   CUVK_RULE_LAYOUT_OVERLAP = 266,
   /**
+   * An element type whose size is not the described element size.
+   */
+  CUVK_RULE_LAYOUT_ELEMENT_SIZE = 267,
+  /**
    * A format outside cuvk's table of formats CUDA can share.
    */
   CUVK_RULE_IMAGE_UNSUPPORTED_FORMAT = 513,
@@ -506,6 +510,10 @@ enum CuvkRule
    */
   CUVK_RULE_SYNC_TIMELINE_JUMP_TOO_LARGE = 1550,
   /**
+   * A frame server's slot count is not its frames in flight.
+   */
+  CUVK_RULE_SYNC_SLOT_COUNT = 1551,
+  /**
    * An image handle passed to a kernel parameter that is not a 64-bit integer.
    */
   CUVK_RULE_LAUNCH_IMAGE_HANDLE_TO_NON_INTEGER = 1802,
@@ -618,30 +626,6 @@ enum CuvkRule
    */
   CUVK_RULE_IPC_FDS_NOT_AS_ANNOUNCED = 3081,
   /**
-   * A size that must not be zero is zero.
-   */
-  CUVK_RULE_IPC_ZERO_SIZE = 3082,
-  /**
-   * A buffer's offset + size does not fit in 64 bits.
-   */
-  CUVK_RULE_IPC_RANGE_OVERFLOW = 3083,
-  /**
-   * A buffer's range ends past its memory allocation.
-   */
-  CUVK_RULE_IPC_RANGE_EXCEEDS_MEMORY = 3084,
-  /**
-   * A buffer size that is not a whole number of elements.
-   */
-  CUVK_RULE_IPC_PARTIAL_ELEMENT = 3085,
-  /**
-   * An image extent or layer count of zero.
-   */
-  CUVK_RULE_IPC_ZERO_EXTENT = 3086,
-  /**
-   * Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
-   */
-  CUVK_RULE_IPC_MIP_LEVELS = 3087,
-  /**
    * A boolean byte other than 0 or 1.
    */
   CUVK_RULE_IPC_BAD_BOOL = 3088,
@@ -686,10 +670,6 @@ enum CuvkRule
    */
   CUVK_RULE_IPC_NO_SUCH_OBJECT = 3101,
   /**
-   * A description the importing driver (or the caller's types) contradicts.
-   */
-  CUVK_RULE_IPC_DESCRIPTION_REFUSED = 3102,
-  /**
    * A release meant for a lost peer asked for while the peer is still connected.
    */
   CUVK_RULE_IPC_STILL_CONNECTED = 3103,
@@ -701,6 +681,10 @@ enum CuvkRule
    * An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
    */
   CUVK_RULE_IPC_UNKNOWN_IMAGE_SHAPE = 3106,
+  /**
+   * An image's described shape contradicts its extent, layers or flags.
+   */
+  CUVK_RULE_IPC_SHAPE_CONTRADICTED = 3107,
   /**
    * Peer access asked for between GPUs that have no peer path.
    */

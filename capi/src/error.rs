@@ -93,6 +93,8 @@ pub enum CuvkRule {
     CuvkRuleLayoutNonZeroAllocationOffset = 0x0109,
     /// A range that overlaps a live mapping or registration.
     CuvkRuleLayoutOverlap = 0x010A,
+    /// An element type whose size is not the described element size.
+    CuvkRuleLayoutElementSize = 0x010B,
 
     /// A format outside cuvk's table of formats CUDA can share.
     CuvkRuleImageUnsupportedFormat = 0x0201,
@@ -305,6 +307,8 @@ pub enum CuvkRule {
     CuvkRuleSyncForeignMarks = 0x060D,
     /// A timeline signal further above the counter than every device must accept.
     CuvkRuleSyncTimelineJumpTooLarge = 0x060E,
+    /// A frame server's slot count is not its frames in flight.
+    CuvkRuleSyncSlotCount = 0x060F,
 
     /// An image handle passed to a kernel parameter that is not a 64-bit integer.
     CuvkRuleLaunchImageHandleToNonInteger = 0x070A,
@@ -390,24 +394,6 @@ pub enum CuvkRule {
     /// Descriptors received differ from the count the header announced (they were closed).
     CuvkRuleIpcFdsNotAsAnnounced = 0x0C09,
 
-    /// A size that must not be zero is zero.
-    CuvkRuleIpcZeroSize = 0x0C0A,
-
-    /// A buffer's offset + size does not fit in 64 bits.
-    CuvkRuleIpcRangeOverflow = 0x0C0B,
-
-    /// A buffer's range ends past its memory allocation.
-    CuvkRuleIpcRangeExceedsMemory = 0x0C0C,
-
-    /// A buffer size that is not a whole number of elements.
-    CuvkRuleIpcPartialElement = 0x0C0D,
-
-    /// An image extent or layer count of zero.
-    CuvkRuleIpcZeroExtent = 0x0C0E,
-
-    /// Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
-    CuvkRuleIpcMipLevels = 0x0C0F,
-
     /// A boolean byte other than 0 or 1.
     CuvkRuleIpcBadBool = 0x0C10,
 
@@ -441,9 +427,6 @@ pub enum CuvkRule {
     /// An object id the server did not publish (of that kind).
     CuvkRuleIpcNoSuchObject = 0x0C1D,
 
-    /// A description the importing driver (or the caller's types) contradicts.
-    CuvkRuleIpcDescriptionRefused = 0x0C1E,
-
     /// A release meant for a lost peer asked for while the peer is still connected.
     CuvkRuleIpcStillConnected = 0x0C1F,
 
@@ -452,6 +435,9 @@ pub enum CuvkRule {
 
     /// An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
     CuvkRuleIpcUnknownImageShape = 0x0C22,
+
+    /// An image's described shape contradicts its extent, layers or flags.
+    CuvkRuleIpcShapeContradicted = 0x0C23,
 
     /// Peer access asked for between GPUs that have no peer path.
     CuvkRulePeerNoPeerAccess = 0x0D01,

@@ -117,78 +117,6 @@ crate::error::table::refusals! {
             /// Descriptors received differ from the count the header announced (they were closed).
             IpcFdsNotAsAnnounced = 0x0C09
         },
-        /// A size that must not be zero is zero.
-        #[error("zero size: {field} is 0")]
-        ZeroSize {
-            /// The field.
-            field: &'static str,
-        } => {
-            /// A size that must not be zero is zero.
-            IpcZeroSize = 0x0C0A
-        },
-        /// A buffer's offset + size does not fit in 64 bits.
-        #[error("range overflow: offset {offset} + size {size} does not fit in 64 bits")]
-        RangeOverflow {
-            /// The offset in the memory.
-            offset: u64,
-            /// The buffer's size.
-            size: u64,
-        } => {
-            /// A buffer's offset + size does not fit in 64 bits.
-            IpcRangeOverflow = 0x0C0B
-        },
-        /// A buffer's range ends past its memory allocation.
-        #[error("range exceeds memory: offset {offset} + size {size} > memory size {memory_size}")]
-        RangeExceedsMemory {
-            /// The offset in the memory.
-            offset: u64,
-            /// The buffer's size.
-            size: u64,
-            /// The memory allocation's size.
-            memory_size: u64,
-        } => {
-            /// A buffer's range ends past its memory allocation.
-            IpcRangeExceedsMemory = 0x0C0C
-        },
-        /// A buffer size that is not a whole number of elements.
-        #[error("partial element: size {size} is not a multiple of the element size {element_size}")]
-        PartialElement {
-            /// The buffer's size.
-            size: u64,
-            /// The element size.
-            element_size: u32,
-        } => {
-            /// A buffer size that is not a whole number of elements.
-            IpcPartialElement = 0x0C0D
-        },
-        /// An image extent or layer count of zero.
-        #[error("zero extent: image {width}x{height}x{depth} with {layers} layers")]
-        ZeroExtent {
-            /// Width.
-            width: u32,
-            /// Height.
-            height: u32,
-            /// Depth.
-            depth: u32,
-            /// Array layers.
-            layers: u32,
-        } => {
-            /// An image extent or layer count of zero.
-            IpcZeroExtent = 0x0C0E
-        },
-        /// Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
-        #[error("mip levels: {levels} levels, the full chain of a {largest}-texel extent has {max}")]
-        MipLevels {
-            /// The levels in the message.
-            levels: u32,
-            /// The largest of width, height and depth.
-            largest: u32,
-            /// The levels of the full chain.
-            max: u32,
-        } => {
-            /// Zero mip levels, or more than the full chain (`floor(log2(max extent)) + 1`).
-            IpcMipLevels = 0x0C0F
-        },
         /// A boolean byte other than 0 or 1.
         #[error("bad bool: {field} is {value}, a bool is 0 or 1")]
         BadBool {
@@ -359,20 +287,22 @@ crate::error::table::refusals! {
         /// and turned this one away: try again when it is free.
         #[error("busy: the server is serving another client; try again when it is free")]
         Busy => _,
-        /// A description the importing driver (or the caller's types) contradicts.
-        #[error("object {id}: the description breaks the rule \"{rule}\" (described {described}, found {driver})")]
-        DescriptionRefused {
+        /// An image description whose shape contradicts its own extent, layers or flags (a
+        /// "2D" image of 4 layers): the wire carries both, and they must agree. (Codes
+        /// 0x0C0A-0x0C0F and 0x0C1E are retired: sizes, ranges, elements, extents, mip levels
+        /// and placements are checked by the rules every import follows, `Layout.*`,
+        /// `Image.*`, `Memory.*`.)
+        #[error("image {id} is described as {shape:?} but its extent, layers and flags make it {kind:?}")]
+        ShapeContradicted {
             /// The object.
             id: u32,
-            /// The rule.
-            rule: &'static str,
-            /// The number the description gave.
-            described: u64,
-            /// The number the driver (or the caller) has.
-            driver: u64,
+            /// The shape it was described with.
+            shape: crate::ipc::ImageShape,
+            /// The kind its extent, layers and flags make.
+            kind: crate::ImageKind,
         } => {
-            /// A description the importing driver (or the caller's types) contradicts.
-            IpcDescriptionRefused = 0x0C1E
+            /// An image's described shape contradicts its extent, layers or flags.
+            IpcShapeContradicted = 0x0C23
         },
     }
 }
@@ -464,31 +394,6 @@ mod tests {
                 announced: 1,
                 received: 0,
             },
-            IpcError::ZeroSize { field: "size" },
-            IpcError::RangeOverflow {
-                offset: u64::MAX,
-                size: 1,
-            },
-            IpcError::RangeExceedsMemory {
-                offset: 8,
-                size: 8,
-                memory_size: 8,
-            },
-            IpcError::PartialElement {
-                size: 10,
-                element_size: 4,
-            },
-            IpcError::ZeroExtent {
-                width: 0,
-                height: 1,
-                depth: 1,
-                layers: 1,
-            },
-            IpcError::MipLevels {
-                levels: 5,
-                largest: 4,
-                max: 3,
-            },
             IpcError::BadBool {
                 field: "dedicated",
                 value: 2,
@@ -525,11 +430,10 @@ mod tests {
                 got: k,
             },
             IpcError::NoSuchObject { id: 3, kind: k },
-            IpcError::DescriptionRefused {
+            IpcError::ShapeContradicted {
                 id: 0,
-                rule: "r",
-                described: 1,
-                driver: 2,
+                shape: crate::ipc::ImageShape::D2,
+                kind: crate::ImageKind::D2Array { layers: 4 },
             },
             IpcError::StillConnected { what: "release" },
             IpcError::OneProducer,
@@ -567,15 +471,12 @@ mod tests {
             supported: 1,
         };
         assert!(e.to_string().contains('7') && e.to_string().contains("version 1"));
-        let e = IpcError::RangeExceedsMemory {
-            offset: 4096,
-            size: 64,
-            memory_size: 4100,
+        let e = IpcError::SizeLie {
+            id: 3,
+            described: 4096,
+            actual: 64,
         };
         let s = e.to_string();
-        assert!(
-            s.contains("4096") && s.contains("64") && s.contains("4100"),
-            "{s}"
-        );
+        assert!(s.contains("4096") && s.contains("64"), "{s}");
     }
 }

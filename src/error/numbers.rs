@@ -110,6 +110,7 @@ no_numbers!(
     crate::rules::layout::AlignmentRule,
     crate::rules::image_format::FormatRefusal,
     crate::ipc::MessageKind,
+    crate::ipc::ImageShape,
 );
 #[cfg(feature = "wgpu")]
 no_numbers!(

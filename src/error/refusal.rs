@@ -601,6 +601,21 @@ crate::error::table::refusals! {
             /// A timeline signal further above the counter than every device must accept.
             SyncTimelineJumpTooLarge = 0x060E
         },
+        /// A frame server accepting a producer with other than one published slot per frame in
+        /// flight (the producer reads K from the slot count).
+        #[error(
+            "a frame server publishes one slot per frame in flight: {published} published, \
+             {frames_in_flight} frames in flight"
+        )]
+        SlotCount {
+            /// Slots published.
+            published: u32,
+            /// Frames in flight (K).
+            frames_in_flight: u32,
+        } => {
+            /// A frame server's slot count is not its frames in flight.
+            SyncSlotCount = 0x060F
+        },
     }
 }
 

@@ -124,8 +124,9 @@ impl Channel {
     }
 
     /// Sends `msg` with `fds` (exactly as many as its kind carries). The descriptors stay the
-    /// caller's: the receiver gets duplicates. The message is checked first
-    /// ([`Message::validate`]), so a peer never receives one it would refuse.
+    /// caller's: the receiver gets duplicates. Its descriptor count is checked against its
+    /// kind; a description's placement is the sharing layer's to check (`Server` checks what
+    /// it publishes with the rules the receiver applies).
     pub fn send(&self, msg: &Message, fds: &[BorrowedFd<'_>]) -> Result<(), IpcError> {
         if fds.len() > MAX_FDS {
             return Err(IpcError::TooManyFds {
@@ -141,7 +142,6 @@ impl Channel {
                 got: fds.len() as u32, // at most MAX_FDS
             });
         }
-        msg.validate()?;
         self.send_bytes(&encode(msg), fds)
     }
 
@@ -171,7 +171,6 @@ impl Channel {
                 got: 0,
             });
         }
-        msg.validate()?;
         let bytes = encode(msg);
         let _guard = lock(&self.send_lock);
         self.check_broken()?;
@@ -565,6 +564,8 @@ mod tests {
         let before = open_fds(tag);
         let buffer = encode(&samples()[1]);
         let frame = encode(&Message::Frame(FrameNotice { value: 5 }));
+        let mut bad_bool = encode(&Message::Buffer(buffer_info()));
+        bad_bool[HEADER_LEN + 36] = 2; // `dedicated`
         let cases: [(&[u8], usize, IpcError); 4] = [
             (
                 &buffer,
@@ -591,12 +592,12 @@ mod tests {
                 },
             ),
             (
-                &encode(&Message::Buffer(BufferInfo {
-                    size: 0,
-                    ..buffer_info()
-                })),
+                &bad_bool,
                 1,
-                IpcError::ZeroSize { field: "size" },
+                IpcError::BadBool {
+                    field: "dedicated",
+                    value: 2,
+                },
             ),
         ];
         for (bytes, n, want) in cases {
@@ -630,14 +631,6 @@ mod tests {
         );
         let e = a.send(&m, &[file.as_fd(); MAX_FDS + 1]).unwrap_err();
         assert_eq!(e, IpcError::TooManyFds { got: 17, max: 16 });
-        let zero = Message::Buffer(BufferInfo {
-            size: 0,
-            ..buffer_info()
-        });
-        assert_eq!(
-            a.send(&zero, &[file.as_fd()]),
-            Err(IpcError::ZeroSize { field: "size" })
-        );
     }
 
     fn buffer_info() -> BufferInfo {

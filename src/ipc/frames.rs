@@ -100,11 +100,9 @@ impl FrameServer {
             return Err(IpcError::OneProducer.into());
         }
         if self.buffers != self.frames_in_flight {
-            return Err(IpcError::DescriptionRefused {
-                id: 0,
-                rule: "a frame server publishes one buffer per frame in flight",
-                described: u64::from(self.buffers),
-                driver: u64::from(self.frames_in_flight),
+            return Err(crate::SyncError::SlotCount {
+                published: self.buffers,
+                frames_in_flight: self.frames_in_flight,
             }
             .into());
         }

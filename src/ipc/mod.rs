@@ -43,6 +43,8 @@
 
 #[cfg(target_os = "linux")]
 mod channel;
+#[cfg(target_os = "linux")]
+mod describe;
 mod error;
 mod wire;
 

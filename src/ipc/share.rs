@@ -21,6 +21,7 @@ use ash::vk;
 use cudarc::driver::CudaContext;
 
 use super::channel::{Channel, Listener};
+use super::describe;
 use super::error::IpcError;
 use super::wire::{
     BufferInfo, FrameNotice, Hello, ImageInfo, ImageShape, Message, MessageKind, TimelineInfo,
@@ -28,13 +29,13 @@ use super::wire::{
 };
 use crate::cuda::{ExternalSemaphore, ImportedMemory, MapOptions, MappedRange, MipmappedArray};
 use crate::error::{Error, Result};
-use crate::rules::layout::ImportLayout;
+use crate::rules::layout::{ImportLayout, LayoutError};
 use crate::rules::timeline::SignalLedger;
 use crate::uuid::Uuid;
 use crate::vulkan::memory::Dedication;
 use crate::vulkan::{
-    BoundBuffer, BoundImage, Buffer, BufferDesc, Dedicated, DeviceMemory, ExternalUse, Image,
-    ImageDesc, ImageOptions, Semaphore, SemaphoreKind, VulkanContext,
+    BoundBuffer, BoundImage, Buffer, BufferDesc, DeviceMemory, ExternalUse, Image, ImageOptions,
+    Semaphore, SemaphoreKind, VulkanContext,
 };
 use crate::ImageKind;
 
@@ -130,7 +131,8 @@ impl Server {
             usage: buffer.buffer().usage(),
             handle_type: OPAQUE_FD,
         };
-        Message::Buffer(info).validate()?;
+        // What the attacher checks, checked here first: a peer never receives a refusal.
+        describe::check_buffer(&info)?;
         self.buffers.push((info, buffer.clone()));
         self.generation += 1;
         Ok(info.id)
@@ -175,9 +177,8 @@ impl Server {
             dedicated: memory.is_dedicated(),
             handle_type: OPAQUE_FD,
         };
-        Message::Image(info).validate()?;
         // What the attacher will rebuild: refused here already where it could not.
-        image_desc(&info)?;
+        describe::image_desc(&info)?;
         self.images.push((info, image.clone()));
         self.generation += 1;
         Ok(info.id)
@@ -495,89 +496,6 @@ pub struct Attached {
     link: Link,
 }
 
-/// The image description an [`ImageInfo`] stands for, or the rule it breaks: create flags
-/// other than `CUBE_COMPATIBLE`, a shape its extent, layers or flags contradict (a 3D image
-/// with layers, a cube that is not 6 square layers...), tiling other than `OPTIMAL` (what
-/// CUDA maps as an array).
-fn image_desc(info: &ImageInfo) -> std::result::Result<ImageDesc, IpcError> {
-    let refuse = |rule: &'static str, described: u64, driver: u64| IpcError::DescriptionRefused {
-        id: info.id,
-        rule,
-        described,
-        driver,
-    };
-    let cube = vk::ImageCreateFlags::CUBE_COMPATIBLE;
-    if !(info.flags & !cube).is_empty() {
-        return Err(refuse(
-            "a shared image's only create flag is CUBE_COMPATIBLE",
-            u64::from(info.flags.as_raw()),
-            u64::from(cube.as_raw()),
-        ));
-    }
-    if info.tiling != vk::ImageTiling::OPTIMAL {
-        return Err(refuse(
-            "a shared image is OPTIMAL-tiled",
-            info.tiling.as_raw() as u64,
-            vk::ImageTiling::OPTIMAL.as_raw() as u64,
-        ));
-    }
-    let cube_flag = info.flags.contains(cube);
-    let (layers, depth) = (u64::from(info.array_layers), u64::from(info.depth));
-    let kind = match info.shape {
-        ImageShape::D2 if depth != 1 || layers != 1 || cube_flag => {
-            return Err(refuse(
-                "a 2D image has depth 1, one layer and no CUBE_COMPATIBLE",
-                depth.max(layers),
-                1,
-            ))
-        }
-        ImageShape::D2 => ImageKind::D2,
-        ImageShape::D2Array if depth != 1 || cube_flag => {
-            return Err(refuse(
-                "a 2D array image has depth 1 and no CUBE_COMPATIBLE",
-                depth,
-                1,
-            ))
-        }
-        ImageShape::D2Array => ImageKind::D2Array {
-            layers: info.array_layers,
-        },
-        ImageShape::D3 if layers != 1 || cube_flag => {
-            return Err(refuse(
-                "a 3D image has one layer and no CUBE_COMPATIBLE",
-                layers,
-                1,
-            ))
-        }
-        ImageShape::D3 => ImageKind::D3 { depth: info.depth },
-        ImageShape::Cube
-            if !cube_flag || layers != 6 || depth != 1 || info.width != info.height =>
-        {
-            return Err(refuse(
-                "a cube map is CUBE_COMPATIBLE, 6 square layers of depth 1",
-                layers,
-                6,
-            ))
-        }
-        ImageShape::Cube => ImageKind::Cube,
-    };
-    Ok(ImageDesc {
-        kind,
-        format: info.format,
-        extent: vk::Extent2D {
-            width: info.width,
-            height: info.height,
-        },
-        mip_levels: info.mip_levels,
-        usage: info.usage,
-        dedicated: if info.dedicated {
-            Dedicated::Always
-        } else {
-            Dedicated::Auto
-        },
-    })
-}
-
 /// What a descriptor is, from `fstat`: memory and semaphores of GPU drivers are character
 /// devices, anonymous inodes or memfds; a pipe, socket or directory never is.
 fn check_fd_kind(
@@ -612,73 +530,6 @@ fn check_fd_kind(
                 actual,
             });
         }
-    }
-    Ok(())
-}
-
-/// What an import makes on the received memory.
-#[derive(Debug, Clone, Copy)]
-enum Imported {
-    Buffer,
-    Image,
-}
-
-/// The driver's requirements for an imported buffer or image (`size`, `alignment`, requires
-/// dedicated) against the description (`offset`, `memory_size`, dedicated), checked before the
-/// import allocates anything: the resource fits the memory at an aligned offset; a dedicated
-/// allocation where the driver requires one; and a dedicated allocation is exactly its
-/// resource's requirements, bound at offset 0 (VUID-VkMemoryDedicatedAllocateInfo-image-02964
-/// / -buffer-02965).
-fn check_placement(
-    what: Imported,
-    id: u32,
-    (offset, memory_size, dedicated): (u64, u64, bool),
-    (size, alignment, requires_dedicated): (u64, u64, bool),
-) -> std::result::Result<(), IpcError> {
-    let refuse = |rule, described, driver| IpcError::DescriptionRefused {
-        id,
-        rule,
-        described,
-        driver,
-    };
-    let end = offset.checked_add(size);
-    if end.is_none_or(|end| end > memory_size) || offset % alignment.max(1) != 0 {
-        return Err(refuse(
-            match what {
-                Imported::Buffer => {
-                    "the buffer's requirements (size and alignment) fit the memory at the offset"
-                }
-                Imported::Image => {
-                    "the image's requirements (size and alignment) fit the memory at the offset"
-                }
-            },
-            memory_size,
-            size,
-        ));
-    }
-    if requires_dedicated && !dedicated {
-        return Err(refuse(
-            match what {
-                Imported::Buffer => "the driver requires a dedicated allocation for this buffer",
-                Imported::Image => "the driver requires a dedicated allocation for this image",
-            },
-            0,
-            1,
-        ));
-    }
-    if dedicated && offset != 0 {
-        return Err(refuse(
-            "a dedicated allocation is bound at offset 0",
-            offset,
-            0,
-        ));
-    }
-    if dedicated && memory_size != size {
-        return Err(refuse(
-            "a dedicated allocation is exactly its resource's size",
-            memory_size,
-            size,
-        ));
     }
     Ok(())
 }
@@ -766,13 +617,14 @@ impl Attached {
                 announced: 1,
                 received: 0,
             })?;
+            // The rules an in-process request follows (a lie is a Layout/Image/Memory error).
+            describe::check_message(&msg)?;
             match msg {
                 Message::Buffer(info) => {
                     check_fd_kind(info.id, &fd, Some(info.memory_size))?;
                     buffers.push((info, fd));
                 }
                 Message::Image(info) => {
-                    image_desc(&info)?;
                     check_fd_kind(info.id, &fd, Some(info.memory_size))?;
                     images.push((info, fd));
                 }
@@ -851,9 +703,8 @@ impl Attached {
             },
         )?;
         let r = buffer.requirements();
-        check_placement(
-            Imported::Buffer,
-            id,
+        describe::check_import(
+            crate::DeviceObject::Buffer,
             (info.offset, info.memory_size, info.dedicated),
             (r.size, r.alignment, r.requires_dedicated),
         )?;
@@ -878,12 +729,11 @@ impl Attached {
     /// described element size.
     pub fn import_cuda_buffer<T>(&self, id: u32, cuda: &Arc<CudaContext>) -> Result<MappedRange> {
         let (info, _) = self.buffer(id)?;
-        if info.element_size as usize != std::mem::size_of::<T>() {
-            return Err(IpcError::DescriptionRefused {
-                id,
-                rule: "the element type's size is the described element size",
+        let requested = std::mem::size_of::<T>() as u64;
+        if u64::from(info.element_size) != requested {
+            return Err(LayoutError::ElementSize {
                 described: u64::from(info.element_size),
-                driver: std::mem::size_of::<T>() as u64,
+                requested,
             }
             .into());
         }
@@ -912,12 +762,11 @@ impl Attached {
     /// checked first.
     pub fn import_vulkan_image(&self, id: u32, vk: &Arc<VulkanContext>) -> Result<BoundImage> {
         let (info, fd) = self.image(id)?;
-        let desc = image_desc(info)?;
+        let desc = describe::image_desc(info)?;
         let image = Image::new(vk, &desc, ImageOptions::IMPORT)?;
         let r = image.requirements();
-        check_placement(
-            Imported::Image,
-            id,
+        describe::check_import(
+            crate::DeviceObject::Image,
             (info.offset, info.memory_size, info.dedicated),
             (r.size, r.alignment, r.requires_dedicated),
         )?;
@@ -950,7 +799,7 @@ impl Attached {
         cuda: &Arc<CudaContext>,
     ) -> Result<Arc<MipmappedArray>> {
         let (info, fd) = self.image(id)?;
-        let desc = image_desc(info)?;
+        let desc = describe::image_desc(info)?;
         let array = desc.cuda_array_desc()?;
         let layout = ImportLayout {
             allocation_size: info.memory_size,

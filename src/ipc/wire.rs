@@ -305,81 +305,10 @@ impl Message {
             Message::Ready => MessageKind::Ready,
         }
     }
-
-    /// Checks the rules a decoder checks on the body: non-zero sizes, a buffer range inside
-    /// its memory, whole elements, non-zero image extents, at most the full mip chain.
-    pub fn validate(&self) -> Result<(), IpcError> {
-        match self {
-            Message::Buffer(b) => {
-                for (field, v) in [
-                    ("size", b.size),
-                    ("memory_size", b.memory_size),
-                    ("element_size", u64::from(b.element_size)),
-                ] {
-                    if v == 0 {
-                        return Err(IpcError::ZeroSize { field });
-                    }
-                }
-                let (offset, size) = (b.offset, b.size);
-                let end = offset
-                    .checked_add(size)
-                    .ok_or(IpcError::RangeOverflow { offset, size })?;
-                if end > b.memory_size {
-                    return Err(IpcError::RangeExceedsMemory {
-                        offset,
-                        size,
-                        memory_size: b.memory_size,
-                    });
-                }
-                if size % u64::from(b.element_size) != 0 {
-                    return Err(IpcError::PartialElement {
-                        size,
-                        element_size: b.element_size,
-                    });
-                }
-            }
-            Message::Image(i) => {
-                if i.memory_size == 0 {
-                    return Err(IpcError::ZeroSize {
-                        field: "memory_size",
-                    });
-                }
-                if [i.width, i.height, i.depth, i.array_layers].contains(&0) {
-                    return Err(IpcError::ZeroExtent {
-                        width: i.width,
-                        height: i.height,
-                        depth: i.depth,
-                        layers: i.array_layers,
-                    });
-                }
-                let largest = i.width.max(i.height).max(i.depth);
-                let max = u32::BITS - largest.leading_zeros(); // floor(log2(largest)) + 1
-                if i.mip_levels == 0 || i.mip_levels > max {
-                    return Err(IpcError::MipLevels {
-                        levels: i.mip_levels,
-                        largest,
-                        max,
-                    });
-                }
-                if i.offset >= i.memory_size {
-                    return Err(IpcError::RangeExceedsMemory {
-                        offset: i.offset,
-                        size: 1,
-                        memory_size: i.memory_size,
-                    });
-                }
-            }
-            Message::Hello(_)
-            | Message::Timeline(_)
-            | Message::Frame(_)
-            | Message::Goodbye
-            | Message::Ready => {}
-        }
-        Ok(())
-    }
 }
 
-/// Encodes `msg` (header and body); no checks: [`decode`] (and a send) check.
+/// Encodes `msg` (header and body); no checks: [`decode`] checks the wire's rules, and the
+/// sharing layer a description's placement (`describe`).
 pub fn encode(msg: &Message) -> Vec<u8> {
     let kind = msg.kind();
     let mut w = Vec::with_capacity(HEADER_LEN + kind.body_len() as usize);
@@ -466,9 +395,7 @@ pub fn decode(bytes: &[u8], fds_received: usize) -> Result<Message, IpcError> {
             received: fds_received,
         });
     }
-    let msg = decode_body(header.kind, body)?;
-    msg.validate()?;
-    Ok(msg)
+    decode_body(header.kind, body)
 }
 
 fn decode_body(kind: MessageKind, body: &[u8]) -> Result<Message, IpcError> {
@@ -733,110 +660,10 @@ pub(crate) mod tests {
         );
     }
 
-    fn buffer(size: u64, offset: u64, memory_size: u64, element_size: u32) -> Message {
-        let Message::Buffer(b) = samples()[1] else {
-            unreachable!()
-        };
-        Message::Buffer(BufferInfo {
-            size,
-            offset,
-            memory_size,
-            element_size,
-            ..b
-        })
-    }
-
-    fn image(width: u32, height: u32, depth: u32, layers: u32, mips: u32) -> Message {
-        let Message::Image(i) = samples()[2] else {
-            unreachable!()
-        };
-        Message::Image(ImageInfo {
-            width,
-            height,
-            depth,
-            array_layers: layers,
-            mip_levels: mips,
-            ..i
-        })
-    }
-
+    /// What is the wire's own in a body: booleans and role bytes (placement, extents and mip
+    /// levels are the import rules', in `describe`).
     #[test]
     fn body_refusals_name_the_rule_and_numbers() {
-        let check = |m: Message| decode(&encode(&m), fds(&m));
-        assert_eq!(
-            check(buffer(0, 0, 16, 4)),
-            Err(IpcError::ZeroSize { field: "size" })
-        );
-        assert_eq!(
-            check(buffer(16, 0, 0, 4)),
-            Err(IpcError::ZeroSize {
-                field: "memory_size"
-            })
-        );
-        assert_eq!(
-            check(buffer(16, 0, 16, 0)),
-            Err(IpcError::ZeroSize {
-                field: "element_size"
-            })
-        );
-        assert_eq!(
-            check(buffer(16, u64::MAX - 8, u64::MAX, 4)),
-            Err(IpcError::RangeOverflow {
-                offset: u64::MAX - 8,
-                size: 16
-            })
-        );
-        assert_eq!(
-            check(buffer(16, 8, 16, 4)),
-            Err(IpcError::RangeExceedsMemory {
-                offset: 8,
-                size: 16,
-                memory_size: 16
-            })
-        );
-        assert_eq!(check(buffer(16, 0, 16, 4)), Ok(buffer(16, 0, 16, 4)));
-        assert_eq!(
-            check(buffer(10, 0, 16, 4)),
-            Err(IpcError::PartialElement {
-                size: 10,
-                element_size: 4
-            })
-        );
-        assert_eq!(
-            check(image(4, 0, 1, 1, 1)),
-            Err(IpcError::ZeroExtent {
-                width: 4,
-                height: 0,
-                depth: 1,
-                layers: 1
-            })
-        );
-        assert!(matches!(
-            check(image(4, 4, 1, 0, 1)),
-            Err(IpcError::ZeroExtent { layers: 0, .. })
-        ));
-        // 1024 texels: 11 levels (1024 .. 1); a 1x1 image has one.
-        assert!(check(image(1024, 3, 1, 1, 11)).is_ok());
-        assert_eq!(
-            check(image(1024, 3, 1, 1, 12)),
-            Err(IpcError::MipLevels {
-                levels: 12,
-                largest: 1024,
-                max: 11
-            })
-        );
-        assert_eq!(
-            check(image(1, 1, 1, 1, 2)),
-            Err(IpcError::MipLevels {
-                levels: 2,
-                largest: 1,
-                max: 1
-            })
-        );
-        assert!(matches!(
-            check(image(3, 1000, 1, 1, 0)),
-            Err(IpcError::MipLevels { levels: 0, .. })
-        ));
         let mut b = encode(&samples()[1]);
         b[HEADER_LEN + 36] = 2; // `dedicated`
         assert_eq!(
@@ -963,7 +790,6 @@ pub(crate) mod tests {
                 if let Ok(d) = decode(&damaged, n) {
                     prop_assert_eq!(&encode(&d), &damaged);
                     prop_assert_eq!(n, fds(&d));
-                    prop_assert!(d.validate().is_ok());
                 }
             }
         }

@@ -188,6 +188,20 @@ crate::error::table::refusals! {
             /// A range that overlaps a live mapping or registration.
             LayoutOverlap = 0x010A
         },
+        /// Memory described as elements of one size, viewed as elements of another.
+        #[error(
+            "the memory holds {described}-byte elements; it cannot be viewed as {requested}-byte \
+             elements"
+        )]
+        ElementSize {
+            /// The element size the memory was described with.
+            described: u64,
+            /// The size of the element type asked for.
+            requested: u64,
+        } => {
+            /// An element type whose size is not the described element size.
+            LayoutElementSize = 0x010B
+        },
     }
 }
 
