@@ -21,11 +21,13 @@
 
 //! ## Layout
 //!
-//! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not know each other;
+//! - [`vulkan`] (ash only) and [`cuda`] (cudarc only) do not import each other; they share
+//!   only the pure rules' types (a CUDA array description is the format table's `ArrayDesc`);
 //! - the pairings, where they meet, are at the crate root: [`Bridge`], [`SharedBuffer`],
 //!   [`SharedPool`], [`SharedImage`], [`FramePacer`], ...;
-//! - every OS difference (file descriptors vs NT handles) lives in one private module; the
-//!   handle types it settles on are re-exported here ([`OwnedExternalHandle`]);
+//! - every difference between file descriptors and NT handles lives in one private module;
+//!   the handle types it settles on are re-exported here ([`OwnedExternalHandle`]); the
+//!   process transport ([`ipc`]) is Linux-only and speaks to the OS through `rustix`;
 //! - the pure rules and bookkeeping (ranges, alignment, the image format table, PTX
 //!   signatures, the pool's books, timeline ledgers) are private and tested without a GPU;
 //!   what users touch of them is re-exported here: the refusals ([`LayoutError`],

@@ -7,8 +7,8 @@ use cuvk::ash::vk::{self, Handle};
 use cuvk::vulkan::{ExistingVulkan, VulkanContext};
 use cuvk::Bridge;
 
-use crate::error::{check_size, fail, guard, out, CResult, CuvkResult, Failure};
-use crate::handle::{insert, lookup, remove, Kind, Object};
+use crate::error::{desc_in, fail, guard, out, CResult, CuvkResult, Failure};
+use crate::handle::{insert, remove, with, HandleObject, Kind};
 
 /// Bridge creation flag: Vulkan only, no CUDA (buffers have no CUDA pointer).
 pub const CUVK_BRIDGE_VULKAN_ONLY: u32 = 1;
@@ -55,12 +55,11 @@ pub(crate) struct CBridge {
 
 /// The bridge behind `handle`.
 pub(crate) fn bridge_of(handle: CuvkBridge) -> CResult<Arc<CBridge>> {
-    let obj = lookup(handle, Kind::Bridge)?;
-    let guard = obj.lock().unwrap_or_else(|p| p.into_inner());
-    match &*guard {
-        Object::Bridge(b) => Ok(b.clone()),
-        _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a bridge"),
-    }
+    with::<Arc<CBridge>, _>(handle, |b| Ok(b.clone()))
+}
+
+impl HandleObject for Arc<CBridge> {
+    const KIND: Kind = Kind::Bridge;
 }
 
 /// Creates a bridge over the engine's Vulkan device. With `CUVK_BRIDGE_VULKAN_ONLY` in
@@ -80,14 +79,8 @@ pub unsafe extern "C" fn cuvk_bridge_create(
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
         let out_bridge = unsafe { out(out_bridge, "out_bridge") }?;
-        // SAFETY: null is checked; otherwise the caller vouches for the struct.
-        let vkd = unsafe { vk.as_ref() }
-            .ok_or(Failure::new(CuvkResult::CuvkErrorNullPointer, "vk is null"))?;
-        check_size(
-            vkd.struct_size,
-            std::mem::size_of::<CuvkVulkanDevice>(),
-            "CuvkVulkanDevice",
-        )?;
+        // SAFETY: the caller passes a readable descriptor or null (checked).
+        let vkd = unsafe { desc_in(vk, "vk") }?;
         if vkd.instance.is_null()
             || vkd.physical_device.is_null()
             || vkd.device.is_null()
@@ -118,7 +111,7 @@ pub unsafe extern "C" fn cuvk_bridge_create(
                 cuvk::cuda::context(ordinal)?,
             )?)
         };
-        *out_bridge = insert(Object::Bridge(Arc::new(CBridge { vk: ctx, cuda })));
+        *out_bridge = insert(Arc::new(CBridge { vk: ctx, cuda }));
         Ok(())
     })
 }
@@ -190,5 +183,7 @@ unsafe fn wrap_vulkan(d: &CuvkVulkanDevice) -> CResult<Arc<VulkanContext>> {
 /// they are destroyed (they keep what they need alive).
 #[no_mangle]
 pub extern "C" fn cuvk_bridge_destroy(bridge: CuvkBridge) -> CuvkResult {
-    guard(|| remove(bridge, Kind::Bridge))
+    guard(|| remove::<Arc<CBridge>>(bridge))
 }
+
+crate::error::c_structs!(CuvkVulkanDevice);

@@ -6,8 +6,8 @@ use cuvk::vulkan::{AsVkBuffer, BoundBuffer, PooledBuffer};
 use cuvk::{Error, MemoryError, SharedBuffer};
 
 use crate::bridge::{bridge_of, CuvkBridge};
-use crate::error::{check_size, fail, guard, out, CuvkResult};
-use crate::handle::{insert, remove, with, Kind, Object};
+use crate::error::{desc_out, guard, out, CuvkResult};
+use crate::handle::{insert, remove, with, HandleObject, Kind};
 
 /// A shared buffer.
 pub type CuvkBuffer = u64;
@@ -35,6 +35,10 @@ pub(crate) enum CBufferKind {
 /// A buffer behind a handle.
 pub(crate) struct CBuffer {
     pub(crate) buffer: CBufferKind,
+}
+
+impl HandleObject for CBuffer {
+    const KIND: Kind = Kind::Buffer;
 }
 
 /// Creates a buffer of `size` bytes with Vulkan usage `vk_usage` (transfer source/destination
@@ -67,7 +71,7 @@ pub unsafe extern "C" fn cuvk_buffer_create(
                 vk::MemoryPropertyFlags::DEVICE_LOCAL,
             )?),
         };
-        *out_buffer = insert(Object::Buffer(CBuffer { buffer }));
+        *out_buffer = insert(CBuffer { buffer });
         Ok(())
     })
 }
@@ -83,16 +87,8 @@ pub unsafe extern "C" fn cuvk_buffer_info(
 ) -> CuvkResult {
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
-        let info = unsafe { out(info, "info") }?;
-        check_size(
-            info.struct_size,
-            std::mem::size_of::<CuvkBufferInfo>(),
-            "CuvkBufferInfo",
-        )?;
-        with(buffer, Kind::Buffer, |o| {
-            let Object::Buffer(b) = o else {
-                return fail(CuvkResult::CuvkErrorWrongHandleKind, "not a buffer");
-            };
+        let info = unsafe { desc_out(info, "info") }?;
+        with(buffer, |b: &mut CBuffer| {
             let (vkb, size, ptr) = match &b.buffer {
                 CBufferKind::Shared(s) => (s.vk_buffer(), s.byte_size(), s.cuda_ptr()),
                 CBufferKind::VulkanOnly(v) => (v.vk_buffer(), v.vk_size(), 0),
@@ -109,5 +105,7 @@ pub unsafe extern "C" fn cuvk_buffer_info(
 /// Destroys a buffer (the GPU must be done with it).
 #[no_mangle]
 pub extern "C" fn cuvk_buffer_destroy(buffer: CuvkBuffer) -> CuvkResult {
-    guard(|| remove(buffer, Kind::Buffer))
+    guard(|| remove::<CBuffer>(buffer))
 }
+
+crate::error::c_structs!(CuvkBufferInfo);

@@ -575,15 +575,69 @@ pub(crate) unsafe fn out<'a, T>(ptr: *mut T, what: &str) -> CResult<&'a mut T> {
     ))
 }
 
-/// A struct-size error unless `given` (the `struct_size` of `what`) is at least `needed`.
-pub(crate) fn check_size(given: u32, needed: usize, what: &str) -> CResult<()> {
+/// A struct that crosses the boundary with its `struct_size` first (the caller sets it to
+/// `sizeof` the struct it was compiled with, so a newer library can refuse an older caller's
+/// shorter struct).
+pub(crate) trait CStruct {
+    /// The struct's C name, for the refusal.
+    const NAME: &'static str;
+    /// The caller's `struct_size`.
+    fn struct_size(&self) -> u32;
+}
+
+/// Implements [`CStruct`] for structs whose first field is `struct_size`.
+macro_rules! c_structs {
+    ($($t:ty),* $(,)?) => {$(
+        impl $crate::error::CStruct for $t {
+            const NAME: &'static str = stringify!($t);
+            fn struct_size(&self) -> u32 {
+                self.struct_size
+            }
+        }
+    )*};
+}
+pub(crate) use c_structs;
+
+/// A struct-size error unless `s` is at least as long as this library's `T`.
+fn check_size<T: CStruct>(s: &T) -> CResult<()> {
+    let (given, needed) = (s.struct_size(), std::mem::size_of::<T>());
     if (given as usize) < needed {
         return fail(
             CuvkResult::CuvkErrorStructSize,
-            format!("{what}.struct_size is {given}; this library needs at least {needed}"),
+            format!(
+                "{}.struct_size is {given}; this library needs at least {needed}",
+                T::NAME
+            ),
         );
     }
     Ok(())
+}
+
+/// The descriptor the caller filled at `ptr`, refused when null (naming `what`) or shorter
+/// than this library's `T`: every descriptor's preamble, once.
+///
+/// # Safety
+/// `ptr` must be null or point to a readable `T` (of at least `struct_size` bytes).
+pub(crate) unsafe fn desc_in<'a, T: CStruct>(ptr: *const T, what: &str) -> CResult<&'a T> {
+    // SAFETY: null is checked; otherwise the caller vouches for the struct.
+    let d = unsafe { ptr.as_ref() }.ok_or(Failure::new(
+        CuvkResult::CuvkErrorNullPointer,
+        format!("{what} is null"),
+    ))?;
+    check_size(d)?;
+    Ok(d)
+}
+
+/// The struct at `ptr` this library fills, whose `struct_size` the caller set: refused when
+/// null or shorter than this library's `T`.
+///
+/// # Safety
+/// `ptr` must be null or point to a writable `T`.
+pub(crate) unsafe fn desc_out<'a, T: CStruct>(ptr: *mut T, what: &str) -> CResult<&'a mut T> {
+    // SAFETY: forwarded.
+    let d = unsafe { out(ptr, what) }?;
+    check_size(&*d)?;
+    Ok(d)
 }
 
 /// The message of the last failed call on this thread ("" after a success). Valid until the

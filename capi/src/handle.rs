@@ -1,19 +1,12 @@
 //! Handles: the table of live objects behind the opaque 64-bit handles, whose bits encode
 //! the object's kind, a generation and a slot.
 
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use cuvk::cuda::TextureObject;
-use cuvk::StagingBuffer;
-
-use crate::bridge::CBridge;
-use crate::buffer::CBuffer;
 use crate::error::{fail, CResult, CuvkResult, Failure};
-use crate::image::CImage;
-use crate::pool::CPool;
-use crate::semaphore::CSemaphore;
 
-/// The kind of object a handle names (the handle's top byte).
+/// The kind of object a handle names (the handle's top byte; part of the ABI).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Kind {
     Bridge = 1,
@@ -26,32 +19,15 @@ pub(crate) enum Kind {
     FrameServer = 8,
 }
 
-/// The object behind a handle.
-pub(crate) enum Object {
-    Bridge(Arc<CBridge>),
-    Buffer(CBuffer),
-    Semaphore(CSemaphore),
-    Staging(StagingBuffer),
-    Pool(Arc<CPool>),
-    Image(CImage),
-    Texture(TextureObject),
-    FrameServer(cuvk::ipc::FrameServer),
+/// A type that lives behind a handle, of one [`Kind`]: each object's own module says so, so
+/// the table knows no object type.
+pub(crate) trait HandleObject: Any + Send {
+    /// The kind its handles carry.
+    const KIND: Kind;
 }
 
-impl Object {
-    fn kind(&self) -> Kind {
-        match self {
-            Object::Bridge(_) => Kind::Bridge,
-            Object::Buffer(_) => Kind::Buffer,
-            Object::Semaphore(_) => Kind::Semaphore,
-            Object::Staging(_) => Kind::Staging,
-            Object::Pool(_) => Kind::Pool,
-            Object::Image(_) => Kind::Image,
-            Object::Texture(_) => Kind::Texture,
-            Object::FrameServer(_) => Kind::FrameServer,
-        }
-    }
-}
+/// The object behind a handle (its kind is in the handle's bits, checked before any use).
+type Object = Box<dyn Any + Send>;
 
 /// Slot `i` holds its generation and, while alive, the object.
 struct Table {
@@ -60,13 +36,17 @@ struct Table {
 
 static TABLE: Mutex<Table> = Mutex::new(Table { slots: Vec::new() });
 
+/// A handle's object, locked for one call ([`with`]).
+type Cell = Arc<Mutex<Object>>;
+
 fn handle_of(kind: Kind, index: usize, generation: u32) -> u64 {
     (kind as u64) << 56 | u64::from(generation & 0x00ff_ffff) << 32 | index as u64
 }
 
 /// Stores `obj` in a free slot (or a new one) and returns its handle.
-pub(crate) fn insert(obj: Object) -> u64 {
-    let kind = obj.kind();
+pub(crate) fn insert<T: HandleObject>(obj: T) -> u64 {
+    let kind = T::KIND;
+    let obj: Object = Box::new(obj);
     let mut t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
     let cell = Some(Arc::new(Mutex::new(obj)));
     if let Some(i) = t.slots.iter().position(|s| s.1.is_none()) {
@@ -80,14 +60,14 @@ pub(crate) fn insert(obj: Object) -> u64 {
 }
 
 /// Looks a handle up: null, never issued, destroyed and wrong-kind handles are errors.
-pub(crate) fn lookup(handle: u64, want: Kind) -> CResult<Arc<Mutex<Object>>> {
+fn lookup(handle: u64, want: Kind) -> CResult<Cell> {
     let t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
     check_handle(&t, handle, want)
 }
 
 /// The checks of [`lookup`] on a locked table. (Generations are 24 bits: a handle could alias
 /// again only after 16 million reuses of its slot.)
-fn check_handle(t: &Table, handle: u64, want: Kind) -> CResult<Arc<Mutex<Object>>> {
+fn check_handle(t: &Table, handle: u64, want: Kind) -> CResult<Cell> {
     if handle == 0 {
         return fail(CuvkResult::CuvkErrorInvalidHandle, "null handle");
     }
@@ -116,13 +96,13 @@ fn check_handle(t: &Table, handle: u64, want: Kind) -> CResult<Arc<Mutex<Object>
         .ok_or(Failure::new(CuvkResult::CuvkErrorStaleHandle, "destroyed"))
 }
 
-/// Removes a handle's object (dropping it outside the table lock).
+/// Removes a handle's object of type `T` (dropping it outside the table lock).
 /// Two threads destroying one handle: the check and the removal happen under one lock, so
 /// exactly one succeeds and the other sees a stale handle.
-pub(crate) fn remove(handle: u64, want: Kind) -> CResult<()> {
+pub(crate) fn remove<T: HandleObject>(handle: u64) -> CResult<()> {
     let obj = {
         let mut t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
-        check_handle(&t, handle, want)?;
+        check_handle(&t, handle, T::KIND)?;
         let index = (handle & 0xffff_ffff) as usize;
         t.slots.get_mut(index).and_then(|s| s.1.take())
     };
@@ -130,13 +110,19 @@ pub(crate) fn remove(handle: u64, want: Kind) -> CResult<()> {
     Ok(())
 }
 
-/// Runs `f` with the object behind `handle`, locked.
-pub(crate) fn with<T>(
+/// Runs `f` with the `T` behind `handle`, locked.
+pub(crate) fn with<T: HandleObject, R>(
     handle: u64,
-    want: Kind,
-    f: impl FnOnce(&mut Object) -> CResult<T>,
-) -> CResult<T> {
-    let obj = lookup(handle, want)?;
+    f: impl FnOnce(&mut T) -> CResult<R>,
+) -> CResult<R> {
+    let obj = lookup(handle, T::KIND)?;
     let mut guard = obj.lock().unwrap_or_else(|p| p.into_inner());
-    f(&mut guard)
+    match guard.downcast_mut::<T>() {
+        Some(value) => f(value),
+        // Not reached: the kind was checked, and each kind is one type.
+        None => fail(
+            CuvkResult::CuvkErrorWrongHandleKind,
+            format!("handle {handle:#x} is not a {:?} handle", T::KIND),
+        ),
+    }
 }

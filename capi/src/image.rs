@@ -2,15 +2,15 @@
 //! objects over them.
 
 use cuvk::ash::vk::{self, Handle};
-use cuvk::cuda::{AddressMode, FilterMode, SurfaceObject};
+use cuvk::cuda::{AddressMode, FilterMode, SurfaceObject, TextureObject};
 use cuvk::vulkan::{BoundImage, ImageOptions, SHARED_LAYOUT};
 use cuvk::{
     Dedicated, Error, ImageDesc, ImageKind, SharedImage, TextureLevels, TextureOptions, TextureRead,
 };
 
 use crate::bridge::{bridge_of, CuvkBridge};
-use crate::error::{check_size, fail, guard, out, CResult, CuvkResult, Failure};
-use crate::handle::{insert, remove, with, Kind, Object};
+use crate::error::{desc_in, desc_out, fail, guard, out, CResult, CuvkResult};
+use crate::handle::{insert, remove, with, HandleObject, Kind};
 
 /// Image creation flag: a cube map (`VK_IMAGE_CREATE_CUBE_COMPATIBLE_BIT`: 2D, square, 6
 /// layers).
@@ -159,16 +159,8 @@ pub unsafe extern "C" fn cuvk_image_create(
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
         let out_image = unsafe { out(out_image, "out_image") }?;
-        // SAFETY: null is checked; otherwise the caller vouches for the struct.
-        let d = unsafe { desc.as_ref() }.ok_or(Failure::new(
-            CuvkResult::CuvkErrorNullPointer,
-            "desc is null",
-        ))?;
-        check_size(
-            d.struct_size,
-            std::mem::size_of::<CuvkImageDesc>(),
-            "CuvkImageDesc",
-        )?;
+        // SAFETY: the caller passes a readable descriptor or null (checked).
+        let d = unsafe { desc_in(desc, "desc") }?;
         let b = bridge_of(bridge)?;
         let desc = image_desc(d)?;
         let image = match &b.cuda {
@@ -179,16 +171,21 @@ pub unsafe extern "C" fn cuvk_image_create(
             }
         };
         let surfaces = (0..desc.mip_levels).map(|_| None).collect();
-        *out_image = insert(Object::Image(CImage { surfaces, image }));
+        *out_image = insert(CImage { surfaces, image });
         Ok(())
     })
 }
 
 fn with_image<T>(handle: CuvkImage, f: impl FnOnce(&mut CImage) -> CResult<T>) -> CResult<T> {
-    with(handle, Kind::Image, |o| match o {
-        Object::Image(i) => f(i),
-        _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not an image"),
-    })
+    with(handle, f)
+}
+
+impl HandleObject for CImage {
+    const KIND: Kind = Kind::Image;
+}
+
+impl HandleObject for TextureObject {
+    const KIND: Kind = Kind::Texture;
 }
 
 fn shared(image: &CImage) -> CResult<&SharedImage> {
@@ -209,12 +206,7 @@ fn shared(image: &CImage) -> CResult<&SharedImage> {
 pub unsafe extern "C" fn cuvk_image_info(image: CuvkImage, info: *mut CuvkImageInfo) -> CuvkResult {
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
-        let info = unsafe { out(info, "info") }?;
-        check_size(
-            info.struct_size,
-            std::mem::size_of::<CuvkImageInfo>(),
-            "CuvkImageInfo",
-        )?;
+        let info = unsafe { desc_out(info, "info") }?;
         with_image(image, |i| {
             info.vk_layout = SHARED_LAYOUT.as_raw() as u32;
             info.external = 1;
@@ -309,16 +301,8 @@ pub unsafe extern "C" fn cuvk_texture_create(
         let out_texture = unsafe { out(out_texture, "out_texture") }?;
         // SAFETY: as above.
         let out_tex_object = unsafe { out(out_tex_object, "out_tex_object") }?;
-        // SAFETY: null is checked; otherwise the caller vouches for the struct.
-        let d = unsafe { desc.as_ref() }.ok_or(Failure::new(
-            CuvkResult::CuvkErrorNullPointer,
-            "desc is null",
-        ))?;
-        check_size(
-            d.struct_size,
-            std::mem::size_of::<CuvkTextureDesc>(),
-            "CuvkTextureDesc",
-        )?;
+        // SAFETY: the caller passes a readable descriptor or null (checked).
+        let d = unsafe { desc_in(desc, "desc") }?;
         let address_mode = match d.address_mode {
             0 => AddressMode::Wrap,
             1 => AddressMode::Clamp,
@@ -349,7 +333,7 @@ pub unsafe extern "C" fn cuvk_texture_create(
         };
         let texture = with_image(image, |i| Ok(shared(i)?.texture(&options)?))?;
         *out_tex_object = texture.raw();
-        *out_texture = insert(Object::Texture(texture));
+        *out_texture = insert(texture);
         Ok(())
     })
 }
@@ -366,12 +350,9 @@ pub unsafe extern "C" fn cuvk_texture_object(
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
         let o = unsafe { out(out_tex_object, "out_tex_object") }?;
-        with(texture, Kind::Texture, |obj| match obj {
-            Object::Texture(t) => {
-                *o = t.raw();
-                Ok(())
-            }
-            _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a texture"),
+        with(texture, |t: &mut TextureObject| {
+            *o = t.raw();
+            Ok(())
         })
     })
 }
@@ -379,12 +360,14 @@ pub unsafe extern "C" fn cuvk_texture_object(
 /// Destroys a texture (the GPU must be done with it).
 #[no_mangle]
 pub extern "C" fn cuvk_texture_destroy(texture: CuvkTexture) -> CuvkResult {
-    guard(|| remove(texture, Kind::Texture))
+    guard(|| remove::<TextureObject>(texture))
 }
 
 /// Destroys an image and its surfaces (the GPU must be done with them). Textures made from
 /// it stay valid until they are destroyed.
 #[no_mangle]
 pub extern "C" fn cuvk_image_destroy(image: CuvkImage) -> CuvkResult {
-    guard(|| remove(image, Kind::Image))
+    guard(|| remove::<CImage>(image))
 }
+
+crate::error::c_structs!(CuvkImageDesc, CuvkImageInfo, CuvkTextureDesc);

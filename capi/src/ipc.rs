@@ -10,9 +10,9 @@ use cuvk::ipc::FrameServer;
 use cuvk::{Error, FrameSubmit};
 
 use crate::bridge::{bridge_of, CuvkBridge};
-use crate::buffer::CBufferKind;
+use crate::buffer::{CBuffer, CBufferKind};
 use crate::error::{fail, guard, out, CResult, CuvkResult};
-use crate::handle::{insert, remove, with, Kind, Object};
+use crate::handle::{insert, remove, with, HandleObject, Kind};
 
 /// A frame server.
 pub type CuvkFrameServer = u64;
@@ -21,10 +21,11 @@ fn with_server<T>(
     handle: CuvkFrameServer,
     f: impl FnOnce(&mut FrameServer) -> CResult<T>,
 ) -> CResult<T> {
-    with(handle, Kind::FrameServer, |o| match o {
-        Object::FrameServer(s) => f(s),
-        _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a frame server"),
-    })
+    with(handle, f)
+}
+
+impl HandleObject for FrameServer {
+    const KIND: Kind = Kind::FrameServer;
 }
 
 fn nanos(timeout_ns: u64) -> Duration {
@@ -59,7 +60,7 @@ pub unsafe extern "C" fn cuvk_frame_server_create(
         })?;
         let b = bridge_of(bridge)?;
         let server = FrameServer::bind(name, &b.vk, frames_in_flight)?;
-        *out_server = insert(Object::FrameServer(server));
+        *out_server = insert(server);
         Ok(())
     })
 }
@@ -81,16 +82,13 @@ pub unsafe extern "C" fn cuvk_frame_server_publish_buffer(
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
         let out_id = unsafe { out(out_id, "out_id") }?;
-        let bound = with(buffer, Kind::Buffer, |o| match o {
-            Object::Buffer(b) => match &b.buffer {
-                CBufferKind::Shared(s) => Ok(s.vulkan_buffer().clone()),
-                _ => Err(Error::BufferNotShared {
-                    buffer,
-                    needed_for: "cuvk_frame_server_publish_buffer",
-                }
-                .into()),
-            },
-            _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a buffer"),
+        let bound = with(buffer, |b: &mut CBuffer| match &b.buffer {
+            CBufferKind::Shared(s) => Ok(s.vulkan_buffer().clone()),
+            _ => Err(Error::BufferNotShared {
+                buffer,
+                needed_for: "cuvk_frame_server_publish_buffer",
+            }
+            .into()),
         })?;
         *out_id = with_server(server, |s| {
             Ok(s.publish_buffer(&bound, element_type, element_size)?)
@@ -191,5 +189,5 @@ pub extern "C" fn cuvk_frame_server_release_waits(server: CuvkFrameServer) -> Cu
 /// Destroys the server (the published buffers stay the engine's).
 #[no_mangle]
 pub extern "C" fn cuvk_frame_server_destroy(server: CuvkFrameServer) -> CuvkResult {
-    guard(|| remove(server, Kind::FrameServer))
+    guard(|| remove::<FrameServer>(server))
 }

@@ -8,8 +8,8 @@ use cuvk::{Error, MemoryError, PoolDesc, PoolStats, SharedPool};
 
 use crate::bridge::{bridge_of, CuvkBridge};
 use crate::buffer::{CBuffer, CBufferKind, CuvkBuffer};
-use crate::error::{check_size, fail, guard, out, CResult, CuvkResult, Failure};
-use crate::handle::{insert, remove, with, Kind, Object};
+use crate::error::{desc_in, desc_out, guard, out, CResult, CuvkResult};
+use crate::handle::{insert, remove, with, HandleObject, Kind};
 
 /// A pool of shared memory that buffers are sub-allocated from.
 pub type CuvkPool = u64;
@@ -86,16 +86,8 @@ pub unsafe extern "C" fn cuvk_pool_create(
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
         let out_pool = unsafe { out(out_pool, "out_pool") }?;
-        // SAFETY: null is checked; otherwise the caller vouches for the struct.
-        let d = unsafe { desc.as_ref() }.ok_or(Failure::new(
-            CuvkResult::CuvkErrorNullPointer,
-            "desc is null",
-        ))?;
-        check_size(
-            d.struct_size,
-            std::mem::size_of::<CuvkPoolDesc>(),
-            "CuvkPoolDesc",
-        )?;
+        // SAFETY: the caller passes a readable descriptor or null (checked).
+        let d = unsafe { desc_in(desc, "desc") }?;
         let b = bridge_of(bridge)?;
         let block_size = match d.block_size {
             0 => PoolDesc::DEFAULT_BLOCK_SIZE,
@@ -114,16 +106,17 @@ pub unsafe extern "C" fn cuvk_pool_create(
             Some(bridge) => CPool::Shared(bridge.create_pool(desc)?),
             None => CPool::VulkanOnly(VulkanPool::new(&b.vk, desc)?),
         };
-        *out_pool = insert(Object::Pool(Arc::new(pool)));
+        *out_pool = insert(Arc::new(pool));
         Ok(())
     })
 }
 
 fn pool_of(handle: CuvkPool) -> CResult<Arc<CPool>> {
-    with(handle, Kind::Pool, |o| match o {
-        Object::Pool(p) => Ok(p.clone()),
-        _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a pool"),
-    })
+    with::<Arc<CPool>, _>(handle, |p| Ok(p.clone()))
+}
+
+impl HandleObject for Arc<CPool> {
+    const KIND: Kind = Kind::Pool;
 }
 
 /// Creates a buffer of `size` bytes (the pool's usage) in the pool: a `CuvkBuffer` for
@@ -150,7 +143,7 @@ pub unsafe extern "C" fn cuvk_pool_buffer_create(
             }
             CPool::VulkanOnly(p) => CBufferKind::Pooled(p.create_buffer(size, p.desc().usage)?),
         };
-        *out_buffer = insert(Object::Buffer(CBuffer { buffer }));
+        *out_buffer = insert(CBuffer { buffer });
         Ok(())
     })
 }
@@ -163,12 +156,7 @@ pub unsafe extern "C" fn cuvk_pool_buffer_create(
 pub unsafe extern "C" fn cuvk_pool_stats(pool: CuvkPool, stats: *mut CuvkPoolStats) -> CuvkResult {
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
-        let out_stats = unsafe { out(stats, "stats") }?;
-        check_size(
-            out_stats.struct_size,
-            std::mem::size_of::<CuvkPoolStats>(),
-            "CuvkPoolStats",
-        )?;
+        let out_stats = unsafe { desc_out(stats, "stats") }?;
         let s = pool_of(pool)?.stats();
         out_stats.blocks = s.blocks as u64;
         out_stats.own_allocations = s.own_allocations as u64;
@@ -187,5 +175,7 @@ pub unsafe extern "C" fn cuvk_pool_stats(pool: CuvkPool, stats: *mut CuvkPoolSta
 /// blocks are released now, the others when their last buffer is destroyed.
 #[no_mangle]
 pub extern "C" fn cuvk_pool_destroy(pool: CuvkPool) -> CuvkResult {
-    guard(|| remove(pool, Kind::Pool))
+    guard(|| remove::<Arc<CPool>>(pool))
 }
+
+crate::error::c_structs!(CuvkPoolDesc, CuvkPoolStats);

@@ -10,8 +10,8 @@ use cuvk::cudarc::driver::sys;
 use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind};
 
 use crate::bridge::{bridge_of, CuvkBridge};
-use crate::error::{fail, guard, out, CResult, CuvkResult, Failure};
-use crate::handle::{insert, remove, with, Kind, Object};
+use crate::error::{guard, out, CResult, CuvkResult, Failure};
+use crate::handle::{insert, remove, with, HandleObject, Kind};
 
 /// A timeline semaphore shared with CUDA.
 pub type CuvkSemaphore = u64;
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn cuvk_semaphore_create(
                 (Semaphore::new(&b.vk, desc)?, None)
             }
         };
-        *out_semaphore = insert(Object::Semaphore(CSemaphore { cuda, vk }));
+        *out_semaphore = insert(CSemaphore { cuda, vk });
         Ok(())
     })
 }
@@ -65,10 +65,11 @@ fn with_semaphore<T>(
     handle: CuvkSemaphore,
     f: impl FnOnce(&CSemaphore) -> CResult<T>,
 ) -> CResult<T> {
-    with(handle, Kind::Semaphore, |o| match o {
-        Object::Semaphore(s) => f(s),
-        _ => fail(CuvkResult::CuvkErrorWrongHandleKind, "not a semaphore"),
-    })
+    with(handle, |s: &mut CSemaphore| f(s))
+}
+
+impl HandleObject for CSemaphore {
+    const KIND: Kind = Kind::Semaphore;
 }
 
 /// The `VkSemaphore` handle, for the engine's own submissions.
@@ -156,5 +157,5 @@ pub unsafe extern "C" fn cuvk_semaphore_cuda_wait(
 /// Destroys a semaphore (waits for CUDA work that still uses it; see `ExternalSemaphore`).
 #[no_mangle]
 pub extern "C" fn cuvk_semaphore_destroy(semaphore: CuvkSemaphore) -> CuvkResult {
-    guard(|| remove(semaphore, Kind::Semaphore))
+    guard(|| remove::<CSemaphore>(semaphore))
 }

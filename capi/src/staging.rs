@@ -9,8 +9,8 @@ use cuvk::vulkan::AsVkBuffer;
 use cuvk::StagingBuffer;
 
 use crate::bridge::{bridge_of, CuvkBridge};
-use crate::error::{check_size, fail, guard, out, CuvkResult, Failure};
-use crate::handle::{insert, remove, with, Kind, Object};
+use crate::error::{desc_out, guard, out, CuvkResult, Failure};
+use crate::handle::{insert, remove, with, HandleObject, Kind};
 
 /// Pinned host memory that is also a Vulkan buffer.
 pub type CuvkStaging = u64;
@@ -53,7 +53,7 @@ pub unsafe extern "C" fn cuvk_staging_create(
             HostAllocFlags::default(),
             vk::BufferUsageFlags::empty(),
         )?;
-        *out_staging = insert(Object::Staging(s));
+        *out_staging = insert(s);
         Ok(())
     })
 }
@@ -69,16 +69,8 @@ pub unsafe extern "C" fn cuvk_staging_info(
 ) -> CuvkResult {
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
-        let info = unsafe { out(info, "info") }?;
-        check_size(
-            info.struct_size,
-            std::mem::size_of::<CuvkStagingInfo>(),
-            "CuvkStagingInfo",
-        )?;
-        with(staging, Kind::Staging, |o| {
-            let Object::Staging(s) = o else {
-                return fail(CuvkResult::CuvkErrorWrongHandleKind, "not a staging buffer");
-            };
+        let info = unsafe { desc_out(info, "info") }?;
+        with(staging, |s: &mut StagingBuffer| {
             info.host_ptr = s.host_ptr().cast();
             info.vk_buffer = s.vk_buffer().as_raw();
             info.size = s.byte_size() as u64;
@@ -90,5 +82,11 @@ pub unsafe extern "C" fn cuvk_staging_info(
 /// Destroys a staging buffer.
 #[no_mangle]
 pub extern "C" fn cuvk_staging_destroy(staging: CuvkStaging) -> CuvkResult {
-    guard(|| remove(staging, Kind::Staging))
+    guard(|| remove::<StagingBuffer>(staging))
 }
+
+impl HandleObject for StagingBuffer {
+    const KIND: Kind = Kind::Staging;
+}
+
+crate::error::c_structs!(CuvkStagingInfo);

@@ -19,7 +19,7 @@ use cudarc::driver::CudaStream;
 
 use crate::cuda::MapOptions;
 use crate::error::Result;
-use crate::interop::shared_buffer::{shared_usage, CudaBlock, CudaSide};
+use crate::interop::shared_buffer::{CudaBlock, CudaSide};
 use crate::interop::{Bridge, BufferUsage, SharedAllocation, SharedBuffer};
 use crate::rules::layout::{self, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
 use crate::rules::suballoc::{PoolReport, PoolStats};
@@ -80,7 +80,7 @@ impl Bridge {
     pub fn create_pool(&self, desc: PoolDesc) -> Result<SharedPool> {
         let cuda = self.cuda.clone();
         let stream = self.stream.clone();
-        let usage = desc.usage | shared_usage(&self.vulkan);
+        let usage = crate::vulkan::shared_buffer_usage(&self.vulkan, desc.usage);
         let attach_stream = stream.clone();
         let core = PoolCore::new(
             &self.vulkan,

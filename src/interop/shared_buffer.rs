@@ -44,18 +44,6 @@ pub(crate) fn transfer_usage() -> vk::BufferUsageFlags {
     vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST
 }
 
-/// What every Vulkan-allocated shared buffer gets besides the caller's usage: transfers, and a
-/// device address where the device has them (so one buffer serves CUDA kernels in the CUDA
-/// context and in Vulkan queues alike).
-pub(crate) fn shared_usage(vk: &VulkanContext) -> vk::BufferUsageFlags {
-    let address = if vk.info().capabilities.buffer_device_address {
-        vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS
-    } else {
-        vk::BufferUsageFlags::empty()
-    };
-    transfer_usage() | address
-}
-
 fn exportable_buffer(vk: &Arc<VulkanContext>, size: u64, usage: BufferUsage) -> Result<Buffer> {
     Buffer::new(
         vk,
@@ -89,7 +77,7 @@ impl Bridge {
         dedicated: Dedicated,
     ) -> Result<SharedBuffer<T>> {
         let bytes = layout::bytes_for::<T>(len)?;
-        let usage = usage | shared_usage(&self.vulkan);
+        let usage = crate::vulkan::shared_buffer_usage(&self.vulkan, usage);
         let buffer = exportable_buffer(&self.vulkan, bytes, usage)?;
         let req = buffer.requirements();
         let is_dedicated =
@@ -112,7 +100,7 @@ impl Bridge {
         size: u64,
         usage: BufferUsage,
     ) -> Result<Arc<SharedAllocation>> {
-        let usage = usage | shared_usage(&self.vulkan);
+        let usage = crate::vulkan::shared_buffer_usage(&self.vulkan, usage);
         // A probe buffer tells which memory types buffers of this usage may use.
         let probe = exportable_buffer(&self.vulkan, size, usage)?;
         let req = probe.requirements();

@@ -78,7 +78,7 @@ impl ImageDesc {
     /// The CUDA array descriptor this image implies (format, channels, extent, and the
     /// `LAYERED` / `CUBEMAP` / `SURFACE_LDST` / `COLOR_ATTACHMENT` flags its kind and usage
     /// need): what `Bridge::share_image_with_descriptor` compares a caller's descriptor with.
-    pub fn cuda_array_desc(&self) -> Result<crate::cuda::ArrayDesc> {
+    pub fn cuda_array_desc(&self) -> Result<image_format::ArrayDesc> {
         let format = image_format::format_info(self.format)?;
         Ok(image_format::array_desc(&self.shape(), &format, self.usage))
     }
