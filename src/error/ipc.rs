@@ -174,7 +174,7 @@ crate::error::table::refusals! {
         TooManyFds {
             /// The descriptors given or received.
             got: usize,
-            /// [`MAX_FDS`](crate::ipc::MAX_FDS).
+            /// The most one message carries (16).
             max: usize,
         } => {
             /// More descriptors than one message carries.

@@ -118,6 +118,7 @@ impl Channel {
     }
 
     /// Two connected channels (`socketpair`), for one process or a child it forks.
+    #[cfg(any(test, feature = "ipc-test-peer"))]
     pub fn pair() -> Result<(Channel, Channel), IpcError> {
         let (a, b) = UnixStream::pair().map_err(|e| IpcError::io("socketpair", &e))?;
         Ok((Channel::from(a), Channel::from(b)))

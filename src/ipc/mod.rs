@@ -2,44 +2,20 @@
 //! buffers, images and timelines over a Unix domain socket, their descriptors passed beside
 //! the messages (`SCM_RIGHTS`); another attaches and imports them.
 //!
-//! Layers: the versioned description format ([`Message`], [`encode`], [`decode`]: a 16-byte
-//! header — `b"CUVK"`, version, kind, body length, descriptor count — and a fixed
-//! little-endian body per [`MessageKind`]), checked on decode so that everything a peer could
-//! get wrong is an [`IpcError`] naming the rule and its numbers; [`Channel`] and [`Listener`]
-//! carry whole messages and their descriptors; [`Server`] / [`Attached`] publish and import
-//! buffers and timelines; [`FrameServer`] / [`FrameClient`] order frames between a viewer and
-//! a producer (all but the format Linux only: on other platforms they do not exist). On
-//! Windows, `ipc::nt` holds the handle step that replaces `SCM_RIGHTS` there (NT handles
-//! duplicated into the attacher's process); its transport is not in this release.
+//! - [`FrameServer`] / [`FrameClient`]: a viewer (Vulkan) and a producer (CUDA) in two
+//!   processes, frames ordered on the GPU by two timelines, K in flight;
+//! - [`Server`] / [`Attached`] / [`Link`]: publish and import buffers, images and timelines,
+//!   and one-way frame notices, for custom protocols;
+//! - what the server describes ([`BufferInfo`], [`ImageInfo`], [`TimelineInfo`]) and why a
+//!   connection was refused or failed ([`IpcError`]).
 //!
-//! # Descriptor ownership
-//!
-//! A descriptor is consumed only on success and closed exactly once:
-//!
-//! - [`Channel::send`] borrows its descriptors: the peer receives duplicates, and the
-//!   sender's stay open and stay the sender's;
-//! - [`Channel::recv`] wraps every descriptor in an [`OwnedFd`](std::os::fd::OwnedFd) the
-//!   moment it arrives. On success they are the caller's; on any refusal (a bad header or body,
-//!   a descriptor count other than the header's, truncated control data, a peer that closed
-//!   mid-message) every one that arrived is closed before the error returns — never leaked,
-//!   never closed twice.
-//!
-//! ```no_run
-//! # #[cfg(target_os = "linux")]
-//! # fn main() -> Result<(), cuvk::ipc::IpcError> {
-//! use std::time::Duration;
-//! use cuvk::ipc::{Channel, Listener, Message};
-//! let listener = Listener::bind("particles")?; // abstract name \0cuvk-particles
-//! let peer: Channel = listener.accept(Duration::from_secs(5))?;
-//! let (msg, fds) = peer.recv(Duration::from_secs(1))?;
-//! if let Message::Buffer(info) = msg {
-//!     // fds[0] is the memory of `info` (info.memory_size bytes): import it.
-//!     # let _ = (info, fds);
-//! }
-//! # Ok(()) }
-//! # #[cfg(not(target_os = "linux"))]
-//! # fn main() {}
-//! ```
+//! The wire format and the transport underneath are private (their versions may change with
+//! any release; both sides of a connection run the same cuvk). What a description says is
+//! checked with the rules of an in-process request: a lie is the `LayoutError`, `ImageError`
+//! or `MemoryError` a user of the in-process API knows; what is the wire's own (magic,
+//! version, descriptor counts, the GPU and driver) is an [`IpcError`]. All but the
+//! descriptions and errors are Linux only. A descriptor received is owned the moment it
+//! arrives and closed exactly once on any refusal.
 
 #[cfg(target_os = "linux")]
 mod channel;
@@ -50,19 +26,25 @@ mod wire;
 
 #[cfg(target_os = "linux")]
 mod frames;
+// The handle step a Windows transport will use (type-checked; no transport in this release).
 #[cfg(windows)]
-pub mod nt;
+#[allow(dead_code)]
+mod nt;
 #[cfg(target_os = "linux")]
 mod share;
 
-#[cfg(target_os = "linux")]
-pub use channel::{Channel, Listener};
 pub use error::IpcError;
 #[cfg(target_os = "linux")]
 pub use frames::{FrameClient, FrameServer};
 #[cfg(target_os = "linux")]
 pub use share::{Attached, Link, Server};
-pub use wire::{
-    decode, encode, BufferInfo, FrameNotice, Header, Hello, ImageInfo, ImageShape, Message,
-    MessageKind, TimelineInfo, TimelineRole, HEADER_LEN, MAX_FDS, VERSION,
-};
+pub use wire::{BufferInfo, ImageInfo, ImageShape, MessageKind, TimelineInfo, TimelineRole};
+
+/// A raw peer for cuvk's own tests (feature `ipc-test-peer`): the transport and the messages,
+/// to play a server or client that lies. Not part of the API: it changes with the wire.
+#[cfg(all(target_os = "linux", feature = "ipc-test-peer"))]
+#[doc(hidden)]
+pub mod test_peer {
+    pub use super::channel::{Channel, Listener};
+    pub use super::wire::{encode, FrameNotice, Hello, Message, HEADER_LEN};
+}

@@ -224,7 +224,7 @@ impl Server {
     /// description of every object with a fresh descriptor of each (closed here once sent:
     /// the client has its own).
     ///
-    /// The client first gets the [`Hello`] (this GPU and driver) and answers: ready, or it
+    /// The client first gets the server's hello (this GPU and driver) and answers: ready, or it
     /// leaves (another GPU, another driver, a version it does not read). One that leaves, or
     /// does not answer within 2 s (`HANDSHAKE`), was sent no descriptor; the server then waits
     /// for the next client, within the same `timeout`, so a refused client never costs the

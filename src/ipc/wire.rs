@@ -8,6 +8,10 @@
 //! decodes to (booleans are 0 or 1, no trailing bytes), and everything a peer could get wrong
 //! is refused with the rule it broke ([`IpcError`]).
 
+// The wire format is cross-platform (type-checked everywhere); only Linux has a transport
+// that uses all of it.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use ash::vk;
 
 use super::error::IpcError;
@@ -27,7 +31,7 @@ pub const MAX_FDS: usize = 16;
 #[non_exhaustive]
 #[repr(u16)]
 pub enum MessageKind {
-    /// [`Hello`]: who publishes, and how many objects follow.
+    /// The server's hello: who publishes (GPU, driver, process), and how many objects follow.
     Hello = 1,
     /// [`BufferInfo`], with the memory's descriptor.
     Buffer = 2,
@@ -35,11 +39,11 @@ pub enum MessageKind {
     Image = 3,
     /// [`TimelineInfo`], with the semaphore's descriptor.
     Timeline = 4,
-    /// [`FrameNotice`].
+    /// A frame notice: "up to value N is scheduled".
     Frame = 5,
     /// The sender is leaving; no body.
     Goodbye = 6,
-    /// The attacher checked the [`Hello`] (its GPU, its driver) and takes the objects; no
+    /// The attacher checked the hello (its GPU, its driver) and takes the objects; no
     /// body. An attacher that refuses says [`MessageKind::Goodbye`] instead, and is sent no
     /// descriptor.
     Ready = 7,

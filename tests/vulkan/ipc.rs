@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuvk::ash::vk;
-use cuvk::ipc::{Attached, Channel, IpcError, Listener, Server};
-use cuvk::ipc::{BufferInfo, Hello, ImageInfo, ImageShape, Message};
+use cuvk::ipc::test_peer::{Channel, Hello, Listener, Message};
+use cuvk::ipc::{Attached, BufferInfo, ImageInfo, ImageShape, IpcError, Server};
 use cuvk::vulkan::{BoundBuffer, BoundImage, HostBuffer, ImageOptions, ImageRegion, VulkanContext};
 use cuvk::Error;
 use cuvk::ImageDesc;
