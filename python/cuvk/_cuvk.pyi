@@ -163,7 +163,7 @@ class SharedBuffer:
         use; Vulkan's next use waits for the copy, and `stream` waits for it before its next
         work (the source may be reused at once). The fast path where ``view.copy_(src)`` from
         another GPU into a DLPack view of cuvk memory is slow. Refused (nothing copied):
-        ``Peer.NotCudaArray``, ``Peer.NotContiguous``, ``Peer.SizeMismatch``,
+        ``Array.Type``, ``Array.Interface``, ``Array.Layout``, ``Peer.SizeMismatch``,
         ``Peer.NoPeerAccess`` (UnsupportedError), ``Layout.OutOfBounds``."""
     def read(self, timeout: float = 10.0) -> bytes:
         """A host copy made by CUDA. Waits on the host for the last draw of the buffer and

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::bridge::Shared;
 use crate::buffer::{BufferCore, PySharedBuffer};
@@ -53,64 +52,16 @@ pub fn resolve(shared: &Arc<Shared>, obj: &Bound<'_, PyAny>) -> PyResult<Array> 
         });
     }
     check_device(shared, obj)?;
-    let cai = obj.getattr("__cuda_array_interface__").map_err(|e| {
-        if !e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) {
-            // The object has the interface but cannot give it (e.g. a tensor that requires
-            // grad): its own error says why.
-            return e;
-        }
-        refusal(
-            "InvalidInput",
-            "Array.Type",
-            format!(
-                "expected a cuvk.SharedBuffer or a CUDA array over one (with \
-                 __cuda_array_interface__), not {}",
-                obj.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default()
-            ),
-            &[],
-        )
-    })?;
-    let cai = cai.cast::<PyDict>().map_err(PyErr::from)?;
-    let item = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-        cai.get_item(k)?.ok_or_else(|| {
-            refusal(
-                "InvalidInput",
-                "Array.Interface",
-                format!("__cuda_array_interface__ has no '{k}'"),
-                &[],
-            )
-        })
-    };
-    let shape: Vec<usize> = item("shape")?.extract()?;
-    let typestr: String = item("typestr")?.extract()?;
-    let (ptr, _read_only): (u64, bool) = item("data")?.extract()?;
-    let dtype = DType::parse(&typestr).ok_or_else(|| {
+    let view = crate::cai::read(obj, "a cuvk.SharedBuffer or a CUDA array over one")?;
+    let dtype = DType::parse(&view.typestr).ok_or_else(|| {
         refusal(
             "InvalidInput",
             "Array.Dtype",
-            format!("element type '{typestr}' is not one cuvk shares"),
+            format!("element type '{}' is not one cuvk shares", view.typestr),
             &[],
         )
     })?;
-    if let Some(strides) = cai.get_item("strides")? {
-        if !strides.is_none() {
-            let strides: Vec<i64> = strides.extract()?;
-            if !is_c_contiguous(&shape, &strides, dtype.itemsize()) {
-                return Err(refusal(
-                    "InvalidInput",
-                    "Array.Layout",
-                    format!(
-                        "the array is not C-contiguous (shape {shape:?}, strides {strides:?} \
-                         bytes): pass .contiguous() / a copy"
-                    ),
-                    &[],
-                ));
-            }
-        }
-    }
+    let (ptr, shape) = (view.ptr, view.shape);
     let bytes = nbytes(&shape, dtype)? as u64;
     let core = shared.find(ptr, bytes).ok_or_else(|| {
         refusal(
@@ -220,28 +171,9 @@ fn check_device(shared: &Shared, obj: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-fn is_c_contiguous(shape: &[usize], strides: &[i64], itemsize: usize) -> bool {
-    let mut expected = itemsize as i64;
-    for (&d, &s) in shape.iter().zip(strides).rev() {
-        if d > 1 && s != expected {
-            return false;
-        }
-        expected *= d as i64;
-    }
-    strides.len() == shape.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn contiguity_ignores_unit_dimensions() {
-        assert!(is_c_contiguous(&[10, 4], &[16, 4], 4));
-        assert!(is_c_contiguous(&[1, 4], &[0, 4], 4));
-        assert!(!is_c_contiguous(&[10, 4], &[4, 40], 4));
-        assert!(!is_c_contiguous(&[10, 4], &[16], 4));
-    }
 
     #[test]
     fn byte_counts_name_the_dimension_that_overflows() {

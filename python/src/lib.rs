@@ -7,6 +7,7 @@
 mod array;
 mod bridge;
 mod buffer;
+mod cai;
 mod dtype;
 mod errors;
 mod ipc;

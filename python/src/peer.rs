@@ -9,58 +9,27 @@
 
 use cuvk::cudarc::driver::sys;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
 
 use crate::buffer::BufferCore;
 use crate::errors::{refusal, IntoPyResult};
 use crate::stream::StreamArg;
 
-/// A CUDA array's pointer and size, from `__cuda_array_interface__` (C-contiguous only).
+/// A CUDA array's pointer and size (the one `__cuda_array_interface__` reader: C-contiguous
+/// only).
 fn cuda_array(src: &Bound<'_, PyAny>) -> PyResult<(u64, u64)> {
-    let not_array = || {
+    let view = crate::cai::read(src, "a CUDA array (a PyTorch CUDA tensor, a CuPy array)")?;
+    let bytes = view.nbytes().ok_or_else(|| {
         refusal(
             "InvalidInput",
-            "Peer.NotCudaArray",
-            "copy_from takes a CUDA array (an object with __cuda_array_interface__: a PyTorch \
-             CUDA tensor, a CuPy array)",
+            "Array.Interface",
+            format!(
+                "copy_from: shape {:?} overflows the address space",
+                view.shape
+            ),
             &[],
         )
-    };
-    let cai = src
-        .getattr("__cuda_array_interface__")
-        .map_err(|_| not_array())?;
-    let cai = cai.cast::<PyDict>().map_err(|_| not_array())?;
-    let get = |k: &str| cai.get_item(k).ok().flatten().ok_or_else(not_array);
-    let (ptr, _readonly): (u64, bool) = get("data")?.extract()?;
-    let shape: Vec<u64> = get("shape")?.extract()?;
-    let typestr: String = get("typestr")?.extract()?;
-    let itemsize: u64 = typestr
-        .get(2..)
-        .and_then(|d| d.parse().ok())
-        .ok_or_else(not_array)?;
-    let count = shape
-        .iter()
-        .try_fold(1u64, |n, &d| n.checked_mul(d))
-        .ok_or_else(not_array)?;
-    if let Some(strides) = cai.get_item("strides")?.filter(|s| !s.is_none()) {
-        let strides: Vec<i64> = strides
-            .cast::<PyTuple>()
-            .map_err(|_| not_array())?
-            .extract()?;
-        let mut expected = itemsize as i64;
-        for (dim, stride) in shape.iter().zip(&strides).rev() {
-            if *dim > 1 && *stride != expected {
-                return Err(refusal(
-                    "InvalidInput",
-                    "Peer.NotContiguous",
-                    format!("copy_from takes a C-contiguous array; strides {strides:?} for shape {shape:?}"),
-                    &[],
-                ));
-            }
-            expected *= *dim as i64;
-        }
-    }
-    Ok((ptr, count.checked_mul(itemsize).ok_or_else(not_array)?))
+    })?;
+    Ok((view.ptr, bytes as u64))
 }
 
 /// See the module documentation.
