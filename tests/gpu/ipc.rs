@@ -247,6 +247,41 @@ fn wait_child(child: &mut Child) -> bool {
     }
 }
 
+/// Records the check of frame `n` (slot `(n - 1) % K`, command slot `n % 2K`) and submits it
+/// through `server`, waiting on the GPU for the producer's write unless `gpu_wait` is false
+/// (the negative control).
+///
+/// # Safety
+/// The command slot's last frame (`n - 2K`) is drawn; the slots and the checker outlive the
+/// submission.
+unsafe fn submit_check(
+    server: &mut FrameServer,
+    checker: &Checker,
+    slots: &[SharedBuffer<u32>],
+    n: u64,
+    gpu_wait: bool,
+) {
+    let k = slots.len() as u64;
+    let slot = ((n - 1) % k) as usize;
+    let cs = (n % (2 * k)) as usize;
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let cmd = checker
+            .record(cs, slot, n as u32, Some(&slots[slot]))
+            .unwrap();
+        let cmds = [cmd];
+        let submit = FrameSubmit {
+            fence: checker.fence(cs),
+            ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+        };
+        if gpu_wait {
+            server.submit_drawn(n, &submit).unwrap();
+        } else {
+            server.submit_drawn_without_waiting(n, &submit).unwrap();
+        }
+    }
+}
+
 /// (wrong elements, checks) of `frames` frames at K in flight; `gpu_wait` false: the negative
 /// control.
 fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32) {
@@ -276,25 +311,9 @@ fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32)
         } else if let Some(v) = server.written(announced, Duration::ZERO).unwrap() {
             announced = v;
         }
-        let slot = ((n - 1) % u64::from(k)) as usize;
-        let cs = (n % (2 * u64::from(k))) as usize;
         // SAFETY: the command slot's frame 2K back is drawn (waited above); the slots and the
         // checker outlive every submission (waited for below).
-        unsafe {
-            let cmd = checker
-                .record(cs, slot, n as u32, Some(&slots[slot]))
-                .unwrap();
-            let cmds = [cmd];
-            let submit = FrameSubmit {
-                fence: checker.fence(cs),
-                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
-            };
-            if gpu_wait {
-                server.submit_drawn(n, &submit).unwrap();
-            } else {
-                server.submit_drawn_without_waiting(n, &submit).unwrap();
-            }
-        }
+        unsafe { submit_check(&mut server, &checker, &slots, n, gpu_wait) };
     }
     server.wait_drawn(frames, T).unwrap();
     // The producer waits for the last notice, which may have found the socket full.
@@ -365,20 +384,8 @@ fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
                 None => break, // silent: stopped
             }
         }
-        let slot = ((n - 1) % k as u64) as usize;
-        let cs = (n % (2 * k as u64)) as usize;
         // SAFETY: as in `run`.
-        unsafe {
-            let cmd = checker
-                .record(cs, slot, n as u32, Some(&slots[slot]))
-                .unwrap();
-            let cmds = [cmd];
-            let submit = FrameSubmit {
-                fence: checker.fence(cs),
-                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
-            };
-            server.submit_drawn(n, &submit).unwrap();
-        }
+        unsafe { submit_check(&mut server, &checker, &slots, n, true) };
         submitted = n;
     }
     child.kill().unwrap(); // SIGKILL, mid-stream
@@ -517,20 +524,8 @@ fn a_producer_killed_mid_frame_again_and_again_leaves_the_viewer_clean() {
                     Err(e) => panic!("cycle {cycle}: {e}"),
                 }
             }
-            let slot = ((n - 1) % u64::from(k)) as usize;
-            let cs = (n % (2 * u64::from(k))) as usize;
             // SAFETY: as in `run`.
-            unsafe {
-                let cmd = checker
-                    .record(cs, slot, n as u32, Some(&slots[slot]))
-                    .unwrap();
-                let cmds = [cmd];
-                let submit = FrameSubmit {
-                    fence: checker.fence(cs),
-                    ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
-                };
-                server.submit_drawn(n, &submit).unwrap();
-            }
+            unsafe { submit_check(&mut server, &checker, &slots, n, true) };
             submitted = n;
             if n == kill_at && !killed {
                 child.kill().unwrap(); // SIGKILL while it writes the next frames
@@ -613,17 +608,8 @@ fn a_producer_on_the_other_gpu_is_refused_and_the_next_is_served() {
     for n in 1..=frames {
         server.wait_drawn(n.saturating_sub(2), T).unwrap();
         while server.written(n - 1, T).unwrap().is_none_or(|v| v < n) {}
-        let cs = (n % 2) as usize;
         // SAFETY: as in `run`.
-        unsafe {
-            let cmd = checker.record(cs, 0, n as u32, Some(&slots[0])).unwrap();
-            let cmds = [cmd];
-            let submit = FrameSubmit {
-                fence: checker.fence(cs),
-                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
-            };
-            server.submit_drawn(n, &submit).unwrap();
-        }
+        unsafe { submit_check(&mut server, &checker, &slots, n, true) };
     }
     server.wait_drawn(frames, T).unwrap();
     server.flush(T).unwrap();
