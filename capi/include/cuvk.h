@@ -10,10 +10,12 @@
 #include <stdlib.h>
 
 /**
- * ABI version: bumped on any incompatible change of a function or struct. 3:
- * `cuvk_last_error_rule` and `CuvkRule`.
+ * ABI version: bumped on any incompatible change of a function, struct or rule code. 3:
+ * `cuvk_last_error_rule` and `CuvkRule`. 4 (cuvk 0.5): rule constants named after cuvk's
+ * rules (`CUVK_RULE_PEER_NO_PEER_ACCESS`, ...), the ipc placement rules retired for the
+ * `LAYOUT_*` / `IMAGE_*` / `MEMORY_*` ones, `ARGUMENT_*` rules instead of `CUVK_RULE_OTHER`.
  */
-#define CUVK_ABI_VERSION 3
+#define CUVK_ABI_VERSION 4
 
 /**
  * Bridge creation flag: Vulkan only, no CUDA (buffers have no CUDA pointer).
