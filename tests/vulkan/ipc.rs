@@ -461,6 +461,24 @@ fn image_info(width: u32, height: u32, flags: vk::ImageCreateFlags, memory_size:
     }
 }
 
+/// What a fake server sends after its hello.
+type Objects = Box<dyn Fn() -> Vec<(Message, Vec<OwnedFd>)>>;
+
+/// One buffer description, with a memfd as large as the memory it describes.
+fn one_buffer(info: BufferInfo) -> Objects {
+    Box::new(move || vec![(Message::Buffer(info), vec![memfd(info.memory_size as i64)])])
+}
+
+/// One image description, with a memfd as large as the memory it describes.
+fn one_image(info: ImageInfo) -> Objects {
+    Box::new(move || vec![(Message::Image(info), vec![memfd(info.memory_size as i64)])])
+}
+
+/// A 64x64 2D image in 1 MiB of memory.
+fn plain_image() -> ImageInfo {
+    image_info(64, 64, vk::ImageCreateFlags::empty(), 1 << 20)
+}
+
 fn memfd(len: i64) -> OwnedFd {
     // SAFETY: a NUL-terminated name; the result is checked and owned once.
     let fd = unsafe { libc::memfd_create(c"cuvk-ipc-lie".as_ptr(), libc::MFD_CLOEXEC) };
@@ -501,7 +519,6 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
         object_count: objects,
     };
     let before = common::non_driver_fds();
-    type Objects = Box<dyn Fn() -> Vec<(Message, Vec<OwnedFd>)>>;
     let none: Objects = Box::new(Vec::new);
     let cases: Vec<(Hello, Objects, &str)> = vec![
         (
@@ -571,82 +588,57 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
         // the errors a user of that API knows (0.4 restated them as Ipc.* codes).
         (
             hello(1),
-            Box::new(|| {
-                let info = BufferInfo {
-                    offset: 4096,
-                    ..buffer_info(4096)
-                };
-                vec![(Message::Buffer(info), vec![memfd(4096)])]
+            one_buffer(BufferInfo {
+                offset: 4096,
+                ..buffer_info(4096)
             }),
             "Layout.OutOfBounds",
         ),
         (
             hello(1),
-            Box::new(|| {
-                let info = BufferInfo {
-                    offset: u64::MAX,
-                    ..buffer_info(4096)
-                };
-                vec![(Message::Buffer(info), vec![memfd(4096)])]
+            one_buffer(BufferInfo {
+                offset: u64::MAX,
+                ..buffer_info(4096)
             }),
             "Layout.Overflow",
         ),
         (
             hello(1),
-            Box::new(|| {
-                let info = BufferInfo {
-                    element_size: 3,
-                    ..buffer_info(4096)
-                };
-                vec![(Message::Buffer(info), vec![memfd(4096)])]
+            one_buffer(BufferInfo {
+                element_size: 3,
+                ..buffer_info(4096)
             }),
             "Layout.PartialElement",
         ),
         (
             hello(1),
-            Box::new(|| {
-                let info = ImageInfo {
-                    mip_levels: 9,
-                    ..image_info(64, 64, vk::ImageCreateFlags::empty(), 1 << 20)
-                };
-                vec![(Message::Image(info), vec![memfd(1 << 20)])]
+            one_image(ImageInfo {
+                mip_levels: 9,
+                ..plain_image()
             }),
             "Image.MipLevels",
         ),
         (
             hello(1),
-            Box::new(|| {
-                let info = ImageInfo {
-                    height: 0,
-                    ..image_info(64, 64, vk::ImageCreateFlags::empty(), 1 << 20)
-                };
-                vec![(Message::Image(info), vec![memfd(1 << 20)])]
+            one_image(ImageInfo {
+                height: 0,
+                ..plain_image()
             }),
             "Image.ZeroExtent",
         ),
         (
             hello(1),
-            Box::new(|| {
-                let info = ImageInfo {
-                    array_layers: 4,
-                    ..image_info(64, 64, vk::ImageCreateFlags::empty(), 1 << 20)
-                };
-                vec![(Message::Image(info), vec![memfd(1 << 20)])]
+            one_image(ImageInfo {
+                array_layers: 4,
+                ..plain_image()
             }),
             "Ipc.ShapeContradicted",
         ),
         (
             hello(1),
-            Box::new(|| {
-                let info = image_info(64, 64, vk::ImageCreateFlags::MUTABLE_FORMAT, 1 << 20);
-                vec![(
-                    Message::Image(ImageInfo {
-                        shape: ImageShape::D2,
-                        array_layers: 1,
-                        ..info
-                    }),
-                    vec![memfd(1 << 20)],
-                )]
+            one_image(ImageInfo {
+                flags: vk::ImageCreateFlags::MUTABLE_FORMAT,
+                ..plain_image()
             }),
             "UnknownImageFlags",
         ),
