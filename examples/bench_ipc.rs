@@ -6,9 +6,9 @@
 //!     cargo run --release --example bench_ipc [-- --frames 5000]
 //!     cargo run --release --example bench_ipc -- --faults     # a producer killed, a viewer killed
 //!
-//! Every frame's data is checked (mismatching elements are counted); a negative control runs
-//! the viewer without its GPU wait for the producer. Setup: publish + attach (CUDA import) of a
-//! 256 MiB buffer, in milliseconds.
+//! Every frame the viewer draws (the newest written each time) is checked (mismatching elements
+//! are counted); a negative control runs the viewer without its GPU wait for the producer.
+//! Setup: publish + attach (CUDA import) of a 256 MiB buffer, in milliseconds.
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::ipc::{FrameClient, FrameServer};
 use cuvk::vulkan::HostBuffer;
-use cuvk::{AcquireWait, Bridge, BufferUsage, FrameSubmit, SharedBuffer};
+use cuvk::{AcquireWait, Bridge, BufferUsage, ElementFormat, FrameSubmit, SharedBuffer};
 use cuvk_dev::checker::{self, Checker};
 use cuvk_dev::{kernels::Kernels, logger};
 
@@ -29,12 +29,11 @@ fn name(tag: &str) -> String {
 }
 
 /// The producer process: attaches to `name`, writes `frames` frames (frame n: the value n in
-/// every element of slot (n - 1) % K), then waits for the viewer to have drawn the last.
+/// every element of slot n % K), then waits for the viewer to have drawn the last.
 fn producer(name: &str, frames: u64, stop_at: Option<u64>) -> anyhow::Result<()> {
     let cuda = cuvk::cuda::context(0)?;
     let t = Instant::now();
     let mut client = FrameClient::attach(name, &cuda, T)?;
-    let k = client.frames_in_flight();
     let slots: Vec<_> = client
         .buffer_ids()
         .iter()
@@ -50,12 +49,14 @@ fn producer(name: &str, frames: u64, stop_at: Option<u64>) -> anyhow::Result<()>
     }
     let kernels = Kernels::load(&cuda)?;
     let stream = cuda.new_stream()?;
-    for n in 1..=frames {
+    for _ in 0..frames {
+        let frame = client.begin_frame()?;
+        let n = frame.number();
         if stop_at == Some(n) {
             // The fault test: hang here until killed, mid-stream.
             std::thread::sleep(Duration::from_secs(600));
         }
-        match client.acquire(n, &stream, T) {
+        match client.acquire(&frame, &stream, T) {
             Ok(()) => {}
             Err(e @ cuvk::Error::Ipc(cuvk::ipc::IpcError::PeerClosed { .. })) => {
                 // The viewer is gone: release what our stream waits for, then stop.
@@ -68,9 +69,9 @@ fn producer(name: &str, frames: u64, stop_at: Option<u64>) -> anyhow::Result<()>
             }
             Err(e) => return Err(e.into()),
         }
-        let slot = &slots[((n - 1) % u64::from(k)) as usize];
+        let slot = &slots[frame.slot()];
         kernels.fill(&stream, slot.device_ptr_ref(), ELEMENTS as u64, n as u32)?;
-        client.release(n, &stream)?;
+        client.release(&frame, &stream)?;
     }
     let deadline = Instant::now() + T;
     while client.drawn()? < frames {
@@ -122,59 +123,85 @@ impl Viewer {
     }
 }
 
-/// The viewer side of `frames` cross-process frames at K in flight: (µs per frame, wrong
-/// elements). `gpu_wait` false: the negative control (Vulkan checks without waiting).
+/// A frame server named `name` publishing the viewer's first `k` slots (K = `k`).
+fn serve(v: &Viewer, name: &str, k: u32) -> anyhow::Result<FrameServer> {
+    let mut server = FrameServer::bind(name, v.bridge.vulkan(), k)?;
+    for s in &v.slots[..k as usize] {
+        server.publish_buffer(s.vulkan_buffer(), ElementFormat::float32(1))?;
+    }
+    Ok(server)
+}
+
+/// Checks the frames `server` hands out (each the newest written: the viewer skips the older)
+/// until frame `last` is drawn or `next_frame` finds none within `timeout`: (frames drawn, the
+/// last one's number). `gpu_wait` false: the negative control (Vulkan checks without waiting).
+///
+/// # Safety
+/// `checker` and the viewer's slots outlive every submission.
+unsafe fn draw(
+    v: &Viewer,
+    server: &mut FrameServer,
+    checker: &Checker,
+    timeout: Duration,
+    last: u64,
+    gpu_wait: bool,
+) -> anyhow::Result<(u64, u64)> {
+    let (mut drawn, mut newest) = (0, 0);
+    while newest < last {
+        let Some(frame) = server.next_frame(timeout)? else {
+            break;
+        };
+        let slot = frame.slot();
+        // SAFETY: `next_frame` handed the frame out, so every frame of its command slot has
+        // completed; the rest is forwarded from the caller.
+        unsafe {
+            let cmd = checker.record(
+                frame.command_slot(),
+                slot,
+                frame.number() as u32,
+                Some(&v.slots[slot]),
+            )?;
+            let cmds = [cmd];
+            let submit = FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER);
+            if gpu_wait {
+                server.submit_drawn(&frame, &submit)?;
+            } else {
+                server.submit_drawn_without_waiting(&frame, &submit)?;
+            }
+        }
+        (drawn, newest) = (drawn + 1, frame.number());
+    }
+    Ok((drawn, newest))
+}
+
+/// The viewer side of `frames` cross-process frames at K in flight: (µs per frame written,
+/// wrong elements, frames drawn). `gpu_wait` false: the negative control.
 fn cross_process(
     v: &mut Viewer,
     k: u32,
     frames: u64,
     gpu_wait: bool,
-) -> anyhow::Result<(f64, u32)> {
+) -> anyhow::Result<(f64, u32, u64)> {
     let name = name(&format!("k{k}-{gpu_wait}"));
-    let mut server = FrameServer::bind(&name, v.bridge.vulkan(), k)?;
-    for s in &v.slots[..k as usize] {
-        server.publish_buffer(s.vulkan_buffer(), 0, 4)?;
-    }
+    let mut server = serve(v, &name, k)?;
     let mut child = spawn_producer(&name, k, frames, None)?;
     server.accept(T)?;
     let checker = v.checker(2 * k as usize)?;
-    let mut announced = 0;
     let t = Instant::now();
-    for n in 1..=frames {
-        let cs = (n % (2 * u64::from(k))) as usize;
-        server.wait_drawn(n.saturating_sub(2 * u64::from(k)), T)?;
-        if gpu_wait {
-            while announced < n {
-                announced = server.written(announced, T)?.context("producer silent")?;
-            }
-        } else if let Some(v) = server.written(announced, Duration::ZERO)? {
-            // The control does not wait, but still reads the producer's notices.
-            announced = v;
-        }
-        let slot = ((n - 1) % u64::from(k)) as usize;
-        // SAFETY: the command slot's frame 2K back is drawn (waited above); the slots and the
-        // checker live until the end.
-        unsafe {
-            let cmd = checker.record(cs, slot, n as u32, Some(&v.slots[slot]))?;
-            let cmds = [cmd];
-            let submit = FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER);
-            if gpu_wait {
-                server.submit_drawn(n, &submit)?;
-            } else {
-                server.submit_drawn_without_waiting(n, &submit)?;
-            }
-        }
+    // SAFETY: the slots and the checker live until every frame is drawn (`wait_idle` below).
+    let (drawn, last) = unsafe { draw(v, &mut server, &checker, T, frames, gpu_wait) }?;
+    if last < frames {
+        bail!("the producer went silent after frame {last}");
     }
-    server.wait_drawn(frames, T)?;
+    // Every frame drawn, and the last "drawn" notice sent: it may have found the socket full
+    // (the control outruns the producer), and the producer waits for it.
+    server.wait_idle(T)?;
     let us = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
-    // The last "drawn" notice may have found the socket full (the control outruns the
-    // producer): the producer waits for it.
-    server.flush(T)?;
     if !wait_child(&mut child)? {
         bail!("producer failed");
     }
     drop(checker);
-    Ok((us, checker::read_result(&v.result)?.0))
+    Ok((us, checker::read_result(&v.result)?.0, drawn))
 }
 
 /// The in-process pacer with the same work.
@@ -192,74 +219,64 @@ fn in_process(v: &mut Viewer, k: u32, frames: u64) -> anyhow::Result<(f64, u32)>
 }
 
 /// A producer killed with SIGKILL mid-stream: the viewer notices, releases its waits, its
-/// submitted frames complete, and a new producer attaches and goes on.
+/// submitted frames complete, and a new producer attaches to the same viewer and goes on.
 fn faults(v: &mut Viewer) -> anyhow::Result<()> {
     let k = 3;
     let name = name("faults");
-    let mut server = FrameServer::bind(&name, v.bridge.vulkan(), k)?;
-    for s in &v.slots[..k as usize] {
-        server.publish_buffer(s.vulkan_buffer(), 0, 4)?;
-    }
+    let mut server = serve(v, &name, k)?;
     let checker = v.checker(2 * k as usize)?;
     // The producer stops after frame 99 and is killed there.
-    let mut child = spawn_producer(&name, k, 1000, Some(100))?;
+    let stop = 100;
+    let mut child = spawn_producer(&name, k, 1000, Some(stop))?;
     server.accept(T)?;
-    let mut n: u64 = 0;
-    let mut announced = 0;
-    let mut submitted = 0;
-    loop {
-        // Submit one frame ahead of what was announced: its GPU wait is for a value the
-        // producer has not signalled yet when it is killed.
-        let next = n + 1;
-        server.wait_drawn(next.saturating_sub(2 * u64::from(k)), T)?;
-        if announced < next {
-            match server.written(announced, Duration::from_millis(500)) {
-                Ok(Some(v)) => announced = v,
-                Ok(None) => {
-                    // Silent (stopped): kill it now, mid-stream.
-                    child.kill()?;
-                    child.wait()?;
-                    let t = Instant::now();
-                    let e = server.written(announced, T).unwrap_err();
-                    println!(
-                        "viewer: producer killed after frame {announced}; noticed in {:?}: {e}",
-                        t.elapsed()
-                    );
-                    break;
-                }
-                Err(e) => bail!("unexpected {e}"),
-            }
-        }
-        n = next;
-        let slot = ((n - 1) % u64::from(k)) as usize;
-        let cs = (n % (2 * u64::from(k))) as usize;
-        // SAFETY: as in `cross_process`.
-        unsafe {
-            let cmd = checker.record(cs, slot, n as u32, Some(&v.slots[slot]))?;
-            server.submit_drawn(
-                n,
-                &FrameSubmit::new(&[cmd], vk::PipelineStageFlags::COMPUTE_SHADER),
-            )?;
-        }
-        submitted = n;
+    // SAFETY: the slots and the checker live until every frame is drawn (`wait_idle` below).
+    let (drawn, last) = unsafe { draw(v, &mut server, &checker, T, stop - 1, true) }?;
+    if last < stop - 1 {
+        bail!("the producer went silent after frame {last}");
     }
-    server.release_waits()?;
+    // Stopped: kill it now, mid-stream.
+    child.kill()?;
+    child.wait()?;
     let t = Instant::now();
-    server.wait_drawn(submitted, Duration::from_secs(5))?;
-    println!("viewer: waits released, every submitted frame ({submitted}) completed in {:?}; the last good frame stays in its slot", t.elapsed());
-    // A new producer attaches to the same viewer and goes on from a fresh start.
-    drop(checker);
+    // `next_frame` notices, releases the waits on the dead producer's timeline and waits for
+    // every frame submitted; then it waits for a next producer (none yet).
+    if let Some(f) = server.next_frame(Duration::from_millis(500))? {
+        bail!("frame {} after the kill", f.number());
+    }
+    if server.is_attached() {
+        bail!("the kill was not noticed");
+    }
+    server.wait_idle(Duration::from_secs(5))?;
+    println!("viewer: producer killed after frame {last}; noticed, waits released, every submitted frame ({drawn}) completed in {:?} (500 ms waiting for a next producer included); the last good frame stays in its slot", t.elapsed());
     let (wrong, checks, _) = checker::read_result(&v.result)?;
     println!("viewer: {checks} checks before the kill, {wrong} wrong elements");
+    // A new producer attaches to the same viewer and goes on from a fresh start.
+    let frames = 200;
+    let mut child = spawn_producer(&name, k, frames, None)?;
+    // SAFETY: as above.
+    let (drawn, last) = unsafe { draw(v, &mut server, &checker, T, frames, true) }?;
+    if last < frames {
+        bail!("the next producer went silent after frame {last}");
+    }
+    server.wait_idle(T)?;
+    if !wait_child(&mut child)? {
+        bail!("the next producer failed");
+    }
+    drop(checker);
+    let (wrong_after, checks_after, _) = checker::read_result(&v.result)?;
+    println!(
+        "viewer: producer {} served on fresh timelines: {drawn} of its {frames} frames drawn, {} checks, {} wrong elements",
+        server.producers(),
+        checks_after - checks,
+        wrong_after - wrong
+    );
 
     // The other way round: the viewer goes away while the producer waits on the GPU.
     let name2 = self::name("faults-viewer");
-    let mut server = FrameServer::bind(&name2, v.bridge.vulkan(), 1)?;
-    server.publish_buffer(v.slots[0].vulkan_buffer(), 0, 4)?;
+    let mut server = serve(v, &name2, 1)?;
     let mut child = spawn_producer(&name2, 1, 1000, None)?;
-    server.accept(T)?;
     // Let the producer write frame 1 and wait for it to be drawn; then vanish without drawing.
-    let _ = server.written(0, T)?;
+    server.next_frame(T)?.context("frame 1 never came")?;
     let t = Instant::now();
     drop(server);
     let ok = wait_child(&mut child)?;
@@ -318,7 +335,7 @@ fn main() -> anyhow::Result<()> {
         let name = name("setup");
         let t = Instant::now();
         let mut server = FrameServer::bind(&name, v.bridge.vulkan(), 1)?;
-        server.publish_buffer(big.vulkan_buffer(), 0, 4)?;
+        server.publish_buffer(big.vulkan_buffer(), ElementFormat::float32(1))?;
         println!(
             "viewer: bind + publish of a 256 MiB buffer (and two timelines): {:.3} ms",
             t.elapsed().as_secs_f64() * 1e3
@@ -342,11 +359,13 @@ fn main() -> anyhow::Result<()> {
     for k in [3, 8, 1] {
         let (a, bad_a) = in_process(&mut v, k, frames)?;
         eprintln!("K={k}: in-process {a:.1} us/frame, {bad_a} wrong");
-        let (b, bad_b) = cross_process(&mut v, k, frames, true)?;
-        eprintln!("K={k}: cross-process {b:.1} us/frame, {bad_b} wrong");
+        let (b, bad_b, drawn) = cross_process(&mut v, k, frames, true)?;
+        eprintln!(
+            "K={k}: cross-process {b:.1} us/frame written, {bad_b} wrong, {drawn} of {frames} drawn (the newest each time)"
+        );
         rows.push((k, a, bad_a, b, bad_b));
     }
-    let (ctl, bad_ctl) = cross_process(&mut v, 3, frames.min(2000), false)?;
+    let (ctl, bad_ctl, _) = cross_process(&mut v, 3, frames.min(2000), false)?;
     println!();
     println!(
         "{:<6} {:>22} {:>8} {:>22} {:>8} {:>7}",

@@ -80,8 +80,10 @@ fn main() -> anyhow::Result<()> {
     let count = n as u32;
     println!("attached to '{name}': {n} particles, {k} slots");
     let started = Instant::now();
-    for f in 1..=frames {
-        match client.acquire(f, &stream, T) {
+    for _ in 0..frames {
+        let frame = client.begin_frame()?;
+        let f = frame.number();
+        match client.acquire(&frame, &stream, T) {
             Ok(()) => {}
             Err(cuvk::Error::Ipc(IpcError::PeerClosed { .. })) => {
                 client.release_waits()?;
@@ -91,7 +93,8 @@ fn main() -> anyhow::Result<()> {
             }
             Err(e) => return Err(e.into()),
         }
-        let out = &slots[((f - 1) % u64::from(k)) as usize];
+        // Frame f writes its slot from the previous frame's (f - 1, one slot back).
+        let out = &slots[frame.slot()];
         let (po, vo) = (out.device_ptr(), &vel[(f % 2) as usize]);
         if f == 1 {
             // The initial state, straight into the first slot (the viewer draws it).
@@ -106,7 +109,7 @@ fn main() -> anyhow::Result<()> {
             // SAFETY: both hold n float4.
             unsafe { b.launch(cfg) }?;
         } else {
-            let input = &slots[((f - 2) % u64::from(k)) as usize];
+            let input = &slots[(frame.slot() + slots.len() - 1) % slots.len()];
             let (pi, vi) = (input.device_ptr(), &vel[((f + 1) % 2) as usize]);
             let first = 0u64;
             let mut b = stream.launch_builder(&step);
@@ -122,7 +125,7 @@ fn main() -> anyhow::Result<()> {
             // (acquire above), `pi` and `vi` are only read.
             unsafe { b.launch(cfg) }?;
         }
-        client.release(f, &stream)?;
+        client.release(&frame, &stream)?;
         if f % 300 == 0 {
             println!(
                 "{f} frames, {:.0} fps",

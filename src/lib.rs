@@ -62,7 +62,7 @@ pub use error::{
 #[cfg(feature = "wgpu")]
 pub use error::{NotTextureReason, WgpuError, WgpuObject};
 pub use rules::image_format::{ImageError, TextureRule};
-pub use rules::layout::{AlignmentRule, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
+pub use rules::layout::{AlignmentRule, ElementFormat, LayoutError, CUDA_MAPPED_OFFSET_ALIGNMENT};
 pub use rules::ptx::{PtxError, MAX_KERNEL_PARAM_BYTES};
 
 // The image format table: which Vulkan formats CUDA can share, and how.
@@ -76,7 +76,7 @@ pub use interop::{
     Bridge, BridgeConfig, BufferPlacement, BufferUsage, Frame, FramePacer, FrameSemaphores,
     FrameSubmit, GrowableBuffer, SemaphoreSubmit, SharedAllocation, SharedBuffer, SharedImage,
     SharedPool, SharedSemaphore, StagingBuffer, StreamOrder, TextureLevels, TextureOptions,
-    TextureRead, UseMarks, VulkanView, DEFAULT_SLOT_TIMEOUT,
+    TextureRead, UseMarks, VulkanView, DEFAULT_SLOT_TIMEOUT, MAX_FRAMES_IN_FLIGHT,
 };
 pub use vulkan::image::ImageDesc;
 pub use vulkan::memory::Dedicated;

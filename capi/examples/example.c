@@ -387,10 +387,18 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     CuvkFrameServer fs = 0;
     if (cuvk_frame_server_create(bridge, "capi-example-cuda", 1, &fs) == CUVK_SUCCESS) {
         uint32_t id = 99;
-        EXPECT(cuvk_frame_server_publish_buffer(fs, buffer, 0, 4, &id), CUVK_SUCCESS);
-        EXPECT(cuvk_frame_server_publish_buffer(fs, bridge, 0, 4, &id), CUVK_ERROR_WRONG_HANDLE_KIND);
+        const CuvkElementFormat f32 = {.code = 2, .bits = 32, .lanes = 1, .columns = 1};
+        EXPECT(cuvk_frame_server_publish_buffer(fs, buffer, f32, &id), CUVK_SUCCESS);
+        const CuvkElementFormat bad = {.code = 2, .bits = 12, .lanes = 1, .columns = 1};
+        EXPECT_RULE(cuvk_frame_server_publish_buffer(fs, buffer, bad, &id), CUVK_ERROR_INVALID_ARGUMENT,
+                    CUVK_RULE_LAYOUT_ELEMENT_FORMAT);
+        EXPECT(cuvk_frame_server_publish_buffer(fs, bridge, f32, &id), CUVK_ERROR_WRONG_HANDLE_KIND);
         EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_TIMEOUT, CUVK_RULE_NONE);
-        EXPECT(cuvk_frame_server_flush(fs, 1000000), CUVK_SUCCESS); /* nothing waiting: at once */
+        EXPECT(cuvk_frame_server_wait_idle(fs, 1000000), CUVK_SUCCESS); /* nothing drawn: at once */
+        CuvkFrame frame = {0};
+        EXPECT_RULE(cuvk_frame_server_submit_drawn(fs, 1, NULL, 0, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT),
+                    CUVK_ERROR_INVALID_ARGUMENT, CUVK_RULE_SYNC_WRONG_FRAME); /* no frame handed out */
+        EXPECT(cuvk_frame_server_next_frame(fs, 1000000, &frame), CUVK_ERROR_TIMEOUT);
         EXPECT(cuvk_frame_server_destroy(fs), CUVK_SUCCESS);
     } else {
         printf("frame server unavailable (%s)\n", cuvk_last_error());
@@ -634,7 +642,8 @@ int main(void) {
      * buffer is refused before the server handle is looked at, so this runs where no frame
      * server could be made too (fs is destroyed, or was never made). */
     uint32_t id = 99;
-    EXPECT_RULE(cuvk_frame_server_publish_buffer(fs, buf, 0, 4, &id), CUVK_ERROR_INVALID_ARGUMENT,
+    const CuvkElementFormat u8 = {.code = 1, .bits = 8, .lanes = 1, .columns = 1};
+    EXPECT_RULE(cuvk_frame_server_publish_buffer(fs, buf, u8, &id), CUVK_ERROR_INVALID_ARGUMENT,
                 CUVK_RULE_ARGUMENT_BUFFER_NOT_SHARED);
     CHECK(id == 99 && strstr(cuvk_last_error(), "Vulkan-only") != NULL, "the refusal names the buffer: %s",
           cuvk_last_error());

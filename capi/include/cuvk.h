@@ -114,6 +114,11 @@ enum CuvkRule
    */
   CUVK_RULE_LAYOUT_ELEMENT_SIZE = 267,
   /**
+   * An element format with an unknown type code, a width that is not 8, 16, 32
+   * or 64 bits (8 for bool), or no lanes or columns.
+   */
+  CUVK_RULE_LAYOUT_ELEMENT_FORMAT = 268,
+  /**
    * A format outside cuvk's table of formats CUDA can share.
    */
   CUVK_RULE_IMAGE_UNSUPPORTED_FORMAT = 513,
@@ -676,10 +681,6 @@ enum CuvkRule
    */
   CUVK_RULE_IPC_STILL_CONNECTED = 3103,
   /**
-   * A second producer for a frame server.
-   */
-  CUVK_RULE_IPC_ONE_PRODUCER = 3104,
-  /**
    * An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
    */
   CUVK_RULE_IPC_UNKNOWN_IMAGE_SHAPE = 3106,
@@ -1149,6 +1150,51 @@ typedef uint64_t CuvkTexture;
  */
 typedef uint64_t CuvkFrameServer;
 
+/**
+ * What a published buffer holds, as DLPack describes an array: rows of `columns` values of
+ * one data type (`code`: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool; `bits` per lane; `lanes`
+ * per value, 1 for scalars). `{2, 32, 1, 4}`: rows of four floats (`float4` positions).
+ */
+typedef struct CuvkElementFormat {
+  /**
+   * DLPack's type code.
+   */
+  uint8_t code;
+  /**
+   * Bits per lane: 8, 16, 32 or 64.
+   */
+  uint8_t bits;
+  /**
+   * Lanes per value.
+   */
+  uint16_t lanes;
+  /**
+   * Values per row.
+   */
+  uint32_t columns;
+} CuvkElementFormat;
+
+/**
+ * A frame handed out by `cuvk_frame_server_next_frame`: the number the engine submits, the
+ * published buffer it reads (`slot`, in publishing order: `number % frames_in_flight`) and
+ * the command slot it may record into (`number % (2 * frames_in_flight)`: every earlier use
+ * of it has completed).
+ */
+typedef struct CuvkFrame {
+  /**
+   * The frame's number (its timeline value).
+   */
+  uint64_t number;
+  /**
+   * The published buffer it reads.
+   */
+  uint32_t slot;
+  /**
+   * The command slot it records into.
+   */
+  uint32_t command_slot;
+} CuvkFrame;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1404,7 +1450,8 @@ enum CuvkResult cuvk_image_destroy(CuvkImage image);
 
 /**
  * Listens under `name` (a NUL-terminated socket name; abstract unless it has a `/`) for a
- * producer writing `frames_in_flight` frames ahead (1..=16); makes and publishes the two
+ * producer writing `frames_in_flight` frames ahead (1..=16, as every frame pacer); makes and
+ * publishes the two
  * timelines. Needs a bridge with CUDA's GPU (the producer's) and exportable timelines.
  *
  * # Safety
@@ -1417,16 +1464,15 @@ enum CuvkResult cuvk_frame_server_create(CuvkBridge bridge,
 
 /**
  * Publishes a shared buffer (made by `cuvk_buffer_create` on a bridge with CUDA) for the
- * producer, with its element type tag and size; its id in `out_id`. Frame n is written into
- * the buffer published `(n - 1) % frames_in_flight`-th.
+ * producer, holding whole rows of `element`; its id in `out_id`. Frame n is written into
+ * the buffer published `n % frames_in_flight`-th (`CuvkFrame.slot`).
  *
  * # Safety
  * `out_id` must be writable.
  */
 enum CuvkResult cuvk_frame_server_publish_buffer(CuvkFrameServer server,
                                                  uint64_t buffer,
-                                                 uint32_t element_type,
-                                                 uint32_t element_size,
+                                                 struct CuvkElementFormat element,
                                                  uint32_t *out_id);
 
 /**
@@ -1435,22 +1481,23 @@ enum CuvkResult cuvk_frame_server_publish_buffer(CuvkFrameServer server,
 enum CuvkResult cuvk_frame_server_accept(CuvkFrameServer server, uint64_t timeout_ns);
 
 /**
- * The newest frame the producer announced written after `after`, waiting at most
- * `timeout_ns`; `CUVK_ERROR_TIMEOUT` if none came, `CUVK_ERROR_IO` once the producer is gone
- * (then call `cuvk_frame_server_release_waits`).
+ * The next frame to draw, waiting at most `timeout_ns`: the newest the producer wrote, its
+ * command slot free. `CUVK_ERROR_TIMEOUT` if none came in time. A producer that went away is
+ * handled here (its waits released, the buffers keep its last frame, the next producer
+ * served on fresh timelines). Refused while the frame handed out last is not submitted.
  *
  * # Safety
  * `out_frame` must be writable.
  */
-enum CuvkResult cuvk_frame_server_written(CuvkFrameServer server,
-                                          uint64_t after,
-                                          uint64_t timeout_ns,
-                                          uint64_t *out_frame);
+enum CuvkResult cuvk_frame_server_next_frame(CuvkFrameServer server,
+                                             uint64_t timeout_ns,
+                                             struct CuvkFrame *out_frame);
 
 /**
- * Submits the engine's command buffers for frame `n` (announced by
- * `cuvk_frame_server_written`): they wait on the GPU (at `wait_stage`, Vulkan pipeline stage
- * bits) for the frame written, and signal it drawn; the producer is told.
+ * Submits the engine's command buffers for frame `n` (the number of the frame
+ * `cuvk_frame_server_next_frame` handed out last): they wait on the GPU (at `wait_stage`,
+ * Vulkan pipeline stage bits) for the frame written, and signal it drawn; the producer is
+ * told.
  *
  * # Safety
  * `command_buffers` must hold `count` executable `VkCommandBuffer`s of the bridge's device
@@ -1470,17 +1517,11 @@ enum CuvkResult cuvk_frame_server_wait_drawn(CuvkFrameServer server,
                                              uint64_t timeout_ns);
 
 /**
- * Sends the newest "drawn" notice if the socket was full when it was made, waiting at most
- * `timeout_ns` for room: before the engine stops calling the server (the end of a run) while
- * the producer still waits for it. Every other call sends it too, where there is room.
+ * Before the engine stops drawing (or destroys what its frames use): sends the newest
+ * "drawn" notice and waits, at most `timeout_ns` in all, until every frame submitted is
+ * drawn, releasing the producer's timeline where the producer is gone.
  */
-enum CuvkResult cuvk_frame_server_flush(CuvkFrameServer server, uint64_t timeout_ns);
-
-/**
- * After the producer is gone: releases every wait this server enqueued on its timeline (its
- * frames complete; the buffers keep the last frame). Refused while it is connected.
- */
-enum CuvkResult cuvk_frame_server_release_waits(CuvkFrameServer server);
+enum CuvkResult cuvk_frame_server_wait_idle(CuvkFrameServer server, uint64_t timeout_ns);
 
 /**
  * Destroys the server (the published buffers stay the engine's).

@@ -95,6 +95,9 @@ pub enum CuvkRule {
     CuvkRuleLayoutOverlap = 0x010A,
     /// An element type whose size is not the described element size.
     CuvkRuleLayoutElementSize = 0x010B,
+    /// An element format with an unknown type code, a width that is not 8, 16, 32
+    /// or 64 bits (8 for bool), or no lanes or columns.
+    CuvkRuleLayoutElementFormat = 0x010C,
 
     /// A format outside cuvk's table of formats CUDA can share.
     CuvkRuleImageUnsupportedFormat = 0x0201,
@@ -429,9 +432,6 @@ pub enum CuvkRule {
 
     /// A release meant for a lost peer asked for while the peer is still connected.
     CuvkRuleIpcStillConnected = 0x0C1F,
-
-    /// A second producer for a frame server.
-    CuvkRuleIpcOneProducer = 0x0C20,
 
     /// An image shape other than 0 (2D), 1 (2D array), 2 (3D) or 3 (cube).
     CuvkRuleIpcUnknownImageShape = 0x0C22,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cuvk::ash::vk::{self, Handle};
 use cuvk::ipc::FrameServer;
-use cuvk::{Error, FrameSubmit};
+use cuvk::{ElementFormat, Error, Frame, FrameStep, FrameSubmit, SyncError};
 
 use crate::bridge::{bridge_of, CuvkBridge};
 use crate::buffer::{CBuffer, CBufferKind};
@@ -17,14 +17,51 @@ use crate::handle::{insert, remove, with, HandleObject, Kind};
 /// A frame server.
 pub type CuvkFrameServer = u64;
 
+/// What a published buffer holds, as DLPack describes an array: rows of `columns` values of
+/// one data type (`code`: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool; `bits` per lane; `lanes`
+/// per value, 1 for scalars). `{2, 32, 1, 4}`: rows of four floats (`float4` positions).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CuvkElementFormat {
+    /// DLPack's type code.
+    pub code: u8,
+    /// Bits per lane: 8, 16, 32 or 64.
+    pub bits: u8,
+    /// Lanes per value.
+    pub lanes: u16,
+    /// Values per row.
+    pub columns: u32,
+}
+
+/// A frame handed out by `cuvk_frame_server_next_frame`: the number the engine submits, the
+/// published buffer it reads (`slot`, in publishing order: `number % frames_in_flight`) and
+/// the command slot it may record into (`number % (2 * frames_in_flight)`: every earlier use
+/// of it has completed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CuvkFrame {
+    /// The frame's number (its timeline value).
+    pub number: u64,
+    /// The published buffer it reads.
+    pub slot: u32,
+    /// The command slot it records into.
+    pub command_slot: u32,
+}
+
+/// The server and the frame it handed out last (the C side names frames by number).
+struct CFrameServer {
+    server: FrameServer,
+    current: Option<Frame>,
+}
+
 fn with_server<T>(
     handle: CuvkFrameServer,
-    f: impl FnOnce(&mut FrameServer) -> CResult<T>,
+    f: impl FnOnce(&mut CFrameServer) -> CResult<T>,
 ) -> CResult<T> {
     with(handle, f)
 }
 
-impl HandleObject for FrameServer {
+impl HandleObject for CFrameServer {
     const KIND: Kind = Kind::FrameServer;
 }
 
@@ -33,7 +70,8 @@ fn nanos(timeout_ns: u64) -> Duration {
 }
 
 /// Listens under `name` (a NUL-terminated socket name; abstract unless it has a `/`) for a
-/// producer writing `frames_in_flight` frames ahead (1..=16); makes and publishes the two
+/// producer writing `frames_in_flight` frames ahead (1..=16, as every frame pacer); makes and
+/// publishes the two
 /// timelines. Needs a bridge with CUDA's GPU (the producer's) and exportable timelines.
 ///
 /// # Safety
@@ -60,14 +98,17 @@ pub unsafe extern "C" fn cuvk_frame_server_create(
         })?;
         let b = bridge_of(bridge)?;
         let server = FrameServer::bind(name, &b.vk, frames_in_flight)?;
-        *out_server = insert(server);
+        *out_server = insert(CFrameServer {
+            server,
+            current: None,
+        });
         Ok(())
     })
 }
 
 /// Publishes a shared buffer (made by `cuvk_buffer_create` on a bridge with CUDA) for the
-/// producer, with its element type tag and size; its id in `out_id`. Frame n is written into
-/// the buffer published `(n - 1) % frames_in_flight`-th.
+/// producer, holding whole rows of `element`; its id in `out_id`. Frame n is written into
+/// the buffer published `n % frames_in_flight`-th (`CuvkFrame.slot`).
 ///
 /// # Safety
 /// `out_id` must be writable.
@@ -75,8 +116,7 @@ pub unsafe extern "C" fn cuvk_frame_server_create(
 pub unsafe extern "C" fn cuvk_frame_server_publish_buffer(
     server: CuvkFrameServer,
     buffer: u64,
-    element_type: u32,
-    element_size: u32,
+    element: CuvkElementFormat,
     out_id: *mut u32,
 ) -> CuvkResult {
     guard(|| {
@@ -90,9 +130,13 @@ pub unsafe extern "C" fn cuvk_frame_server_publish_buffer(
             }
             .into()),
         })?;
-        *out_id = with_server(server, |s| {
-            Ok(s.publish_buffer(&bound, element_type, element_size)?)
-        })?;
+        let element = ElementFormat {
+            code: element.code,
+            bits: element.bits,
+            lanes: element.lanes,
+            columns: element.columns,
+        };
+        *out_id = with_server(server, |s| Ok(s.server.publish_buffer(&bound, element)?))?;
         Ok(())
     })
 }
@@ -100,28 +144,39 @@ pub unsafe extern "C" fn cuvk_frame_server_publish_buffer(
 /// Waits at most `timeout_ns` for a producer to attach (and sends it every object).
 #[no_mangle]
 pub extern "C" fn cuvk_frame_server_accept(server: CuvkFrameServer, timeout_ns: u64) -> CuvkResult {
-    guard(|| with_server(server, |s| Ok(s.accept(nanos(timeout_ns))?)))
+    guard(|| with_server(server, |s| Ok(s.server.accept(nanos(timeout_ns))?)))
 }
 
-/// The newest frame the producer announced written after `after`, waiting at most
-/// `timeout_ns`; `CUVK_ERROR_TIMEOUT` if none came, `CUVK_ERROR_IO` once the producer is gone
-/// (then call `cuvk_frame_server_release_waits`).
+/// The next frame to draw, waiting at most `timeout_ns`: the newest the producer wrote, its
+/// command slot free. `CUVK_ERROR_TIMEOUT` if none came in time. A producer that went away is
+/// handled here (its waits released, the buffers keep its last frame, the next producer
+/// served on fresh timelines). Refused while the frame handed out last is not submitted.
 ///
 /// # Safety
 /// `out_frame` must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn cuvk_frame_server_written(
+pub unsafe extern "C" fn cuvk_frame_server_next_frame(
     server: CuvkFrameServer,
-    after: u64,
     timeout_ns: u64,
-    out_frame: *mut u64,
+    out_frame: *mut CuvkFrame,
 ) -> CuvkResult {
     guard(|| {
         // SAFETY: the caller passes a writable pointer or null (checked).
         let out_frame = unsafe { out(out_frame, "out_frame") }?;
-        match with_server(server, |s| Ok(s.written(after, nanos(timeout_ns))?))? {
-            Some(n) => {
-                *out_frame = n;
+        let next = with_server(server, |s| {
+            let next = s.server.next_frame(nanos(timeout_ns))?;
+            if next.is_some() {
+                s.current = next;
+            }
+            Ok(next)
+        })?;
+        match next {
+            Some(f) => {
+                *out_frame = CuvkFrame {
+                    number: f.number(),
+                    slot: f.slot() as u32,
+                    command_slot: f.command_slot() as u32,
+                };
                 Ok(())
             }
             None => fail(
@@ -132,9 +187,10 @@ pub unsafe extern "C" fn cuvk_frame_server_written(
     })
 }
 
-/// Submits the engine's command buffers for frame `n` (announced by
-/// `cuvk_frame_server_written`): they wait on the GPU (at `wait_stage`, Vulkan pipeline stage
-/// bits) for the frame written, and signal it drawn; the producer is told.
+/// Submits the engine's command buffers for frame `n` (the number of the frame
+/// `cuvk_frame_server_next_frame` handed out last): they wait on the GPU (at `wait_stage`,
+/// Vulkan pipeline stage bits) for the frame written, and signal it drawn; the producer is
+/// told.
 ///
 /// # Safety
 /// `command_buffers` must hold `count` executable `VkCommandBuffer`s of the bridge's device
@@ -156,8 +212,23 @@ pub unsafe extern "C" fn cuvk_frame_server_submit_drawn(
             .map(|i| vk::CommandBuffer::from_raw(unsafe { *command_buffers.add(i) }))
             .collect();
         let submit = FrameSubmit::new(&cmds, vk::PipelineStageFlags::from_raw(wait_stage));
-        // SAFETY: forwarded from the caller.
-        with_server(server, |s| Ok(unsafe { s.submit_drawn(n, &submit) }?))
+        with_server(server, |s| {
+            let frame = match s.current {
+                Some(f) if f.number() == n => f,
+                current => {
+                    return Err(Error::from(SyncError::WrongFrame {
+                        frame: n,
+                        current: current.map_or(0, |f| f.number()),
+                        reason: FrameStep::Submit,
+                    })
+                    .into())
+                }
+            };
+            // SAFETY: forwarded from the caller.
+            unsafe { s.server.submit_drawn(&frame, &submit) }?;
+            s.current = None;
+            Ok(())
+        })
     })
 }
 
@@ -168,26 +239,22 @@ pub extern "C" fn cuvk_frame_server_wait_drawn(
     n: u64,
     timeout_ns: u64,
 ) -> CuvkResult {
-    guard(|| with_server(server, |s| Ok(s.wait_drawn(n, nanos(timeout_ns))?)))
+    guard(|| with_server(server, |s| Ok(s.server.wait_drawn(n, nanos(timeout_ns))?)))
 }
 
-/// Sends the newest "drawn" notice if the socket was full when it was made, waiting at most
-/// `timeout_ns` for room: before the engine stops calling the server (the end of a run) while
-/// the producer still waits for it. Every other call sends it too, where there is room.
+/// Before the engine stops drawing (or destroys what its frames use): sends the newest
+/// "drawn" notice and waits, at most `timeout_ns` in all, until every frame submitted is
+/// drawn, releasing the producer's timeline where the producer is gone.
 #[no_mangle]
-pub extern "C" fn cuvk_frame_server_flush(server: CuvkFrameServer, timeout_ns: u64) -> CuvkResult {
-    guard(|| with_server(server, |s| Ok(s.flush(nanos(timeout_ns))?)))
-}
-
-/// After the producer is gone: releases every wait this server enqueued on its timeline (its
-/// frames complete; the buffers keep the last frame). Refused while it is connected.
-#[no_mangle]
-pub extern "C" fn cuvk_frame_server_release_waits(server: CuvkFrameServer) -> CuvkResult {
-    guard(|| with_server(server, |s| Ok(s.release_waits()?)))
+pub extern "C" fn cuvk_frame_server_wait_idle(
+    server: CuvkFrameServer,
+    timeout_ns: u64,
+) -> CuvkResult {
+    guard(|| with_server(server, |s| Ok(s.server.wait_idle(nanos(timeout_ns))?)))
 }
 
 /// Destroys the server (the published buffers stay the engine's).
 #[no_mangle]
 pub extern "C" fn cuvk_frame_server_destroy(server: CuvkFrameServer) -> CuvkResult {
-    guard(|| remove::<FrameServer>(server))
+    guard(|| remove::<CFrameServer>(server))
 }

@@ -63,8 +63,8 @@ pub use image::{
 };
 pub use ipc::{
     cuvk_frame_server_accept, cuvk_frame_server_create, cuvk_frame_server_destroy,
-    cuvk_frame_server_publish_buffer, cuvk_frame_server_release_waits,
-    cuvk_frame_server_submit_drawn, cuvk_frame_server_wait_drawn, cuvk_frame_server_written,
+    cuvk_frame_server_next_frame, cuvk_frame_server_publish_buffer, cuvk_frame_server_submit_drawn,
+    cuvk_frame_server_wait_drawn, cuvk_frame_server_wait_idle, CuvkElementFormat, CuvkFrame,
     CuvkFrameServer,
 };
 pub use pool::{

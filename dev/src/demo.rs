@@ -3,7 +3,7 @@
 //! their `main`s (usage errors, the output folder check, percentiles, opening the devices, the
 //! validation check).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -118,8 +118,6 @@ pub unsafe fn record_to_swapchain(
     }
 }
 
-/// Writes RGBA8 pixels as a PNG, through a temporary file renamed into place, so a failure
-/// leaves no half-written image.
 /// Records a full barrier: `src` writes of earlier commands are visible to everything after
 /// (the barrier the canvas's passes want).
 ///
@@ -134,6 +132,64 @@ pub unsafe fn full_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer, src: v
     unsafe { d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]) };
 }
 
+/// Records `canvas` drawing `frame` from `shared`, a particle buffer CUDA or another process
+/// writes (owned by the external queue family between uses): acquired, drawn, released back,
+/// then, where `readback`, copied to the canvas's readback buffer.
+///
+/// # Safety
+/// `cmd` is recording on the canvas's device, whose queue family is `queue_family`; `shared`
+/// is `frame.slot`'s buffer; both and the canvas outlive the commands.
+pub unsafe fn record_shared_draw(
+    d: &cuvk::ash::Device,
+    cmd: vk::CommandBuffer,
+    queue_family: u32,
+    canvas: &cuvk_canvas::canvas::Canvas,
+    shared: &dyn cuvk::vulkan::AsVkBuffer,
+    frame: &cuvk_canvas::canvas::Frame<'_>,
+    readback: bool,
+) {
+    let barrier = |cmd: vk::CommandBuffer, src: vk::AccessFlags| {
+        // SAFETY: only called with `cmd`, recording (the caller's contract).
+        unsafe { full_barrier(d, cmd, src) }
+    };
+    let (shared, compute, read) = (
+        [shared],
+        vk::PipelineStageFlags::COMPUTE_SHADER,
+        vk::AccessFlags::SHADER_READ,
+    );
+    // SAFETY: the caller's contract.
+    unsafe {
+        barrier(cmd, vk::AccessFlags::MEMORY_WRITE);
+        cuvk::vulkan::cmd_acquire_buffers(d, cmd, queue_family, &shared, compute, read);
+        canvas.record(d, cmd, frame, &barrier);
+        cuvk::vulkan::cmd_release_buffers(d, cmd, queue_family, &shared, compute, read);
+        barrier(cmd, vk::AccessFlags::SHADER_WRITE);
+        if readback {
+            canvas.record_readback(d, cmd);
+        }
+    }
+}
+
+/// `count` exportable device-local buffers of `bytes` each (storage, copies both ways), zeroed:
+/// the slots a viewer publishes.
+pub fn zeroed_exportable_buffers(
+    vk: &Arc<VulkanContext>,
+    count: usize,
+    bytes: u64,
+) -> cuvk::Result<Vec<Arc<cuvk::vulkan::BoundBuffer>>> {
+    let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+        | vk::BufferUsageFlags::TRANSFER_SRC
+        | vk::BufferUsageFlags::TRANSFER_DST;
+    (0..count)
+        .map(|_| {
+            let local = vk::MemoryPropertyFlags::DEVICE_LOCAL;
+            let mut b = cuvk::vulkan::BoundBuffer::new_exportable(vk, bytes, usage, local)?;
+            vk.fill_buffer(&mut b, 0, bytes, 0)?;
+            Ok(Arc::new(b))
+        })
+        .collect()
+}
+
 /// The benchmarks' bridge on the default device, its device line printed first (what
 /// BENCHMARKS.md quotes).
 pub fn bench_bridge() -> anyhow::Result<cuvk::Bridge> {
@@ -146,6 +202,8 @@ pub fn bench_bridge() -> anyhow::Result<cuvk::Bridge> {
     Ok(bridge)
 }
 
+/// Writes RGBA8 pixels as a PNG, through a temporary file renamed into place, so a failure
+/// leaves no half-written image.
 pub fn write_png(path: &Path, w: u32, h: u32, rgba: &[u8]) -> anyhow::Result<()> {
     let tmp = path.with_extension("png.partial");
     let result = (|| -> anyhow::Result<()> {
@@ -181,6 +239,119 @@ impl std::error::Error for Usage {}
 
 pub fn usage(msg: impl Into<String>) -> anyhow::Error {
     Usage(msg.into()).into()
+}
+
+/// A command line read flag by flag: each demo mode's parser is a `match` on
+/// [`Flags::next_flag`] whose arms take their values here, with one wording for every mistake.
+pub struct Flags(std::vec::IntoIter<String>);
+
+impl Flags {
+    /// The arguments (without the program name).
+    pub fn new(args: Vec<String>) -> Self {
+        Self(args.into_iter())
+    }
+    /// The next flag, if any.
+    pub fn next_flag(&mut self) -> Option<String> {
+        self.0.next()
+    }
+    /// The value after `flag`.
+    pub fn value(&mut self, flag: &str) -> anyhow::Result<String> {
+        self.0
+            .next()
+            .ok_or_else(|| usage(format!("{flag} needs a value")))
+    }
+    /// A whole number after `flag` (`1_000_000` reads as a million).
+    pub fn num(&mut self, flag: &str) -> anyhow::Result<u64> {
+        let v = self.value(flag)?;
+        v.replace('_', "")
+            .parse()
+            .map_err(|_| usage(format!("{flag}: '{v}' is not a whole number")))
+    }
+    /// `on` or `off` after `flag`.
+    pub fn on_off(&mut self, flag: &str) -> anyhow::Result<bool> {
+        match self.value(flag)?.as_str() {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            v => bail!(usage(format!("{flag} must be on or off, not '{v}'"))),
+        }
+    }
+    /// `WxH` after `flag`, each 1..=8192.
+    pub fn size(&mut self, flag: &str) -> anyhow::Result<(u32, u32)> {
+        let v = self.value(flag)?;
+        v.split_once('x')
+            .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+            .filter(|&(w, h): &(u32, u32)| (1..=8192).contains(&w) && (1..=8192).contains(&h))
+            .ok_or_else(|| {
+                usage(format!(
+                    "{flag} must look like 1280x720, between 1x1 and 8192x8192, not '{v}'"
+                ))
+            })
+    }
+}
+
+/// The command line of a demo mode that views frames made elsewhere (`particles --serve
+/// NAME`): what to draw, how big, how long, where the PNGs go.
+pub struct ViewerArgs {
+    /// The name to serve or attach to.
+    pub name: String,
+    /// Particles per frame.
+    pub particles: usize,
+    /// Frames to draw.
+    pub frames: u64,
+    /// Width and height in pixels.
+    pub size: (u32, u32),
+    /// Where PNGs go.
+    pub out: PathBuf,
+    /// Save every this many frames (0: only the last).
+    pub save_every: u64,
+    /// Draw the HUD.
+    pub hud: bool,
+    /// Where the SPIR-V shaders are.
+    pub shader_dir: PathBuf,
+}
+
+impl ViewerArgs {
+    /// Reads `mode NAME` and the flags it takes; `frames` by default.
+    pub fn parse(
+        mode: &str,
+        args: Vec<String>,
+        shader_dir: PathBuf,
+        frames: u64,
+    ) -> anyhow::Result<Self> {
+        let mut c = Self {
+            name: String::new(),
+            particles: 1_000_000,
+            frames,
+            size: (1280, 720),
+            out: PathBuf::from("out"),
+            save_every: 0,
+            hud: true,
+            shader_dir,
+        };
+        let mut f = Flags::new(args);
+        while let Some(a) = f.next_flag() {
+            match a.as_str() {
+                m if m == mode => c.name = f.value(&a)?,
+                "--particles" => c.particles = f.num(&a)? as usize,
+                "--frames" => c.frames = f.num(&a)?,
+                "--save-every" => c.save_every = f.num(&a)?,
+                "--out" => c.out = f.value(&a)?.into(),
+                "--shaders" => c.shader_dir = f.value(&a)?.into(),
+                "--headless" => {}
+                "--hud" => c.hud = f.on_off(&a)?,
+                "--size" => c.size = f.size(&a)?,
+                other => bail!(usage(format!(
+                    "{mode} takes --particles --frames --size --out --save-every --hud --shaders, not '{other}'"
+                ))),
+            }
+        }
+        if c.name.is_empty() || c.particles == 0 || c.frames == 0 {
+            bail!(usage(format!(
+                "{mode} needs a name, and at least 1 particle and 1 frame"
+            )));
+        }
+        Ok(c)
+    }
 }
 
 /// Opens the devices: the CUDA + Vulkan bridge where `cuda` asks for it and CUDA is there, else

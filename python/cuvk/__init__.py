@@ -20,7 +20,7 @@ which release the GIL) is the module docstring of the stub, cuvk/_cuvk.pyi, and
 python/README.md.
 """
 
-from ._cuvk import AttachedBuffer, Bridge, ParticleRenderer, Producer, SharedBuffer, __version__
+from ._cuvk import AttachedBuffer, Bridge, Frame, ParticleRenderer, Producer, SharedBuffer, __version__
 from ._errors import (
     CuvkError,
     DriverError,
@@ -40,6 +40,7 @@ __all__ = [
     "ParticleRenderer",
     "Producer",
     "AttachedBuffer",
+    "Frame",
     "CuvkError",
     "InvalidInputError",
     "UnsupportedError",

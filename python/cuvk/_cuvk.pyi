@@ -199,9 +199,13 @@ class SharedBuffer:
     def __len__(self) -> int: ...
 
 class AttachedBuffer:
-    """One of a viewer's buffers, mapped into this process's CUDA context (a CUDA array:
-    ``torch.as_tensor(buf, device="cuda")`` is a tensor over the viewer's memory; the tensor
-    holds the buffer, the buffer holds the mapping)."""
+    """One of a viewer's buffers, mapped into this process's CUDA context, typed as the viewer
+    published it (``particles --serve`` publishes float32 rows of ``x, y, z, key``: shape
+    ``(n, 4)``). ``torch.from_dlpack(buf)``, ``cupy.from_dlpack(buf)`` or
+    ``torch.as_tensor(buf, device="cuda")`` is an array over the viewer's memory, no copy; the
+    array holds the buffer, the buffer holds the mapping. Neither export orders anything:
+    write a slot only between ``Producer.acquire`` and ``Producer.release`` of its frame, on
+    the stream passed to them."""
 
     @property
     def nbytes(self) -> int:
@@ -210,37 +214,70 @@ class AttachedBuffer:
     def ptr(self) -> int:
         """The CUDA device pointer."""
     @property
+    def shape(self) -> Tuple[int, ...]:
+        """Rows, then values per row where there are several."""
+    @property
+    def dtype(self) -> str:
+        """The element type's name (``"float32"``); ``"dlpack(code, bits, lanes)"`` for one
+        NumPy has no name for."""
+    @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
-        """Version 3: float32, shape (n, 4) for 16-byte elements, else (bytes / 4,); no
-        stream (order with ``Producer.acquire`` / ``Producer.release``)."""
+        """Version 3, typed and shaped as published; no stream. Raises ``InvalidInputError``
+        (``Layout.ElementFormat``) for bfloat16 or vector types: use DLPack."""
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """DLPack export of the same memory; ``stream`` is read, not used."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(2, ordinal)``: a CUDA device."""
+
+class Frame:
+    """A frame handed out by ``Producer.acquire``."""
+
+    @property
+    def number(self) -> int:
+        """1, 2, ...: the frame's timeline value."""
+    @property
+    def slot(self) -> int:
+        """The index in ``Producer.slots`` it writes: ``number % len(slots)``."""
+    @property
+    def previous_use(self) -> Optional[int]:
+        """The last frame that wrote this slot (``number - K``), or None."""
 
 class Producer:
     """A simulation in this process writing frames into a viewer in another process
     (``particles --serve NAME``), zero-copy, ordered on the GPU by the viewer's timelines:
 
         p = cuvk.Producer("galaxies")
-        slots = [torch.as_tensor(s, device="cuda") for s in p.slots]
-        for n in itertools.count(1):
-            p.acquire(n, torch.cuda.current_stream())   # the viewer drew frame n - K
-            step(slots[(n - 2) % len(slots)], slots[(n - 1) % len(slots)])
-            p.release(n, torch.cuda.current_stream())   # the viewer's draw waits for this
+        slots = [torch.from_dlpack(s) for s in p.slots]
+        stream = torch.cuda.current_stream()
+        while True:
+            frame = p.acquire(stream)     # the viewer drew this slot's last frame
+            step(slots[(frame.slot - 1) % len(slots)], slots[frame.slot])
+            p.release(frame, stream)      # the viewer's draw waits for this, on the GPU
 
-    Frames in flight are the viewer's: one slot each. A viewer that goes away makes
+    Frames in flight (K) are the viewer's: one slot each. A viewer that goes away makes
     ``acquire`` or ``release`` raise ``IoError`` (a closed connection, no rule); call
     ``release_waits`` then."""
 
     def __init__(self, name: str, device: int = 0, timeout: float = 30.0) -> None: ...
     @property
     def slots(self) -> List[AttachedBuffer]:
-        """The viewer's buffers; frame n writes slot ``(n - 1) % len(slots)``."""
+        """The viewer's buffers, in the order published; a frame writes ``slots[frame.slot]``."""
     @property
     def device(self) -> int:
         """The CUDA device ordinal."""
-    def acquire(self, n: int, stream: Stream = None, timeout: float = 30.0) -> None:
-        """Before writing frame n: `stream` waits on the GPU until the viewer drew frame
-        n - K (a host wait, GIL released, only while the viewer has not announced it)."""
-    def release(self, n: int, stream: Stream = None) -> None:
-        """After writing frame n: `stream` signals it written; the viewer is told."""
+    def acquire(self, stream: Stream = None, timeout: float = 30.0) -> Frame:
+        """The next frame: ``stream`` waits on the GPU until the viewer drew the slot's last
+        frame (a host wait, GIL released, only while the viewer has not announced it; after a
+        timeout the next call acquires the same frame)."""
+    def release(self, frame: Frame, stream: Stream = None) -> None:
+        """After writing ``frame``: ``stream`` signals it written; the viewer is told."""
     def drawn(self) -> int:
         """The newest frame the viewer announced drawn (no wait)."""
     def release_waits(self) -> None:

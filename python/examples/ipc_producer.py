@@ -32,32 +32,32 @@ def main():
     torch.cuda.set_device(args.device)
     producer = cuvk.Producer(args.name, device=args.device)
     # The viewer's position buffers, as tensors over its memory.
-    slots = [torch.as_tensor(s, device=f"cuda:{args.device}") for s in producer.slots]
+    slots = [torch.from_dlpack(s) for s in producer.slots]  # float32 (n, 4), as published
     k, n = len(slots), slots[0].shape[0]
     pos0, vel = initial_state(n, args.seed)
     stream = torch.cuda.current_stream()
     print(f"attached to '{args.name}': {n:,} particles, {k} slots")
     t = time.perf_counter()
-    for f in range(1, args.frames + 1):
+    for _ in range(args.frames):
         try:
-            producer.acquire(f, stream)  # the viewer drew frame f - k: its slot is ours
+            frame = producer.acquire(stream)  # the viewer drew the slot's last frame: it is ours
         except cuvk.IoError as e:
             producer.release_waits()
-            print(f"the viewer went away after frame {f - 1} ({e}): stopping")
+            print(f"the viewer went away ({e}): stopping")
             return
-        dst = slots[(f - 1) % k]
-        if f == 1:
+        dst = slots[frame.slot]
+        if frame.number == 1:
             dst.copy_(pos0)
         else:
-            step(slots[(f - 2) % k], dst, vel)
+            step(slots[(frame.slot - 1) % k], dst, vel)  # from the previous frame's slot
         try:
-            producer.release(f, stream)  # the viewer's draw of frame f waits for this, on the GPU
+            producer.release(frame, stream)  # the viewer's draw of this frame waits for it, on the GPU
         except cuvk.IoError as e:
             producer.release_waits()
-            print(f"the viewer went away at frame {f} ({e}): stopping")
+            print(f"the viewer went away at frame {frame.number} ({e}): stopping")
             return
-        if f % 300 == 0:
-            print(f"{f} frames, {f / (time.perf_counter() - t):.0f} fps", flush=True)
+        if frame.number % 300 == 0:
+            print(f"{frame.number} frames, {frame.number / (time.perf_counter() - t):.0f} fps", flush=True)
 
 
 if __name__ == "__main__":

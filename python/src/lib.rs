@@ -25,6 +25,7 @@ fn _cuvk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<render::PyRenderer>()?;
     m.add_class::<ipc::PyProducer>()?;
     m.add_class::<ipc::PyAttachedBuffer>()?;
+    m.add_class::<ipc::PyFrame>()?;
     m.add_function(wrap_pyfunction!(bridge::buffer_nbytes, m)?)?;
     m.add_function(wrap_pyfunction!(stream::py_parse_stream, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

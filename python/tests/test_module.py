@@ -38,7 +38,7 @@ def test_stub_lists_every_public_method_and_property():
         for node in tree.body
         if isinstance(node, ast.ClassDef)
     }
-    for cls in (cuvk.Bridge, cuvk.SharedBuffer, cuvk.ParticleRenderer, cuvk.Producer, cuvk.AttachedBuffer):
+    for cls in (cuvk.Bridge, cuvk.SharedBuffer, cuvk.ParticleRenderer, cuvk.Producer, cuvk.AttachedBuffer, cuvk.Frame):
         public = {
             n
             for n in dir(cls)

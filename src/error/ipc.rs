@@ -277,19 +277,14 @@ crate::error::table::refusals! {
             /// A release meant for a lost peer asked for while the peer is still connected.
             IpcStillConnected = 0x0C1F
         },
-        /// A second producer for a frame server (its timelines carry the first one's frames).
-        #[error("a frame server serves one producer: bind a new one (fresh timelines) for the next")]
-        OneProducer => {
-            /// A second producer for a frame server.
-            IpcOneProducer = 0x0C20
-        },
         /// The server serves another client now (a frame server serves one producer at a time)
         /// and turned this one away: try again when it is free.
         #[error("busy: the server is serving another client; try again when it is free")]
         Busy => _,
         /// An image description whose shape contradicts its own extent, layers or flags (a
         /// "2D" image of 4 layers): the wire carries both, and they must agree. (Codes
-        /// 0x0C0A-0x0C0F and 0x0C1E are retired: sizes, ranges, elements, extents, mip levels
+        /// 0x0C0A-0x0C0F and 0x0C1E are retired, and 0x0C20 (one producer per frame server: it serves
+        /// the next itself, on fresh timelines): sizes, ranges, elements, extents, mip levels
         /// and placements are checked by the rules every import follows, `Layout.*`,
         /// `Image.*`, `Memory.*`.)
         #[error("image {id} is described as {shape:?} but its extent, layers and flags make it {kind:?}")]
@@ -436,7 +431,6 @@ mod tests {
                 kind: crate::ImageKind::D2Array { layers: 4 },
             },
             IpcError::StillConnected { what: "release" },
-            IpcError::OneProducer,
             IpcError::Busy,
             IpcError::UnknownImageShape { value: 9 },
         ]

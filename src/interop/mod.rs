@@ -5,6 +5,7 @@
 
 mod bridge;
 mod cuda_allocated;
+mod frame;
 mod growable;
 mod pacer;
 mod peer;
@@ -16,10 +17,11 @@ mod staging;
 mod stream_order;
 
 pub use bridge::{Bridge, BridgeConfig, BufferUsage};
+pub(crate) use frame::{check_frames_in_flight, next_issuer_id};
+pub use frame::{Frame, MAX_FRAMES_IN_FLIGHT};
 pub use growable::{GrowableBuffer, VulkanView};
 pub use pacer::{
-    AcquireWait, Frame, FramePacer, FrameSemaphores, FrameSubmit, SemaphoreSubmit,
-    DEFAULT_SLOT_TIMEOUT,
+    AcquireWait, FramePacer, FrameSemaphores, FrameSubmit, SemaphoreSubmit, DEFAULT_SLOT_TIMEOUT,
 };
 pub use peer::{can_access_peer, device_pointer_range, enable_peer_access};
 pub use pool::SharedPool;

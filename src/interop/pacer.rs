@@ -21,13 +21,13 @@
 //! scheduled (the semaphores' signal ledgers know), so no safe call can make the GPU or the
 //! host wait for a value nobody will signal.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ash::vk;
 use cudarc::driver::CudaStream;
 
+use super::frame::{check_frames_in_flight, next_issuer_id, Frame};
 use crate::error::{FrameStep, Result, SyncError, VkResultExt};
 use crate::interop::{Bridge, StreamOrder};
 use crate::rules::timeline::{FrameBook, PacerMarks, SignalLedger};
@@ -41,64 +41,11 @@ use crate::vulkan::{
 /// [`crate::vulkan::VulkanContext::set_drop_timeout`].)
 pub const DEFAULT_SLOT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The next pacer's identity ([`FramePacer::id`]); 0 is never used.
-static NEXT_PACER_ID: AtomicU64 = AtomicU64::new(1);
-
-/// One frame handed out by [`FramePacer::begin_frame`]: its number, its slots, and the
-/// identity of the pacer that issued it.
-///
-/// Only the pacer that issued a frame accepts it ([`SyncError::ForeignFrame`]), and only while
-/// it is the pacer's current frame ([`SyncError::WrongFrame`]); a frame cannot be made or
-/// changed outside the pacer. Code that builds on a pacer through its public API (as
-/// `cuvk`'s wgpu pacer does) checks a frame with [`Frame::is_from`] or
-/// [`FramePacer::validate_submit`] before it relies on the frame's slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Frame {
-    pacer: u64,
-    number: u64,
-    slot: usize,
-    command_slot: usize,
-    frames_in_flight: u64,
-}
-
 impl Frame {
-    /// Frame number, from 1, strictly increasing: the timeline value of this frame.
-    pub fn number(&self) -> u64 {
-        self.number
-    }
-    /// The data slot (index of the buffer or image) this frame writes and reads:
-    /// `number % frames_in_flight`.
-    pub fn slot(&self) -> usize {
-        self.slot
-    }
-    /// Which of the `2 * frames_in_flight` command slots this frame records into
-    /// (`number % 2K`): the frame that last used it (`number - 2K`) has completed, so its
-    /// command buffer, and anything else kept per command slot (a readback buffer), is free.
-    pub fn command_slot(&self) -> usize {
-        self.command_slot
-    }
-    /// The last frame that used this data slot (`number - K`), if any: what CUDA waits for.
-    pub fn previous_use(&self) -> Option<u64> {
-        self.number
-            .checked_sub(self.frames_in_flight)
-            .filter(|&n| n > 0)
-    }
-    /// The last frame that used this command slot (`number - 2K`), if any. It has completed
-    /// once [`FramePacer::begin_frame`] returned this frame: what it wrote to memory kept per
-    /// command slot (a readback) can be read now, and the memory reused.
-    pub fn previous_command_use(&self) -> Option<u64> {
-        self.number
-            .checked_sub(2 * self.frames_in_flight)
-            .filter(|&n| n > 0)
-    }
-    /// The identity of the pacer that issued it ([`FramePacer::id`]).
-    pub fn pacer_id(&self) -> u64 {
-        self.pacer
-    }
     /// Whether `pacer` issued it. (Whether it is still the pacer's current frame is for the
     /// pacer's steps to say: [`FramePacer::validate_submit`].)
     pub fn is_from(&self, pacer: &FramePacer) -> bool {
-        self.pacer == pacer.id
+        self.issuer_id() == pacer.id
     }
 }
 
@@ -264,19 +211,12 @@ impl std::fmt::Debug for FramePacer {
 
 impl FramePacer {
     /// Creates the two exportable timeline semaphores, imports them into CUDA, for
-    /// `frames_in_flight` (1 to 8) slots.
+    /// `frames_in_flight` (1 to [`super::MAX_FRAMES_IN_FLIGHT`]) slots.
     pub fn new(bridge: &Bridge, frames_in_flight: u32) -> Result<Self> {
-        if !(1..=8).contains(&frames_in_flight) {
-            return Err(SyncError::FramesInFlight {
-                requested: frames_in_flight,
-                max: 8,
-            }
-            .into());
-        }
+        let k = check_frames_in_flight(frames_in_flight)?;
         let vk = bridge.vulkan();
         let order = StreamOrder::new(bridge)?;
-        let id = NEXT_PACER_ID.fetch_add(1, Ordering::Relaxed);
-        let k = u64::from(frames_in_flight);
+        let id = next_issuer_id();
         Ok(Self {
             id,
             frames_in_flight: k,
@@ -290,7 +230,7 @@ impl FramePacer {
     }
 
     /// This pacer's identity, unique in the process: every [`Frame`] it issues carries it
-    /// ([`Frame::pacer_id`]).
+    /// ([`Frame::issuer_id`]).
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -354,7 +294,7 @@ impl FramePacer {
     }
 
     fn check(&self, book: &FrameBook, frame: &Frame, step: FrameStep) -> Result<()> {
-        book.check(frame.pacer, frame.number, step, self.marks())
+        book.check(frame.issuer_id(), frame.number(), step, self.marks())
     }
 
     /// The next frame. Refused ([`SyncError::FrameOutOfOrder`]) until the current frame is
@@ -370,14 +310,7 @@ impl FramePacer {
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
             .begun(number);
-        let k = self.frames_in_flight;
-        Ok(Frame {
-            pacer: self.id,
-            number,
-            slot: (number % k) as usize,
-            command_slot: (number % (2 * k)) as usize,
-            frames_in_flight: k,
-        })
+        Ok(Frame::issue(self.id, number, self.frames_in_flight))
     }
 
     /// On `stream`: wait until Vulkan has released the frame's slot
@@ -414,7 +347,7 @@ impl FramePacer {
         let book = self.book();
         self.check(&book, frame, FrameStep::CudaRelease)?;
         // Chained after the previous frame's release (submitted, so released: the book says).
-        self.order.cuda_release_value(frame.number, stream)
+        self.order.cuda_release_value(frame.number(), stream)
     }
 
     /// Resets and begins the frame's own command buffer (one per command slot, made on first
@@ -432,7 +365,7 @@ impl FramePacer {
         record: impl FnOnce(&Self, vk::CommandBuffer) -> Result<()>,
     ) -> Result<vk::CommandBuffer> {
         self.check(&self.book(), frame, FrameStep::RecordCommands)?;
-        let (pool, cmd) = self.command_slot(frame.command_slot)?;
+        let (pool, cmd) = self.command_slot(frame.command_slot())?;
         let device = self.context().device();
         let begin = vk::CommandBufferBeginInfo::default()
             .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
@@ -511,7 +444,7 @@ impl FramePacer {
         // (checked above, under the book's lock).
         unsafe {
             self.order
-                .vulkan_submit_values(frame.number, frame.number, submit)
+                .vulkan_submit_values(frame.number(), frame.number(), submit)
         }
     }
 
@@ -541,21 +474,21 @@ impl FramePacer {
         self.check(&book, frame, FrameStep::Submit)?;
         // Checked now (nothing recorded), so a bad frame is refused before the engine builds
         // its submission.
-        SignalLedger::check_all(&self.signal_ledgers(frame.number))?;
+        SignalLedger::check_all(&self.signal_ledgers(frame.number()))?;
         let o = &self.order;
         Ok(FrameSemaphores {
             pacer: self.id,
-            frame: frame.number,
+            frame: frame.number(),
             waits: vec![SemaphoreSubmit {
                 semaphore: o.cuda_done().handle(),
-                value: frame.number,
+                value: frame.number(),
                 stage: wait_stage,
             }],
             signals: [o.vulkan_done(), o.vulkan_done_host()]
                 .iter()
                 .map(|s| SemaphoreSubmit {
                     semaphore: s.handle(),
-                    value: frame.number,
+                    value: frame.number(),
                     stage: vk::PipelineStageFlags2::ALL_COMMANDS,
                 })
                 .collect(),
@@ -745,13 +678,13 @@ impl FramePacer {
     /// or earlier). Refused at once for another pacer's frame, or a frame not submitted
     /// ([`SyncError::WaitNeverSignalled`]) instead of waiting for the timeout.
     pub fn wait_frame(&self, frame: &Frame, timeout: Duration) -> Result<()> {
-        if frame.pacer != self.id {
+        if frame.issuer_id() != self.id {
             return Err(SyncError::ForeignFrame {
-                frame: frame.number,
+                frame: frame.number(),
             }
             .into());
         }
-        self.order.wait_vulkan(frame.number, timeout)
+        self.order.wait_vulkan(frame.number(), timeout)
     }
 
     /// Waits on the host until Vulkan has finished every frame submitted so far.

@@ -553,28 +553,11 @@ fn stream_done(stream: &CudaStream) -> bool {
     }
 }
 
-// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
-// context it names with the size or description it reports; host views of its memory are
-// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
-unsafe impl<T> AsVkBuffer for SharedBuffer<T> {
-    fn vk_buffer(&self) -> vk::Buffer {
-        self.bound.vk_buffer()
-    }
-    fn vk_size(&self) -> u64 {
-        self.bound.vk_size()
-    }
-    fn vk_context(&self) -> &Arc<VulkanContext> {
-        self.bound.vk_context()
-    }
-    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
-        self.bound.vk_usage()
-    }
-    fn vk_keep_alive(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
-        // The buffer and its memory; the CUDA mapping stays with them while they are shared
-        // (see `BufferParts`).
-        Some(Arc::clone(&*self.bound) as Arc<dyn std::any::Any + Send + Sync>)
-    }
-}
+crate::vulkan::delegate_as_vk_buffer!([<T>] SharedBuffer<T> => bound, keep_alive: |b| {
+    // The buffer and its memory; the CUDA mapping stays with them while they are shared
+    // (see `BufferParts`).
+    Some(Arc::clone(&*b.bound) as Arc<dyn std::any::Any + Send + Sync>)
+});
 
 impl<T> DeviceSlice<T> for SharedBuffer<T> {
     fn len(&self) -> usize {

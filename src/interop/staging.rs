@@ -13,7 +13,7 @@ use crate::cuda::host::{HostAllocFlags, PinnedBuffer};
 use crate::error::{CudaResultExt, Result};
 use crate::interop::Bridge;
 use crate::rules::layout;
-use crate::vulkan::{AsVkBuffer, HostImportedBuffer, VulkanContext};
+use crate::vulkan::{AsVkBuffer, HostImportedBuffer};
 
 /// Pinned host memory that is also a Vulkan buffer.
 ///
@@ -262,17 +262,4 @@ impl Drop for StagingBuffer {
     }
 }
 
-// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
-// context it names with the size or description it reports; host views of its memory are
-// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
-unsafe impl AsVkBuffer for StagingBuffer {
-    fn vk_buffer(&self) -> vk::Buffer {
-        self.vk.vk_buffer()
-    }
-    fn vk_size(&self) -> u64 {
-        self.vk.vk_size()
-    }
-    fn vk_context(&self) -> &std::sync::Arc<VulkanContext> {
-        self.vk.vk_context()
-    }
-}
+crate::vulkan::delegate_as_vk_buffer!([] StagingBuffer => vk);

@@ -24,14 +24,16 @@ pub(crate) fn check_message(msg: &Message) -> Result<()> {
 }
 
 /// A buffer's range lies in its memory (`Layout.ZeroSize`, `Layout.Overflow`,
-/// `Layout.OutOfBounds`) and holds whole elements (`Layout.PartialElement`).
+/// `Layout.OutOfBounds`), its element format is one DLPack describes (`Layout.ElementFormat`)
+/// and it holds whole rows of it (`Layout.PartialElement`).
 pub(crate) fn check_buffer(info: &BufferInfo) -> Result<()> {
     layout::check_range(info.offset, info.size, "memory", info.memory_size)?;
-    let element_size = u64::from(info.element_size);
-    if element_size == 0 || !info.size.is_multiple_of(element_size) {
+    info.element.check()?;
+    let row_bytes = info.element.row_bytes();
+    if !info.size.is_multiple_of(row_bytes) {
         return Err(LayoutError::PartialElement {
             bytes: info.size,
-            element_size,
+            element_size: row_bytes,
         }
         .into());
     }
@@ -143,7 +145,8 @@ mod tests {
     use super::*;
     use crate::ipc::wire::tests::samples;
 
-    fn buffer(size: u64, offset: u64, memory_size: u64, element_size: u32) -> BufferInfo {
+    /// A buffer of rows of `row_bytes` bytes.
+    fn buffer(size: u64, offset: u64, memory_size: u64, row_bytes: u32) -> BufferInfo {
         let Message::Buffer(b) = samples()[1] else {
             unreachable!()
         };
@@ -151,7 +154,10 @@ mod tests {
             size,
             offset,
             memory_size,
-            element_size,
+            element: crate::ElementFormat {
+                columns: row_bytes,
+                ..crate::ElementFormat::BYTES
+            },
             ..b
         }
     }
@@ -186,8 +192,16 @@ mod tests {
         );
         assert_eq!(
             rule(check_buffer(&buffer(16, 0, 16, 0))),
-            "Layout.PartialElement"
+            "Layout.ElementFormat"
         );
+        let twelve_bits = BufferInfo {
+            element: crate::ElementFormat {
+                bits: 12,
+                ..crate::ElementFormat::F32X4
+            },
+            ..buffer(16, 0, 16, 16)
+        };
+        assert_eq!(rule(check_buffer(&twelve_bits)), "Layout.ElementFormat");
         assert_eq!(
             rule(check_buffer(&buffer(16, u64::MAX - 8, u64::MAX, 4))),
             "Layout.Overflow"

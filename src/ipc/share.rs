@@ -104,15 +104,14 @@ impl Server {
         (self.buffers.len() + self.images.len() + self.timelines.len()) as u32
     }
 
-    /// Publishes `buffer` (bound to exportable memory of the server's device), of elements of
-    /// `element_size` bytes tagged `element_type` (the caller's convention, e.g. a DLPack
-    /// code). Returns its id. Refused where the memory cannot be exported or the description
-    /// would break a wire rule.
+    /// Publishes `buffer` (bound to exportable memory of the server's device), holding whole
+    /// rows of `element` (what importers read it as: a CUDA array's shape and type). Returns
+    /// its id. Refused where the memory cannot be exported or the description breaks a rule
+    /// (`Layout.ElementFormat`, `Layout.PartialElement`, ...).
     pub fn publish_buffer(
         &mut self,
         buffer: &Arc<BoundBuffer>,
-        element_type: u32,
-        element_size: u32,
+        element: crate::ElementFormat,
     ) -> Result<u32> {
         let memory = buffer.memory();
         self.check_publishable(
@@ -125,8 +124,7 @@ impl Server {
             size: buffer.buffer().size(),
             offset: buffer.offset(),
             memory_size: memory.size(),
-            element_type,
-            element_size,
+            element,
             dedicated: memory.is_dedicated(),
             usage: buffer.buffer().usage(),
             handle_type: OPAQUE_FD,
@@ -726,13 +724,13 @@ impl Attached {
 
     /// Imports buffer `id` into `cuda` (same GPU, checked at connect): the memory imported with
     /// `cuImportExternalMemory` and the buffer's range mapped, `T` checked against the
-    /// described element size.
+    /// described row (`T` is one row: `[f32; 4]` for [`crate::ElementFormat::F32X4`]).
     pub fn import_cuda_buffer<T>(&self, id: u32, cuda: &Arc<CudaContext>) -> Result<MappedRange> {
         let (info, _) = self.buffer(id)?;
         let requested = std::mem::size_of::<T>() as u64;
-        if u64::from(info.element_size) != requested {
+        if info.element.row_bytes() != requested {
             return Err(LayoutError::ElementSize {
-                described: u64::from(info.element_size),
+                described: info.element.row_bytes(),
                 requested,
             }
             .into());

@@ -15,12 +15,13 @@
 use ash::vk;
 
 use super::error::IpcError;
+use crate::rules::layout::ElementFormat;
 
 /// The first four bytes of every message.
 pub const MAGIC: [u8; 4] = *b"CUVK";
 /// The wire version this build reads and writes (2: the attacher answers the [`Hello`] with
 /// [`MessageKind::Ready`] before any descriptor is sent).
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// The size of a message header in bytes.
 pub const HEADER_LEN: usize = 16;
 /// The most descriptors one message carries (a receiver's control buffer holds no more).
@@ -182,10 +183,8 @@ pub struct BufferInfo {
     pub offset: u64,
     /// The memory allocation's size in bytes (what an importer passes as its size).
     pub memory_size: u64,
-    /// The element type, as a tag the two sides agree on.
-    pub element_type: u32,
-    /// The element size in bytes.
-    pub element_size: u32,
+    /// What the buffer holds (DLPack's data type, values per row).
+    pub element: ElementFormat,
     /// Whether the memory is a dedicated allocation for this buffer.
     pub dedicated: bool,
     /// The buffer's Vulkan usage flags.
@@ -335,8 +334,9 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             put(&b.size.to_le_bytes());
             put(&b.offset.to_le_bytes());
             put(&b.memory_size.to_le_bytes());
-            put(&b.element_type.to_le_bytes());
-            put(&b.element_size.to_le_bytes());
+            put(&[b.element.code, b.element.bits]);
+            put(&b.element.lanes.to_le_bytes());
+            put(&b.element.columns.to_le_bytes());
             put(&[u8::from(b.dedicated)]);
             put(&b.usage.as_raw().to_le_bytes());
             put(&b.handle_type.as_raw().to_le_bytes());
@@ -421,8 +421,15 @@ fn decode_body(kind: MessageKind, body: &[u8]) -> Result<Message, IpcError> {
             size: r.u64()?,
             offset: r.u64()?,
             memory_size: r.u64()?,
-            element_type: r.u32()?,
-            element_size: r.u32()?,
+            element: {
+                let [code, bits] = r.take::<2>()?;
+                ElementFormat {
+                    code,
+                    bits,
+                    lanes: u16::from_le_bytes(r.take::<2>()?),
+                    columns: r.u32()?,
+                }
+            },
             dedicated: r.bool("dedicated")?,
             usage: vk::BufferUsageFlags::from_raw(r.u32()?),
             handle_type: vk::ExternalMemoryHandleTypeFlags::from_raw(r.u32()?),
@@ -539,8 +546,7 @@ pub(crate) mod tests {
                 size: 4096,
                 offset: 65536,
                 memory_size: 1 << 20,
-                element_type: 0x46_34, // e.g. "f32x4", a tag the sides agree on
-                element_size: 16,
+                element: ElementFormat::F32X4,
                 dedicated: false,
                 usage: vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC,
                 handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
@@ -604,10 +610,10 @@ pub(crate) mod tests {
             e,
             IpcError::UnsupportedVersion {
                 found: 1,
-                supported: 2
+                supported: VERSION
             }
         );
-        assert!(e.to_string().contains("version 1") && e.to_string().contains("version 2"));
+        assert!(e.to_string().contains("version 1") && e.to_string().contains(&format!("version {VERSION}")));
         let mut b = bytes.clone();
         b[6] = 77;
         assert_eq!(decode(&b, 1), Err(IpcError::UnknownKind { kind: 77 }));
@@ -708,8 +714,12 @@ pub(crate) mod tests {
                             size,
                             offset,
                             memory_size: offset + size + slack,
-                            element_type: tag,
-                            element_size: esize,
+                            element: ElementFormat {
+                                code: tag as u8,
+                                bits: (tag >> 8) as u8,
+                                lanes: (tag >> 16) as u16,
+                                columns: esize,
+                            },
                             dedicated,
                             usage: vk::BufferUsageFlags::from_raw(usage),
                             handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,

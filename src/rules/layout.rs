@@ -202,6 +202,117 @@ crate::error::table::refusals! {
             /// An element type whose size is not the described element size.
             LayoutElementSize = 0x010B
         },
+        /// An element format DLPack cannot describe, or an empty row.
+        #[error(
+            "element format code {code}, {bits} bits × {lanes} lanes, {columns} per row: {why}"
+        )]
+        ElementFormat {
+            /// DLPack's type code.
+            code: u8,
+            /// Bits per lane.
+            bits: u8,
+            /// Lanes per value.
+            lanes: u16,
+            /// Values per row.
+            columns: u32,
+            /// Which part is wrong.
+            why: &'static str,
+        } => {
+            /// An element format with an unknown type code, a width that is not 8, 16, 32
+            /// or 64 bits (8 for bool), or no lanes or columns.
+            LayoutElementFormat = 0x010C
+        },
+    }
+}
+
+/// What a buffer holds, as DLPack describes an array: rows of `columns` values of one data
+/// type (`code`, `bits`, `lanes`: DLPack's `DLDataType`), in C order. The array's shape is
+/// `(rows, columns)`, or `(rows,)` where `columns` is 1; `rows` is the buffer's size over
+/// [`Self::row_bytes`]. Checked by [`Self::check`] wherever one is published or received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ElementFormat {
+    /// DLPack's type code: [`Self::INT`], [`Self::UINT`], [`Self::FLOAT`], [`Self::BFLOAT`]
+    /// or [`Self::BOOL`].
+    pub code: u8,
+    /// Bits per lane: 8, 16, 32 or 64 (8 for bool).
+    pub bits: u8,
+    /// Lanes per value (1 for scalars; DLPack's vector types).
+    pub lanes: u16,
+    /// Values per row (4 for `float4` positions).
+    pub columns: u32,
+}
+
+impl ElementFormat {
+    /// DLPack's `kDLInt`.
+    pub const INT: u8 = 0;
+    /// DLPack's `kDLUInt`.
+    pub const UINT: u8 = 1;
+    /// DLPack's `kDLFloat`.
+    pub const FLOAT: u8 = 2;
+    /// DLPack's `kDLBfloat`.
+    pub const BFLOAT: u8 = 4;
+    /// DLPack's `kDLBool`.
+    pub const BOOL: u8 = 6;
+    /// Rows of four `float32`: the particle demo's `float4` positions, shape `(n, 4)`.
+    pub const F32X4: Self = Self::float32(4);
+    /// Plain bytes, shape `(n,)`.
+    pub const BYTES: Self = Self {
+        code: Self::UINT,
+        bits: 8,
+        lanes: 1,
+        columns: 1,
+    };
+
+    /// Rows of `columns` `float32` values.
+    pub const fn float32(columns: u32) -> Self {
+        Self {
+            code: Self::FLOAT,
+            bits: 32,
+            lanes: 1,
+            columns,
+        }
+    }
+
+    /// Bytes per value (`bits / 8 × lanes`).
+    pub fn value_bytes(&self) -> u64 {
+        u64::from(self.bits / 8) * u64::from(self.lanes)
+    }
+
+    /// Bytes per row: what a buffer holds a whole number of.
+    pub fn row_bytes(&self) -> u64 {
+        self.value_bytes() * u64::from(self.columns)
+    }
+
+    /// `Layout.ElementFormat` unless DLPack can describe it: a known code, 8/16/32/64 bits
+    /// (8 for bool, 16 for bfloat), at least one lane and one column.
+    pub fn check(&self) -> Result<(), LayoutError> {
+        let refuse = |why| LayoutError::ElementFormat {
+            code: self.code,
+            bits: self.bits,
+            lanes: self.lanes,
+            columns: self.columns,
+            why,
+        };
+        let widths_ok = match self.code {
+            Self::INT | Self::UINT | Self::FLOAT => matches!(self.bits, 8 | 16 | 32 | 64),
+            Self::BFLOAT => self.bits == 16,
+            Self::BOOL => self.bits == 8,
+            _ => {
+                return Err(refuse(
+                    "not a DLPack type code (0 int, 1 uint, 2 float, 4 bfloat, 6 bool)",
+                ))
+            }
+        };
+        if !widths_ok {
+            return Err(refuse("no such width for this type code"));
+        }
+        if self.lanes == 0 {
+            return Err(refuse("no lanes"));
+        }
+        if self.columns == 0 {
+            return Err(refuse("no values per row"));
+        }
+        Ok(())
     }
 }
 

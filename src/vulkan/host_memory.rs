@@ -10,7 +10,7 @@ use ash::vk;
 use crate::error::MemoryError;
 use crate::error::{Error, Result, VkResultExt};
 use crate::rules::layout::{self, AlignmentRule};
-use crate::vulkan::{AsVkBuffer, BoundBuffer, Buffer, DeviceMemory, VulkanContext};
+use crate::vulkan::{BoundBuffer, Buffer, DeviceMemory, VulkanContext};
 
 const HOST: vk::ExternalMemoryHandleTypeFlags =
     vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT;
@@ -126,20 +126,4 @@ impl<'a> HostImportedBuffer<'a> {
     }
 }
 
-// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
-// context it names with the size or description it reports; host views of its memory are
-// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
-unsafe impl AsVkBuffer for HostImportedBuffer<'_> {
-    fn vk_buffer(&self) -> vk::Buffer {
-        self.bound.vk_buffer()
-    }
-    fn vk_size(&self) -> u64 {
-        self.bound.vk_size()
-    }
-    fn vk_context(&self) -> &Arc<VulkanContext> {
-        self.bound.vk_context()
-    }
-    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
-        self.bound.vk_usage()
-    }
-}
+super::memory::delegate_as_vk_buffer!([] HostImportedBuffer<'_> => bound);

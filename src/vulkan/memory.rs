@@ -917,6 +917,45 @@ pub unsafe trait AsVkBuffer {
     }
 }
 
+/// Implements [`AsVkBuffer`] for a type that wraps another buffer, every answer its field's
+/// (`keep_alive` overrides what keeps it alive, where the wrapper holds more than the field).
+/// The one delegation for the wrappers (pooled, host, host-imported, shared, staging buffers).
+macro_rules! delegate_as_vk_buffer {
+    ([$($gen:tt)*] $ty:ty => $field:ident $(, keep_alive: |$me:ident| $keep:expr)?) => {
+        // SAFETY: every answer is the wrapped buffer's, which is an `AsVkBuffer` (its
+        // guarantees hold while the wrapper, which owns it, is borrowed); host views of its
+        // memory are only lent through `&self` methods that the `&mut` GPU-write helpers
+        // exclude.
+        unsafe impl $($gen)* $crate::vulkan::AsVkBuffer for $ty {
+            fn vk_buffer(&self) -> ash::vk::Buffer {
+                self.$field.vk_buffer()
+            }
+            fn vk_size(&self) -> u64 {
+                self.$field.vk_size()
+            }
+            fn vk_context(&self) -> &std::sync::Arc<$crate::vulkan::VulkanContext> {
+                self.$field.vk_context()
+            }
+            fn vk_usage(&self) -> Option<ash::vk::BufferUsageFlags> {
+                self.$field.vk_usage()
+            }
+            $crate::vulkan::delegate_as_vk_buffer!(@keep self.$field $(, |$me| $keep)?);
+        }
+    };
+    (@keep self.$field:ident) => {
+        fn vk_keep_alive(&self) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> {
+            self.$field.vk_keep_alive()
+        }
+    };
+    (@keep self.$field:ident, |$me:ident| $keep:expr) => {
+        fn vk_keep_alive(&self) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> {
+            let $me = self;
+            $keep
+        }
+    };
+}
+pub(crate) use delegate_as_vk_buffer;
+
 /// Refuses a buffer whose known usage lacks `needed` for `command` (with the rule's VUID).
 pub(crate) fn check_buffer_usage(
     buffer: &dyn AsVkBuffer,
@@ -1057,23 +1096,4 @@ impl HostBuffer {
     }
 }
 
-// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
-// context it names with the size or description it reports; host views of its memory are
-// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
-unsafe impl AsVkBuffer for HostBuffer {
-    fn vk_buffer(&self) -> vk::Buffer {
-        self.bound.vk_buffer()
-    }
-    fn vk_size(&self) -> u64 {
-        self.bound.vk_size()
-    }
-    fn vk_context(&self) -> &Arc<VulkanContext> {
-        self.bound.vk_context()
-    }
-    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
-        self.bound.vk_usage()
-    }
-    fn vk_keep_alive(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
-        Some(self.bound.clone())
-    }
-}
+delegate_as_vk_buffer!([] HostBuffer => bound, keep_alive: |b| Some(b.bound.clone()));

@@ -53,7 +53,7 @@ pub(crate) use pool::{PoolCore, PoolLease};
 pub use pool::{PooledBuffer, VulkanPool};
 // Descriptors of the pairings: public at the crate root only (one path per item).
 pub(crate) use image::ImageDesc;
-pub(crate) use memory::Dedicated;
+pub(crate) use memory::{delegate_as_vk_buffer, Dedicated};
 pub(crate) use pool::PoolDesc;
 pub use semaphore::{ProgressSignal, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp};
 pub use sparse::SparseBuffer;

@@ -27,8 +27,7 @@ use crate::rules::suballoc::{
 use crate::vulkan::memory::memory_type_for;
 use crate::vulkan::memory::shared_buffer_usage;
 use crate::vulkan::{
-    AllocateInfo, AsVkBuffer, BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse,
-    VulkanContext,
+    AllocateInfo, BoundBuffer, Buffer, BufferDesc, DeviceMemory, ExternalUse, VulkanContext,
 };
 
 /// How a pool divides exportable memory ([`VulkanPool::new`], `Bridge::create_pool`).
@@ -523,20 +522,4 @@ impl PooledBuffer {
     }
 }
 
-// SAFETY: the handle is owned by this value (destroyed only on its drop), created on the
-// context it names with the size or description it reports; host views of its memory are
-// only lent through `&self` methods that the `&mut` GPU-write helpers exclude.
-unsafe impl AsVkBuffer for PooledBuffer {
-    fn vk_buffer(&self) -> vk::Buffer {
-        self.bound.vk_buffer()
-    }
-    fn vk_size(&self) -> u64 {
-        self.bound.vk_size()
-    }
-    fn vk_context(&self) -> &Arc<VulkanContext> {
-        self.bound.vk_context()
-    }
-    fn vk_usage(&self) -> Option<vk::BufferUsageFlags> {
-        self.bound.vk_usage()
-    }
-}
+super::memory::delegate_as_vk_buffer!([] PooledBuffer => bound);

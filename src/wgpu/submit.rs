@@ -351,7 +351,7 @@ pub struct WgpuFramePacer {
 
 impl WgpuFramePacer {
     /// Creates the pacer's timelines on the wgpu device and imports them into CUDA, for
-    /// `frames_in_flight` (1 to 8) slots.
+    /// `frames_in_flight` (1 to [`crate::MAX_FRAMES_IN_FLIGHT`]) slots.
     pub fn new(bridge: &WgpuBridge, frames_in_flight: u32) -> Result<Self> {
         let pacer = FramePacer::new(bridge.bridge(), frames_in_flight)?;
         Ok(Self {

@@ -1,12 +1,13 @@
 //! Frames across processes on the GPU (`cuvk::ipc::FrameServer` / `FrameClient`, issue 29): a
 //! producer process writes each frame with CUDA into the viewer's memory, the viewer (this
-//! process) checks every element with Vulkan, ordered on the GPU by the viewer's two
-//! timelines. A negative control draws without the GPU wait and must see wrong data; a
-//! producer killed with SIGKILL mid-stream is noticed, the viewer's waits are released and its
-//! frames complete; a viewer that goes away makes the producer stop cleanly, its stream
-//! released; every byte of GPU memory comes back once the last process holding it lets go
-//! (even killed); an image is a CUDA array in the other process. The producer is this test
-//! binary again (`ipc::ipc_producer` and the other `*_child` entries).
+//! process) checks every element of each frame it draws (the newest written) with Vulkan,
+//! ordered on the GPU by the viewer's two timelines. A negative control draws without the GPU
+//! wait and must see wrong data; a producer killed with SIGKILL mid-stream is noticed, the
+//! viewer's waits are released, its frames complete and the same viewer serves the next
+//! producer; a viewer that goes away makes the producer stop cleanly, its stream released;
+//! every byte of GPU memory comes back once the last process holding it lets go (even killed);
+//! an image is a CUDA array in the other process. The producer is this test binary again
+//! (`ipc::ipc_producer` and the other `*_child` entries).
 
 use std::process::Child;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use cuvk::ash::vk;
 use cuvk::ipc::{Attached, FrameClient, FrameServer, IpcError, Server};
 use cuvk::vulkan::{BoundImage, HostBuffer, ImageOptions, ImageRegion};
-use cuvk::{BufferUsage, Error, FrameSubmit, ImageDesc, SharedBuffer};
+use cuvk::{BufferUsage, ElementFormat, Error, Frame, FrameSubmit, ImageDesc, SharedBuffer};
 use cuvk_dev::checker::{self, Checker};
 use cuvk_dev::kernels::Kernels;
 use cuvk_dev::testing as common;
@@ -57,11 +58,13 @@ fn ipc_producer() {
         .collect();
     let kernels = Kernels::load(&cuda).unwrap();
     let stream = cuda.new_stream().unwrap();
-    for n in 1..=frames {
+    for _ in 0..frames {
+        let frame = client.begin_frame().unwrap();
+        let n = frame.number();
         if n == stop_at {
             std::thread::sleep(Duration::from_secs(600)); // killed here
         }
-        match client.acquire(n, &stream, T) {
+        match client.acquire(&frame, &stream, T) {
             Ok(()) => {}
             Err(Error::Ipc(IpcError::PeerClosed { .. })) => {
                 client.release_waits().unwrap();
@@ -71,11 +74,11 @@ fn ipc_producer() {
             }
             Err(e) => panic!("producer: {e}"),
         }
-        let slot = &slots[((n - 1) % u64::from(k)) as usize];
+        let slot = &slots[frame.slot()];
         kernels
             .fill(&stream, slot.device_ptr_ref(), ELEMENTS as u64, n as u32)
             .unwrap();
-        client.release(n, &stream).unwrap();
+        client.release(&frame, &stream).unwrap();
     }
     let deadline = Instant::now() + T;
     while client.drawn().unwrap() < frames {
@@ -198,7 +201,9 @@ fn gpu_memory_comes_back_when_the_last_process_lets_go() {
         .unwrap();
     let name = format!("gpu-ipc-memory-{}", std::process::id());
     let mut server = Server::bind(&name, bridge.vulkan()).unwrap();
-    server.publish_buffer(buffer.vulkan_buffer(), 0, 4).unwrap();
+    server
+        .publish_buffer(buffer.vulkan_buffer(), ElementFormat::float32(1))
+        .unwrap();
     let mut child = common::child_test("ipc::ipc_holder_child", "CUVK_IPC_HOLD", &name)
         .spawn()
         .unwrap();
@@ -247,83 +252,93 @@ fn wait_child(child: &mut Child) -> bool {
     }
 }
 
-/// Records the check of frame `n` (slot `(n - 1) % K`, command slot `n % 2K`) and submits it
-/// through `server`, waiting on the GPU for the producer's write unless `gpu_wait` is false
-/// (the negative control).
+/// A frame server named `name` publishing `slots`, K = their count.
+fn serve(
+    name: &str,
+    ctx: &Arc<cuvk::vulkan::VulkanContext>,
+    slots: &[SharedBuffer<u32>],
+) -> FrameServer {
+    let mut server = FrameServer::bind(name, ctx, slots.len() as u32).unwrap();
+    for s in slots {
+        server
+            .publish_buffer(s.vulkan_buffer(), ElementFormat::float32(1))
+            .unwrap();
+    }
+    server
+}
+
+/// Draws the frames `server` hands out (each the newest written): records the check of the
+/// frame's slot against its number into its command slot and submits it, waiting on the GPU
+/// for the producer's write unless `gpu_wait` is false (the negative control). Stops when
+/// `next_frame` finds none within `timeout`, or after a frame `done` accepts. Returns (frames
+/// drawn, the last one's number).
 ///
 /// # Safety
-/// The command slot's last frame (`n - 2K`) is drawn; the slots and the checker outlive the
-/// submission.
-unsafe fn submit_check(
+/// The slots and the checker outlive every submission.
+unsafe fn draw_frames(
     server: &mut FrameServer,
     checker: &Checker,
     slots: &[SharedBuffer<u32>],
-    n: u64,
+    timeout: Duration,
     gpu_wait: bool,
-) {
-    let k = slots.len() as u64;
-    let slot = ((n - 1) % k) as usize;
-    let cs = (n % (2 * k)) as usize;
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        let cmd = checker
-            .record(cs, slot, n as u32, Some(&slots[slot]))
-            .unwrap();
-        let cmds = [cmd];
-        let submit = FrameSubmit {
-            fence: checker.fence(cs),
-            ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
-        };
-        if gpu_wait {
-            server.submit_drawn(n, &submit).unwrap();
-        } else {
-            server.submit_drawn_without_waiting(n, &submit).unwrap();
+    mut done: impl FnMut(&Frame) -> bool,
+) -> (u64, u64) {
+    let (mut drawn, mut last) = (0, 0);
+    while let Some(frame) = server.next_frame(timeout).unwrap() {
+        let (slot, cs) = (frame.slot(), frame.command_slot());
+        // SAFETY: `next_frame` handed the frame out, so every frame of its command slot has
+        // completed; the rest is forwarded from the caller.
+        unsafe {
+            let cmd = checker
+                .record(cs, slot, frame.number() as u32, Some(&slots[slot]))
+                .unwrap();
+            let cmds = [cmd];
+            let submit = FrameSubmit {
+                fence: checker.fence(cs),
+                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+            };
+            if gpu_wait {
+                server.submit_drawn(&frame, &submit).unwrap();
+            } else {
+                server
+                    .submit_drawn_without_waiting(&frame, &submit)
+                    .unwrap();
+            }
+        }
+        (drawn, last) = (drawn + 1, frame.number());
+        if done(&frame) {
+            break;
         }
     }
+    (drawn, last)
 }
 
-/// (wrong elements, checks) of `frames` frames at K in flight; `gpu_wait` false: the negative
+/// (wrong elements, checks, frames drawn) of a producer writing `frames` frames at K in flight
+/// (the viewer draws the newest each time: it may skip some); `gpu_wait` false: the negative
 /// control.
-fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32) {
+fn run(bridge: &cuvk::Bridge, k: u32, frames: u64, gpu_wait: bool) -> (u32, u32, u64) {
     let name = format!("gpu-ipc-{k}-{gpu_wait}-{}", std::process::id());
     let slots = checker::slots(bridge, k, ELEMENTS).unwrap();
     let ctx = bridge.vulkan();
     let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(bridge, &slots, &result, 2 * k as usize).unwrap();
-    let mut server = FrameServer::bind(&name, ctx, k).unwrap();
-    for s in &slots {
-        server.publish_buffer(s.vulkan_buffer(), 0, 4).unwrap();
-    }
+    let mut server = serve(&name, ctx, &slots);
     let mut child = spawn_producer(&name, k, frames, 0);
-    server.accept(T).unwrap();
-    let mut announced = 0;
-    for n in 1..=frames {
-        server
-            .wait_drawn(n.saturating_sub(2 * u64::from(k)), T)
-            .unwrap();
-        if gpu_wait {
-            while announced < n {
-                announced = server
-                    .written(announced, T)
-                    .unwrap()
-                    .expect("producer silent");
-            }
-        } else if let Some(v) = server.written(announced, Duration::ZERO).unwrap() {
-            announced = v;
-        }
-        // SAFETY: the command slot's frame 2K back is drawn (waited above); the slots and the
-        // checker outlive every submission (waited for below).
-        unsafe { submit_check(&mut server, &checker, &slots, n, gpu_wait) };
-    }
-    server.wait_drawn(frames, T).unwrap();
-    // The producer waits for the last notice, which may have found the socket full.
-    server.flush(T).unwrap();
+    // SAFETY: the slots and the checker outlive every submission (waited for below).
+    let (drawn, last) = unsafe {
+        draw_frames(&mut server, &checker, &slots, T, gpu_wait, |f| {
+            f.number() == frames
+        })
+    };
+    assert_eq!(last, frames, "the producer went silent");
+    // Every frame drawn, and the last notice sent (the producer waits for it).
+    server.wait_idle(T).unwrap();
     assert!(wait_child(&mut child), "the producer's checks passed");
     checker.wait_fenced().unwrap();
     drop(checker);
     let (bad, checks, _) = checker::read_result(&result).unwrap();
     common::assert_clean(ctx);
-    (bad, checks)
+    (bad, checks, drawn)
 }
 
 #[test]
@@ -333,11 +348,16 @@ fn a_producer_process_writes_what_the_viewer_reads_ordered_on_the_gpu() {
         return;
     };
     for k in [1, 3] {
-        let (bad, checks) = run(&bridge, k, 300, true);
-        assert_eq!(checks, 300, "K={k}: every frame checked (all 4M elements)");
+        let (bad, checks, drawn) = run(&bridge, k, 300, true);
+        assert_eq!(
+            u64::from(checks),
+            drawn,
+            "K={k}: every frame drawn checked (all 4M elements)"
+        );
         assert_eq!(bad, 0, "K={k}: ordered across processes by the timelines");
+        eprintln!("ipc_frames: K={k}: {drawn} of 300 frames drawn (the newest each time)");
     }
-    let (bad, _) = run(&bridge, 3, 300, false);
+    let (bad, _, _) = run(&bridge, 3, 300, false);
     assert!(
         bad > 0,
         "without the GPU wait the viewer must see torn or stale frames"
@@ -357,48 +377,32 @@ fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
     let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(&bridge, &slots, &result, 2 * k as usize).unwrap();
     let name = format!("gpu-ipc-kill-{}", std::process::id());
-    let mut server = FrameServer::bind(&name, ctx, k).unwrap();
-    for s in &slots {
-        server.publish_buffer(s.vulkan_buffer(), 0, 4).unwrap();
-    }
-    // The producer stops before frame 60 and is killed there.
-    let mut child = spawn_producer(&name, k, 1000, 60);
+    let mut server = serve(&name, ctx, &slots);
+    // The producer stops before frame STOP (after writing STOP - 1) and is killed there.
+    const STOP: u64 = 60;
+    let mut child = spawn_producer(&name, k, 1000, STOP);
     server.accept(T).unwrap();
-    // Refused while it is connected: releasing its timeline under its feet.
-    assert!(matches!(
-        server.release_waits(),
-        Err(Error::Ipc(IpcError::StillConnected { .. }))
-    ));
-    let (mut announced, mut submitted): (u64, u64) = (0, 0);
-    loop {
-        let n = submitted + 1;
-        server
-            .wait_drawn(n.saturating_sub(2 * k as u64), T)
-            .unwrap();
-        if announced < n {
-            match server
-                .written(announced, Duration::from_millis(500))
-                .unwrap()
-            {
-                Some(v) => announced = v,
-                None => break, // silent: stopped
-            }
-        }
-        // SAFETY: as in `run`.
-        unsafe { submit_check(&mut server, &checker, &slots, n, true) };
-        submitted = n;
-    }
+    // SAFETY: the slots and the checker outlive every submission (waited for below).
+    let (drawn, last) = unsafe {
+        draw_frames(&mut server, &checker, &slots, T, true, |f| {
+            f.number() == STOP - 1
+        })
+    };
+    assert_eq!(last, STOP - 1, "the producer went silent early");
+    let next = server.next_frame(Duration::from_millis(500)).unwrap();
+    assert!(next.is_none(), "stopped: no frame {STOP}: {next:?}");
+    assert!(server.is_attached(), "silent, not gone");
     child.kill().unwrap(); // SIGKILL, mid-stream
     child.wait().unwrap();
     let start = Instant::now();
-    let e = server.written(announced, T).unwrap_err();
-    assert!(matches!(e, Error::Ipc(IpcError::PeerClosed { .. })), "{e}");
-    server.release_waits().unwrap();
-    server
-        .wait_drawn(submitted, Duration::from_secs(5))
-        .unwrap();
+    // Noticed: its waits released, the frames drawn from it complete, nobody attached.
+    let next = server.next_frame(Duration::from_millis(500)).unwrap();
+    assert!(next.is_none(), "no frame after the kill: {next:?}");
+    assert!(!server.is_attached(), "the kill is noticed");
+    assert_eq!(server.producers(), 1);
+    server.wait_idle(Duration::from_secs(5)).unwrap();
     eprintln!(
-        "ipc_faults: kill noticed and {submitted} frames completed in {:?}",
+        "ipc_faults: kill noticed and {drawn} frames completed in {:?} (with 500 ms for no next producer)",
         start.elapsed()
     );
     checker.wait_fenced().unwrap();
@@ -406,19 +410,16 @@ fn a_killed_producer_is_noticed_and_a_gone_viewer_stops_the_producer() {
     let (bad, checks, _) = checker::read_result(&result).unwrap();
     assert_eq!(
         (bad, u64::from(checks)),
-        (0, submitted),
+        (0, drawn),
         "every frame before the kill exact"
     );
 
     // A viewer that goes away while the producer waits for it.
     let name = format!("gpu-ipc-gone-{}", std::process::id());
-    let mut server = FrameServer::bind(&name, ctx, 1).unwrap();
-    server
-        .publish_buffer(slots[0].vulkan_buffer(), 0, 4)
-        .unwrap();
+    let mut server = serve(&name, ctx, &slots[..1]);
     let mut child = spawn_producer(&name, 1, 1000, 0);
-    server.accept(T).unwrap();
-    let _ = server.written(0, T).unwrap(); // frame 1 written; never drawn
+    let frame = server.next_frame(T).unwrap().expect("frame 1 written");
+    assert_eq!(frame.number(), 1, "handed out; never drawn");
     let start = Instant::now();
     drop(server);
     assert!(wait_child(&mut child), "the producer stops cleanly");
@@ -440,32 +441,31 @@ fn ipc_endless_producer() {
     };
     let cuda = cuvk::cuda::context(0).unwrap();
     let mut client = FrameClient::attach(&name, &cuda, T).unwrap();
-    let k = u64::from(client.frames_in_flight());
     let slots: Vec<_> = client
         .buffer_ids()
         .iter()
         .map(|&id| client.buffer::<u32>(id).unwrap())
         .collect();
     let stream = cuda.new_stream().unwrap();
-    for n in 1.. {
-        match client.acquire(n, &stream, T) {
+    loop {
+        let frame = client.begin_frame().unwrap();
+        match client.acquire(&frame, &stream, T) {
             Ok(()) => {}
             Err(Error::Ipc(IpcError::PeerClosed { .. })) => return,
             Err(e) => panic!("producer: {e}"),
         }
-        let slot = &slots[((n - 1) % k) as usize];
         // SAFETY: the slot's mapping holds ELEMENTS u32 words; the stream is this context's.
         unsafe {
             cuvk::cudarc::driver::sys::cuMemsetD32Async(
-                slot.device_ptr(),
-                n as u32,
+                slots[frame.slot()].device_ptr(),
+                frame.number() as u32,
                 ELEMENTS,
                 stream.cu_stream(),
             )
         }
         .result()
         .unwrap();
-        match client.release(n, &stream) {
+        match client.release(&frame, &stream) {
             Ok(()) => {}
             Err(Error::Ipc(IpcError::PeerClosed { .. })) => return,
             Err(e) => panic!("producer: {e}"),
@@ -475,8 +475,8 @@ fn ipc_endless_producer() {
 
 /// Producers killed with SIGKILL mid-stream (after a varying number of frames, while they
 /// write), one after another against one viewer: each death is noticed, the viewer's waits
-/// are released and its frames complete, the next producer is served, and the validation
-/// layer reports nothing. `CUVK_IPC_KILLS` sets how many (100 by default).
+/// are released and its frames complete, the same viewer serves the next producer, and the
+/// validation layer reports nothing. `CUVK_IPC_KILLS` sets how many (100 by default).
 #[test]
 fn a_producer_killed_mid_frame_again_and_again_leaves_the_viewer_clean() {
     let _g = common::serial();
@@ -492,55 +492,54 @@ fn a_producer_killed_mid_frame_again_and_again_leaves_the_viewer_clean() {
     let slots = checker::slots(&bridge, k, ELEMENTS).unwrap();
     let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(&bridge, &slots, &result, 2 * k as usize).unwrap();
+    let name = format!("gpu-ipc-kills-{}", std::process::id());
+    let mut server = serve(&name, ctx, &slots);
     let start = Instant::now();
     let (mut frames, mut rng) = (0u64, 0x9E37_79B9_7F4A_7C15u64);
     for cycle in 0..kills {
-        let name = format!("gpu-ipc-kills-{}-{cycle}", std::process::id());
-        let mut server = FrameServer::bind(&name, ctx, k).unwrap();
-        for s in &slots {
-            server.publish_buffer(s.vulkan_buffer(), 0, 4).unwrap();
-        }
         let mut child = common::child_test("ipc::ipc_endless_producer", "CUVK_IPC_ENDLESS", &name)
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        server.accept(T).unwrap();
         // Killed after 1 to 40 frames drawn: at a varying point of a frame.
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let kill_at = 1 + rng % 40;
-        let (mut announced, mut submitted, mut killed) = (0u64, 0u64, false);
-        loop {
-            let n = submitted + 1;
-            server
-                .wait_drawn(n.saturating_sub(2 * u64::from(k)), T)
-                .unwrap();
-            if announced < n {
-                match server.written(announced, T) {
-                    Ok(Some(v)) => announced = v,
-                    Ok(None) => panic!("cycle {cycle}: the producer went silent"),
-                    Err(Error::Ipc(IpcError::PeerClosed { .. })) => break,
-                    Err(e) => panic!("cycle {cycle}: {e}"),
-                }
-            }
-            // SAFETY: as in `run`.
-            unsafe { submit_check(&mut server, &checker, &slots, n, true) };
-            submitted = n;
-            if n == kill_at && !killed {
-                child.kill().unwrap(); // SIGKILL while it writes the next frames
-                killed = true;
-            }
-        }
-        if !killed {
-            child.kill().unwrap();
-        }
+        let mut left = kill_at;
+        // SAFETY: the slots and the checker outlive every submission (waited for below).
+        let (before, _) = unsafe {
+            draw_frames(&mut server, &checker, &slots, T, true, |_| {
+                left -= 1;
+                left == 0
+            })
+        };
+        assert_eq!(before, kill_at, "cycle {cycle}: the producer went silent");
+        assert_eq!(
+            u64::from(server.producers()),
+            cycle + 1,
+            "cycle {cycle}: the next producer is served"
+        );
+        child.kill().unwrap(); // SIGKILL while it writes the next frames
         child.wait().unwrap();
-        server.release_waits().unwrap();
-        server.wait_drawn(submitted, T).unwrap();
-        checker.wait_fenced().unwrap();
-        frames += submitted;
+        // What it announced before it died, then nothing: its waits released, every frame
+        // drawn from it complete, nobody attached (until the next cycle's producer).
+        // SAFETY: as above.
+        let (after, _) = unsafe {
+            draw_frames(
+                &mut server,
+                &checker,
+                &slots,
+                Duration::from_millis(250),
+                true,
+                |_| false,
+            )
+        };
+        assert!(!server.is_attached(), "cycle {cycle}: the kill is noticed");
+        server.wait_idle(T).unwrap();
+        frames += before + after;
     }
+    checker.wait_fenced().unwrap();
     drop(checker);
     let (bad, checks, _) = checker::read_result(&result).unwrap();
     eprintln!(
@@ -584,10 +583,7 @@ fn a_producer_on_the_other_gpu_is_refused_and_the_next_is_served() {
     let result = checker::result_buffer(ctx).unwrap();
     let checker = Checker::new(&bridge, &slots, &result, 2).unwrap();
     let name = format!("gpu-ipc-wrong-gpu-{}", std::process::id());
-    let mut server = FrameServer::bind(&name, ctx, k).unwrap();
-    server
-        .publish_buffer(slots[0].vulkan_buffer(), 0, 4)
-        .unwrap();
+    let mut server = serve(&name, ctx, &slots);
     let spec = format!("{name}:{}", peer.ordinal());
     let producers = {
         let name = name.clone();
@@ -605,14 +601,15 @@ fn a_producer_on_the_other_gpu_is_refused_and_the_next_is_served() {
     };
     server.accept(T).unwrap();
     let mut child = producers.join().unwrap();
-    for n in 1..=frames {
-        server.wait_drawn(n.saturating_sub(2), T).unwrap();
-        while server.written(n - 1, T).unwrap().is_none_or(|v| v < n) {}
-        // SAFETY: as in `run`.
-        unsafe { submit_check(&mut server, &checker, &slots, n, true) };
-    }
-    server.wait_drawn(frames, T).unwrap();
-    server.flush(T).unwrap();
+    assert_eq!(server.producers(), 1, "the refused producer is not served");
+    // SAFETY: the slots and the checker outlive every submission (waited for below).
+    let (drawn, last) = unsafe {
+        draw_frames(&mut server, &checker, &slots, T, true, |f| {
+            f.number() == frames
+        })
+    };
+    assert_eq!(last, frames, "the producer went silent");
+    server.wait_idle(T).unwrap();
     assert!(
         wait_child(&mut child),
         "the right producer's frames were drawn"
@@ -620,6 +617,11 @@ fn a_producer_on_the_other_gpu_is_refused_and_the_next_is_served() {
     checker.wait_fenced().unwrap();
     drop(checker);
     let (bad, checks, _) = checker::read_result(&result).unwrap();
-    assert_eq!((bad, u64::from(checks)), (0, frames), "every frame exact");
+    // K = 1: the producer writes a frame only once the last is drawn, so none is skipped.
+    assert_eq!(
+        (bad, u64::from(checks), drawn),
+        (0, frames, frames),
+        "every frame exact"
+    );
     common::assert_clean(ctx);
 }

@@ -111,7 +111,7 @@ fn another_pacers_frame_is_refused_and_changes_nothing() {
     let fa = a.begin_frame().unwrap();
     let fb = b.begin_frame().unwrap();
     assert_eq!((fa.number(), fb.number()), (1, 1));
-    assert!(fa.is_from(&a) && !fa.is_from(&b) && fb.pacer_id() == b.id());
+    assert!(fa.is_from(&a) && !fa.is_from(&b) && fb.issuer_id() == b.id());
     // Every step of `a` refuses `b`'s frame, before anything is enqueued.
     foreign(a.cuda_acquire(&fb, &stream));
     a.cuda_acquire(&fa, &stream).unwrap();

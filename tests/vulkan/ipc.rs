@@ -17,8 +17,8 @@ use cuvk::ash::vk;
 use cuvk::ipc::test_peer::{Channel, Hello, Listener, Message};
 use cuvk::ipc::{Attached, BufferInfo, ImageInfo, ImageShape, IpcError, Server};
 use cuvk::vulkan::{BoundBuffer, BoundImage, HostBuffer, ImageOptions, ImageRegion, VulkanContext};
-use cuvk::Error;
 use cuvk::ImageDesc;
+use cuvk::{ElementFormat, Error};
 use cuvk_dev::testing as common;
 
 const T: Duration = Duration::from_secs(20);
@@ -175,7 +175,9 @@ fn a_buffer_crosses_processes_with_its_data_both_ways() {
     let name = unique("both-ways");
     let mut server = Server::bind(&name, &ctx).unwrap();
     let buffer = exportable(&ctx, Some(7));
-    server.publish_buffer(&buffer, 0, 4).unwrap();
+    server
+        .publish_buffer(&buffer, ElementFormat::float32(1))
+        .unwrap();
     let mut child = spawn_child("reader-writer", &name);
     let mut link = server.accept(T).unwrap();
     assert_eq!(
@@ -231,7 +233,9 @@ fn a_refused_client_gets_no_descriptor_and_the_next_client_is_served() {
     let name = unique("refused-then-served");
     let mut server = Server::bind(&name, &ctx).unwrap();
     let buffer = exportable(&ctx, Some(6));
-    server.publish_buffer(&buffer, 0, 4).unwrap();
+    server
+        .publish_buffer(&buffer, ElementFormat::float32(1))
+        .unwrap();
     let (uuid, driver) = (info.device_uuid, info.driver_uuid);
     let clients = {
         let name = name.clone();
@@ -285,7 +289,9 @@ fn a_second_client_is_turned_away_busy_at_once_and_the_first_carries_on() {
     let name = unique("busy");
     let mut server = Server::bind(&name, &ctx).unwrap();
     let buffer = exportable(&ctx, Some(4));
-    server.publish_buffer(&buffer, 0, 4).unwrap();
+    server
+        .publish_buffer(&buffer, ElementFormat::float32(1))
+        .unwrap();
     let (uuid, driver) = (info.device_uuid, info.driver_uuid);
     let first = {
         let name = name.clone();
@@ -338,7 +344,9 @@ fn a_client_killed_mid_stream_is_noticed_and_the_server_keeps_its_memory() {
     let name = unique("killed");
     let mut server = Server::bind(&name, &ctx).unwrap();
     let buffer = exportable(&ctx, Some(3));
-    server.publish_buffer(&buffer, 0, 4).unwrap();
+    server
+        .publish_buffer(&buffer, ElementFormat::float32(1))
+        .unwrap();
     let mut child = spawn_child("spinner", &name);
     let mut link = server.accept(T).unwrap();
     let seen = link.latest(10, T).unwrap().unwrap();
@@ -381,7 +389,7 @@ fn a_server_gone_makes_the_clients_calls_fail_typed() {
     let info = ctx.info().clone();
     let mut server = Server::bind(&name, &ctx).unwrap();
     server
-        .publish_buffer(&exportable(&ctx, None), 0, 4)
+        .publish_buffer(&exportable(&ctx, None), ElementFormat::float32(1))
         .unwrap();
     let serve = std::thread::spawn(move || {
         let link = server.accept(T).unwrap();
@@ -429,8 +437,7 @@ fn buffer_info(memory_size: u64) -> BufferInfo {
         size: 4096,
         offset: 0,
         memory_size,
-        element_type: 0,
-        element_size: 4,
+        element: ElementFormat::float32(1),
         dedicated: false,
         usage: vk::BufferUsageFlags::TRANSFER_SRC,
         handle_type: vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD,
@@ -604,8 +611,12 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
         ),
         (
             hello(1),
+            // 4096 bytes are no whole number of 3-byte rows.
             one_buffer(BufferInfo {
-                element_size: 3,
+                element: ElementFormat {
+                    columns: 3,
+                    ..ElementFormat::BYTES
+                },
                 ..buffer_info(4096)
             }),
             "Layout.PartialElement",
@@ -660,7 +671,9 @@ fn lies_and_mismatches_are_refused_leaving_nothing_open() {
     let name = unique("valid");
     let mut server = Server::bind(&name, &ctx).unwrap();
     let buffer = exportable(&ctx, Some(5));
-    let id = server.publish_buffer(&buffer, 0, 4).unwrap();
+    let id = server
+        .publish_buffer(&buffer, ElementFormat::float32(1))
+        .unwrap();
     let serve = std::thread::spawn(move || {
         let link = server.accept(T).unwrap();
         (server, link)
@@ -739,7 +752,9 @@ fn many_attach_detach_cycles_leak_no_descriptor_and_no_memory() {
     let name = unique("cycles");
     let mut server = Server::bind(&name, &ctx).unwrap();
     let buffer = exportable(&ctx, None);
-    server.publish_buffer(&buffer, 0, 4).unwrap();
+    server
+        .publish_buffer(&buffer, ElementFormat::float32(1))
+        .unwrap();
     let cycles: u32 = std::env::var("CUVK_IPC_CYCLES")
         .ok()
         .and_then(|v| v.parse().ok())
