@@ -5,7 +5,7 @@
 
 mod bridge;
 mod cuda_allocated;
-mod frame;
+pub(crate) mod frame;
 mod growable;
 mod pacer;
 mod peer;
@@ -17,7 +17,6 @@ mod staging;
 mod stream_order;
 
 pub use bridge::{Bridge, BridgeConfig, BufferUsage};
-pub(crate) use frame::{check_frames_in_flight, next_issuer_id};
 pub use frame::{Frame, MAX_FRAMES_IN_FLIGHT};
 pub use growable::{GrowableBuffer, VulkanView};
 pub use pacer::{

@@ -40,7 +40,7 @@ use crate::vulkan::{AsVkBuffer, HostImportedBuffer};
 /// ```
 ///
 /// Drop waits for the last CUDA copy, but never longer than the context's drop timeout
-/// ([`VulkanContext::set_drop_timeout`]): if the copy has not finished by then (its stream
+/// ([`crate::vulkan::VulkanContext::set_drop_timeout`]): if the copy has not finished by then (its stream
 /// waits for a value nobody writes), it logs an error and leaks the pinned memory and its
 /// Vulkan import until the copy finishes, if ever, rather than free them under the GPU or
 /// hang.

@@ -25,7 +25,8 @@ use super::share::{Attached, Link, Server};
 use super::wire::TimelineRole;
 use crate::cuda::{ExternalSemaphore, MappedRange};
 use crate::error::{CudaResultExt, FrameStep, Result, SyncError};
-use crate::interop::{check_frames_in_flight, next_issuer_id, FrameSubmit};
+use crate::interop::frame::{check_frames_in_flight, next_issuer_id};
+use crate::interop::FrameSubmit;
 use crate::vulkan::{BoundBuffer, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext};
 use crate::{ElementFormat, Frame};
 
@@ -42,6 +43,11 @@ fn deadline_after(timeout: Duration) -> Instant {
 
 fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
+}
+
+/// A wait that ran out (the crate's or the socket's own timeout).
+fn is_timeout(e: &crate::Error) -> bool {
+    e.kind() == crate::ErrorKind::Timeout
 }
 
 fn is_peer_closed(e: &crate::Error) -> bool {
@@ -217,10 +223,10 @@ impl FrameServer {
         let deadline = deadline_after(timeout);
         match self.attach_producer(deadline)? {
             true => Ok(()),
-            false => Err(crate::Error::Timeout {
-                what: "a producer to attach",
-                timeout_ns: timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
-            }),
+            false => Err(IpcError::Timeout {
+                ms: timeout.as_millis().min(u128::from(u64::MAX)) as u64,
+            }
+            .into()),
         }
     }
 
@@ -250,7 +256,7 @@ impl FrameServer {
                 if last > 0 {
                     match session.drawn.wait_host(last, left(deadline)) {
                         Ok(()) => {}
-                        Err(crate::Error::Timeout { .. }) => return Ok(false),
+                        Err(e) if is_timeout(&e) => return Ok(false),
                         Err(e) => return Err(e),
                     }
                 }
@@ -274,7 +280,7 @@ impl FrameServer {
                 self.producers += 1;
                 Ok(true)
             }
-            Err(crate::Error::Timeout { .. }) => Ok(false),
+            Err(e) if is_timeout(&e) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -362,7 +368,7 @@ impl FrameServer {
         loop {
             match session.drawn.wait_host(n, WATCH_SLICE.min(left(deadline))) {
                 Ok(()) => return Ok(Watched::Drawn),
-                Err(crate::Error::Timeout { .. }) => {}
+                Err(e) if is_timeout(&e) => {}
                 Err(e) => return Err(e),
             }
             if !session.producer_alive()? {

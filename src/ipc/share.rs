@@ -486,8 +486,6 @@ impl Link {
 /// here, closed once when this drops), and the link.
 #[derive(Debug)]
 pub struct Attached {
-    /// The server's greeting.
-    pub hello: Hello,
     buffers: Vec<(BufferInfo, OwnedFd)>,
     images: Vec<(ImageInfo, OwnedFd)>,
     timelines: Vec<(TimelineInfo, OwnedFd)>,
@@ -634,7 +632,6 @@ impl Attached {
             }
         }
         Ok(Self {
-            hello,
             buffers,
             images,
             timelines,

@@ -52,7 +52,7 @@ pub enum MessageKind {
 
 impl MessageKind {
     /// The kind with this number, if this version has one.
-    pub fn from_u16(kind: u16) -> Option<Self> {
+    pub(crate) fn from_u16(kind: u16) -> Option<Self> {
         Some(match kind {
             1 => MessageKind::Hello,
             2 => MessageKind::Buffer,
@@ -66,7 +66,7 @@ impl MessageKind {
     }
 
     /// The size in bytes of a body of this kind.
-    pub fn body_len(self) -> u32 {
+    pub(crate) fn body_len(self) -> u32 {
         match self {
             MessageKind::Hello => 48,
             MessageKind::Buffer => 45,
@@ -78,7 +78,7 @@ impl MessageKind {
     }
 
     /// The descriptors a message of this kind carries.
-    pub fn fd_count(self) -> u32 {
+    pub(crate) fn fd_count(self) -> u32 {
         match self {
             MessageKind::Buffer | MessageKind::Image | MessageKind::Timeline => 1,
             MessageKind::Hello | MessageKind::Frame | MessageKind::Goodbye | MessageKind::Ready => {
@@ -613,7 +613,10 @@ pub(crate) mod tests {
                 supported: VERSION
             }
         );
-        assert!(e.to_string().contains("version 1") && e.to_string().contains(&format!("version {VERSION}")));
+        assert!(
+            e.to_string().contains("version 1")
+                && e.to_string().contains(&format!("version {VERSION}"))
+        );
         let mut b = bytes.clone();
         b[6] = 77;
         assert_eq!(decode(&b, 1), Err(IpcError::UnknownKind { kind: 77 }));
