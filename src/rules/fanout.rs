@@ -427,7 +427,7 @@ mod tests {
                 match op {
                     Op::Add(c, lossless) => {
                         let c = u64::from(c);
-                        if !held.contains_key(&c) && b.consumers.get(&c).is_none() {
+                        if !held.contains_key(&c) && !b.consumers.contains_key(&c) {
                             b.add(c, if lossless { Delivery::EveryFrame } else { Delivery::Latest });
                         }
                     }
