@@ -13,7 +13,7 @@ use cuvk::ash::vk;
 use cuvk::vulkan::{
     AsVkBuffer, BoundBuffer, HostAccess, HostBuffer, Validation, VulkanConfig, VulkanContext,
 };
-use cuvk_dev::{logger, DevAllocator, DevBuffer, MemoryLocation};
+use cuvk_dev::{logger, MemoryLocation, PrivateAllocator, PrivateBuffer};
 
 const REPEATS: usize = 5;
 
@@ -44,7 +44,7 @@ fn main() -> anyhow::Result<()> {
     println!("device: {}", vk.info().describe());
     println!("\n| staging memory                   | size    | GPU copy in GB/s | host read GB/s | host write GB/s |");
     println!("|----------------------------------|---------|------------------|----------------|-----------------|");
-    let alloc = DevAllocator::new(&vk)?;
+    let alloc = PrivateAllocator::new(&vk)?;
     for mib in [16u64, 256] {
         let bytes = mib << 20;
         let usage = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
         } else {
             "uncached"
         };
-        let dev = DevBuffer::new(&alloc, "staging", bytes, usage, MemoryLocation::GpuToCpu)?;
+        let dev = PrivateBuffer::new(&alloc, "staging", bytes, usage, MemoryLocation::GpuToCpu)?;
         let mut rows = [
             ("HostBuffer, Upload".to_owned(), Staging::Host(upload)),
             (
@@ -90,7 +90,7 @@ fn main() -> anyhow::Result<()> {
 /// A staging buffer of either kind.
 enum Staging {
     Host(HostBuffer),
-    Dev(DevBuffer),
+    Dev(PrivateBuffer),
 }
 
 impl Staging {

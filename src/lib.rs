@@ -57,7 +57,7 @@ mod wgpu_hal_glue;
 pub use error::{
     ApiVersion, Capability, DeviceObject, DeviceOwner, Error, ErrorKind, Exportable,
     ExtensionState, FrameStep, Importer, InlineKernelsMissing, LaunchError, MemoryError, PeerError,
-    Result, Rule, SyncError,
+    Result, Rule, SyncError, VkResultExt,
 };
 #[cfg(feature = "wgpu")]
 pub use error::{NotTextureReason, WgpuError, WgpuObject};

@@ -14,7 +14,7 @@ use gpu_allocator::vulkan::{
 };
 use gpu_allocator::{AllocationError, AllocationSizes, AllocatorDebugSettings, MemoryLocation};
 
-use crate::VkResultExt;
+use cuvk::VkResultExt;
 
 fn alloc_err(call: &'static str, e: AllocationError) -> Error {
     match e {
@@ -31,13 +31,13 @@ fn alloc_err(call: &'static str, e: AllocationError) -> Error {
 
 /// A `gpu-allocator` allocator on a cuvk context. Its buffers hold an `Arc` of it, so it (and
 /// the context, which it holds) outlives every allocation it made.
-pub struct DevAllocator {
+pub struct PrivateAllocator {
     // Dropped before `ctx`: the allocator frees its memory blocks on the context's device.
     allocator: Mutex<Allocator>,
     ctx: Arc<VulkanContext>,
 }
 
-impl DevAllocator {
+impl PrivateAllocator {
     /// An allocator for `ctx`'s device (with buffer device addresses where the context has them).
     pub fn new(ctx: &Arc<VulkanContext>) -> Result<Arc<Self>> {
         let allocator = Allocator::new(&AllocatorCreateDesc {
@@ -66,20 +66,20 @@ impl DevAllocator {
     }
 }
 
-/// A `vk::Buffer` in memory from a [`DevAllocator`] (not exportable: for what CUDA never sees).
+/// A `vk::Buffer` in memory from a [`PrivateAllocator`] (not exportable: for what CUDA never sees).
 /// Freed on drop.
-pub struct DevBuffer {
-    alloc: Arc<DevAllocator>,
+pub struct PrivateBuffer {
+    alloc: Arc<PrivateAllocator>,
     buffer: vk::Buffer,
     allocation: Option<Allocation>,
     size: u64,
 }
 
-impl DevBuffer {
+impl PrivateBuffer {
     /// A buffer of `size` bytes with `usage` (plus transfer source and destination) in memory
     /// at `location`.
     pub fn new(
-        alloc: &Arc<DevAllocator>,
+        alloc: &Arc<PrivateAllocator>,
         name: &str,
         size: u64,
         usage: vk::BufferUsageFlags,
@@ -123,7 +123,7 @@ impl DevBuffer {
 
     /// Device-local memory, for the GPU alone.
     pub fn gpu_only(
-        alloc: &Arc<DevAllocator>,
+        alloc: &Arc<PrivateAllocator>,
         name: &str,
         size: u64,
         usage: vk::BufferUsageFlags,
@@ -132,7 +132,7 @@ impl DevBuffer {
     }
 
     /// Host-visible memory the GPU writes and the host reads ([`Self::read`]).
-    pub fn readback(alloc: &Arc<DevAllocator>, name: &str, size: u64) -> Result<Self> {
+    pub fn readback(alloc: &Arc<PrivateAllocator>, name: &str, size: u64) -> Result<Self> {
         Self::new(
             alloc,
             name,
@@ -143,7 +143,7 @@ impl DevBuffer {
     }
 
     /// Host-visible memory the host writes ([`Self::write`]) and the GPU reads.
-    pub fn upload(alloc: &Arc<DevAllocator>, name: &str, size: u64) -> Result<Self> {
+    pub fn upload(alloc: &Arc<PrivateAllocator>, name: &str, size: u64) -> Result<Self> {
         Self::new(
             alloc,
             name,
@@ -202,7 +202,7 @@ impl DevBuffer {
     }
 }
 
-impl Drop for DevBuffer {
+impl Drop for PrivateBuffer {
     fn drop(&mut self) {
         // SAFETY: the buffer is owned by this value and was created on this device; whoever
         // recorded commands on it waited for them before dropping it (as for cuvk's buffers).
@@ -221,7 +221,7 @@ impl Drop for DevBuffer {
 // for its memory requirements (so at least `size` bytes). The host only sees its memory
 // through `read` (`&self`) and `write` (`&mut self`), so a GPU write recorded through the
 // `&mut` helpers cannot change memory a live Rust reference points at.
-unsafe impl AsVkBuffer for DevBuffer {
+unsafe impl AsVkBuffer for PrivateBuffer {
     fn vk_buffer(&self) -> vk::Buffer {
         self.buffer
     }

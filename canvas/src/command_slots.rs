@@ -16,8 +16,8 @@ use cuvk::ash::vk;
 
 use cuvk::Result;
 
-use crate::VkResultExt;
 use cuvk::vulkan::VulkanContext;
+use cuvk::VkResultExt;
 
 /// `n` command pools, each with one primary command buffer.
 pub struct CommandSlots {

@@ -7,8 +7,8 @@ use cuvk::ash::vk;
 
 use cuvk::{Error, Result};
 
-use crate::VkResultExt;
 use cuvk::vulkan::{AsVkBuffer, VulkanContext};
+use cuvk::VkResultExt;
 
 /// A compute pipeline whose set 0 holds `storage_buffers` storage buffers (bindings 0..n) and
 /// which takes `push_constant_bytes` of push constants.

@@ -1,6 +1,6 @@
 //! `cuvk-canvas`: the particle picture `cuvk` draws — an HDR compute splat, a glow, a tone map
 //! and a HUD ([`canvas`]) — with the Vulkan helpers it is built from: a `gpu-allocator`
-//! allocator for memory nobody shares ([`DevAllocator`], [`DevBuffer`]), a minimal compute
+//! allocator for memory nobody shares ([`PrivateAllocator`], [`PrivateBuffer`]), a minimal compute
 //! pipeline ([`ComputePipeline`]), a ring of command buffers ([`CommandSlots`]) and the demos'
 //! cameras ([`camera`]).
 //!
@@ -15,21 +15,8 @@ pub mod canvas;
 mod command_slots;
 mod compute;
 
-pub use alloc::{DevAllocator, DevBuffer};
+pub use alloc::{PrivateAllocator, PrivateBuffer};
 pub use command_slots::CommandSlots;
 pub use compute::ComputePipeline;
 pub use gpu_allocator::MemoryLocation;
 
-use cuvk::ash::vk;
-use cuvk::{Error, Result};
-
-/// Attaches the Vulkan function's name to a `vk::Result`.
-pub(crate) trait VkResultExt<T> {
-    fn vk(self, call: &'static str) -> Result<T>;
-}
-
-impl<T> VkResultExt<T> for std::result::Result<T, vk::Result> {
-    fn vk(self, call: &'static str) -> Result<T> {
-        self.map_err(|result| Error::Vulkan { call, result })
-    }
-}

@@ -17,7 +17,7 @@ pub mod testing;
 // The picture and its Vulkan helpers live in the published `cuvk-canvas` (the Python module
 // draws with them); the examples and tests keep reaching them here.
 pub use cuvk_canvas::{
-    canvas, CommandSlots, ComputePipeline, DevAllocator, DevBuffer, MemoryLocation,
+    canvas, CommandSlots, ComputePipeline, MemoryLocation, PrivateAllocator, PrivateBuffer,
 };
 
 use cuvk::{Error, Result};

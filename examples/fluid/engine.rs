@@ -26,7 +26,7 @@ use cuvk::vulkan::{
     VulkanContext,
 };
 use cuvk::{Bridge, FramePacer, ImageDesc, SharedImage};
-use cuvk_dev::{CommandSlots, DevAllocator, DevBuffer, MemoryLocation};
+use cuvk_dev::{CommandSlots, MemoryLocation, PrivateAllocator, PrivateBuffer};
 
 use crate::demo::{
     frame_periods, record_to_swapchain, timestamp_queries, write_png, Devices, FrameTimes,
@@ -252,11 +252,11 @@ impl Field {
     }
 
     /// The whole image, tightly packed (waits; the GPU must not be writing it).
-    fn read(&self, alloc: &Arc<DevAllocator>) -> anyhow::Result<Vec<u8>> {
+    fn read(&self, alloc: &Arc<PrivateAllocator>) -> anyhow::Result<Vec<u8>> {
         let desc = self.image().vk_image_desc();
         let texel = cuvk::format_info(desc.format)?.texel_bytes();
         let bytes = u64::from(desc.extent.width) * u64::from(desc.extent.height) * u64::from(texel);
-        let mut host = DevBuffer::readback(alloc, "field readback", bytes)?;
+        let mut host = PrivateBuffer::readback(alloc, "field readback", bytes)?;
         self.vk
             .copy_image_to_buffer(self.image(), ImageRegion::level(desc, 0), &mut host, 0)?;
         Ok(host.read()?)
@@ -569,13 +569,13 @@ struct VulkanSim {
     /// `[slot][parity of the velocity it reads]`.
     advect_dye: Vec<[vk::DescriptorSet; 2]>,
     params: Vec<vk::DescriptorSet>,
-    ubos: Vec<DevBuffer>,
+    ubos: Vec<PrivateBuffer>,
     _layouts: [SetLayout; 3],
 }
 
 impl VulkanSim {
     fn new(
-        alloc: &Arc<DevAllocator>,
+        alloc: &Arc<PrivateAllocator>,
         shaders: &Shaders,
         fields: &Fields,
         command_slots: usize,
@@ -611,7 +611,7 @@ impl VulkanSim {
         };
         let ubos = (0..command_slots)
             .map(|_| {
-                DevBuffer::new(
+                PrivateBuffer::new(
                     alloc,
                     "params uniforms",
                     std::mem::size_of::<Params>() as u64,
@@ -714,13 +714,13 @@ struct Canvas {
     draw: Pass,
     sets: Vec<vk::DescriptorSet>,
     _layout: SetLayout,
-    pixels: DevBuffer,
-    readback: DevBuffer,
+    pixels: PrivateBuffer,
+    readback: PrivateBuffer,
 }
 
 impl Canvas {
     fn new(
-        alloc: &Arc<DevAllocator>,
+        alloc: &Arc<PrivateAllocator>,
         draw_spv: &[u8],
         fields: &Fields,
         sampler: vk::Sampler,
@@ -729,13 +729,13 @@ impl Canvas {
     ) -> anyhow::Result<Self> {
         let vk = alloc.context();
         let bytes = u64::from(width) * u64::from(height) * 4;
-        let pixels = DevBuffer::gpu_only(
+        let pixels = PrivateBuffer::gpu_only(
             alloc,
             "canvas pixels",
             bytes,
             vk::BufferUsageFlags::STORAGE_BUFFER,
         )?;
-        let readback = DevBuffer::readback(alloc, "canvas readback", bytes)?;
+        let readback = PrivateBuffer::readback(alloc, "canvas readback", bytes)?;
         let layout = SetLayout::new(
             vk,
             &[
@@ -803,7 +803,7 @@ impl Canvas {
 pub struct Engine {
     vk: Arc<VulkanContext>,
     /// The engine's own (non-shared) buffers; shared images are cuvk's.
-    alloc: Arc<DevAllocator>,
+    alloc: Arc<PrivateAllocator>,
     opts: Options,
     script: Script,
     // Field order is drop order: the GPU work is waited for in Drop; the canvas and the
@@ -831,7 +831,7 @@ pub struct Engine {
 impl Engine {
     pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
         let vk = dev.vk.clone();
-        let alloc = DevAllocator::new(&vk)?;
+        let alloc = PrivateAllocator::new(&vk)?;
         let k = opts.frames_in_flight as usize;
         let command_slots = 2 * k;
         let bridge = || {

@@ -19,7 +19,7 @@ use cuvk::vulkan::{
     VulkanContext,
 };
 use cuvk::{Bridge, BufferUsage, FramePacer, SharedBuffer, StagingBuffer};
-use cuvk_dev::{CommandSlots, ComputePipeline, DevAllocator, DevBuffer};
+use cuvk_dev::{CommandSlots, ComputePipeline, PrivateAllocator, PrivateBuffer};
 
 use crate::demo::{
     frame_periods, percentile, record_to_swapchain, timestamp_queries, write_png, Devices,
@@ -114,14 +114,14 @@ enum Store {
         vel: Vec<SharedBuffer<[f32; 4]>>,
     },
     Vulkan {
-        pos: Vec<DevBuffer>,
-        vel: Vec<DevBuffer>,
+        pos: Vec<PrivateBuffer>,
+        vel: Vec<PrivateBuffer>,
     },
     Staging {
         pos: [CudaSlice<f32>; 2],
         vel: [CudaSlice<f32>; 2],
         staging: Vec<StagingBuffer>,
-        draw: Vec<DevBuffer>,
+        draw: Vec<PrivateBuffer>,
     },
 }
 
@@ -175,7 +175,7 @@ impl CudaSide {
 pub struct Engine {
     vk: Arc<VulkanContext>,
     /// The engine's own (non-shared) memory; shared memory is cuvk's.
-    alloc: Arc<DevAllocator>,
+    alloc: Arc<PrivateAllocator>,
     opts: Options,
     params: Params,
     store: Store,
@@ -206,22 +206,22 @@ const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
 /// A device-local buffer (also a transfer source and destination) that CUDA never sees: the
 /// engine's own memory, from gpu-allocator.
 fn device_local(
-    alloc: &Arc<DevAllocator>,
+    alloc: &Arc<PrivateAllocator>,
     name: &str,
     bytes: u64,
     usage: vk::BufferUsageFlags,
-) -> anyhow::Result<DevBuffer> {
-    Ok(DevBuffer::gpu_only(alloc, name, bytes, usage)?)
+) -> anyhow::Result<PrivateBuffer> {
+    Ok(PrivateBuffer::gpu_only(alloc, name, bytes, usage)?)
 }
 
 /// Copies `data` to the start of `dst` through a host-visible staging buffer (waits).
 fn upload<T: bytemuck::Pod>(
-    alloc: &Arc<DevAllocator>,
+    alloc: &Arc<PrivateAllocator>,
     dst: &mut dyn AsVkBuffer,
     data: &[T],
 ) -> anyhow::Result<()> {
     let bytes = std::mem::size_of_val(data) as u64;
-    let mut host = DevBuffer::upload(alloc, "upload staging", bytes)?;
+    let mut host = PrivateBuffer::upload(alloc, "upload staging", bytes)?;
     host.write(data)?;
     alloc.context().copy_buffer(&host, 0, dst, 0, bytes)?;
     Ok(())
@@ -243,7 +243,7 @@ type InitialState = (Vec<[f32; 4]>, Vec<[f32; 4]>);
 /// The Vulkan simulation's particle buffers (K slots of positions and velocities, the initial
 /// state in slot 0) and the local timeline that orders its frames.
 fn vulkan_particles(
-    alloc: &Arc<DevAllocator>,
+    alloc: &Arc<PrivateAllocator>,
     opts: &Options,
     (pos0, vel0): &InitialState,
 ) -> anyhow::Result<(Store, Sync)> {
@@ -265,7 +265,7 @@ fn vulkan_particles(
 /// the frame pacer that orders CUDA's writes and Vulkan's reads.
 fn cuda_particles(
     bridge: &Bridge,
-    alloc: &Arc<DevAllocator>,
+    alloc: &Arc<PrivateAllocator>,
     shaders: &Shaders,
     opts: &Options,
     initial: &InitialState,
@@ -336,7 +336,7 @@ fn zero_copy_store(
 /// buffer it is copied into for drawing.
 fn staging_store(
     bridge: &Bridge,
-    alloc: &Arc<DevAllocator>,
+    alloc: &Arc<PrivateAllocator>,
     s: &Arc<CudaStream>,
     k: usize,
     n: usize,
@@ -395,7 +395,7 @@ fn vulkan_sim_pipeline(
 impl Engine {
     pub fn new(dev: &Devices, shaders: &Shaders, opts: Options) -> anyhow::Result<Self> {
         let vk = dev.vk.clone();
-        let alloc = DevAllocator::new(&vk)?;
+        let alloc = PrivateAllocator::new(&vk)?;
         let k = opts.frames_in_flight as usize;
         let params = Params::new(opts.particles as u32);
         let initial = initial_state(opts.particles, opts.seed);
@@ -866,7 +866,7 @@ impl Engine {
         let last = self.last_frame();
         let slot = (last % u64::from(self.opts.frames_in_flight)) as usize;
         let bytes = (self.opts.particles * 16) as u64;
-        let mut host = DevBuffer::readback(&self.alloc, "positions readback", bytes)?;
+        let mut host = PrivateBuffer::readback(&self.alloc, "positions readback", bytes)?;
         match &self.store {
             Store::ZeroCopy { pos, .. } => return Ok(pos[slot].cuda_read()?),
             Store::Vulkan { pos, .. } => self.vk.copy_buffer(&pos[slot], 0, &mut host, 0, bytes)?,

@@ -20,7 +20,7 @@ use cuvk::{Bridge, BridgeConfig, ElementFormat, FrameSubmit};
 use cuvk_dev::canvas::{self, Canvas};
 use cuvk_dev::demo::{self, write_png, ViewerArgs};
 use cuvk_dev::sim::particles::OrbitCamera;
-use cuvk_dev::{CommandSlots, DevAllocator};
+use cuvk_dev::{CommandSlots, PrivateAllocator};
 
 use crate::engine::Shaders;
 
@@ -47,7 +47,7 @@ fn run(c: &ViewerArgs) -> anyhow::Result<()> {
     let draw: Vec<&dyn AsVkBuffer> = slots.iter().map(|b| &**b as &dyn AsVkBuffer).collect();
     let shaders = Shaders::load(&c.shader_dir)?;
     let canvas = Canvas::new(
-        &DevAllocator::new(&vk)?,
+        &PrivateAllocator::new(&vk)?,
         &shaders.canvas(),
         &draw,
         c.size.0,

@@ -40,7 +40,7 @@ use cuvk::{Bridge, BridgeConfig, BufferUsage, FrameSubmit, SharedBuffer, StreamO
 use cuvk_dev::canvas::{self, Canvas};
 use cuvk_dev::demo::{percentile, usage, write_png};
 use cuvk_dev::sim::particles as sim;
-use cuvk_dev::{CommandSlots, DevAllocator};
+use cuvk_dev::{CommandSlots, PrivateAllocator};
 
 use crate::engine::Shaders;
 
@@ -498,7 +498,7 @@ fn run_rank(
     let hdr_marks = order.marks();
     // The initial state and the cleared counts before anything else.
     order.cuda_release(&[&pos_marks[1], &hdr_marks], &stream)?;
-    let alloc = DevAllocator::new(&vk)?;
+    let alloc = PrivateAllocator::new(&vk)?;
     let draw: Vec<&dyn AsVkBuffer> = particles
         .pos
         .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use cuvk::cuda::CudaDeviceChoice;
 use cuvk::vulkan::Validation;
 use cuvk::{Bridge, BridgeConfig, StreamOrder};
-use cuvk_canvas::DevAllocator;
+use cuvk_canvas::PrivateAllocator;
 use pyo3::prelude::*;
 
 use crate::array::{self, Array};
@@ -26,7 +26,7 @@ pub struct Shared {
     /// The CUDA device ordinal.
     pub ordinal: usize,
     // Host-visible staging for `vulkan_read` / `vulkan_write`, made on first use.
-    allocator: OnceLock<Arc<DevAllocator>>,
+    allocator: OnceLock<Arc<PrivateAllocator>>,
     // (device pointer, bytes, buffer) of every buffer made; dead entries pruned on insert.
     register: Mutex<Vec<(u64, u64, Weak<BufferCore>)>>,
 }
@@ -48,11 +48,11 @@ impl Shared {
     }
 
     /// The allocator of non-shared Vulkan buffers.
-    pub fn allocator(&self) -> cuvk::Result<Arc<DevAllocator>> {
+    pub fn allocator(&self) -> cuvk::Result<Arc<PrivateAllocator>> {
         if let Some(a) = self.allocator.get() {
             return Ok(a.clone());
         }
-        let a = DevAllocator::new(self.bridge.vulkan())?;
+        let a = PrivateAllocator::new(self.bridge.vulkan())?;
         Ok(self.allocator.get_or_init(|| a).clone())
     }
 

@@ -14,7 +14,7 @@ use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer};
 use cuvk::FrameSubmit;
 use cuvk_canvas::camera::OrbitCamera;
 use cuvk_canvas::canvas::{Canvas, CanvasShaders, Frame};
-use cuvk_canvas::{CommandSlots, DevAllocator, DevBuffer};
+use cuvk_canvas::{CommandSlots, PrivateAllocator, PrivateBuffer};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -41,7 +41,7 @@ struct Gpu {
     canvas: Canvas,
     slots: CommandSlots,
     // What the canvas's slots point at until a frame draws real positions.
-    _placeholder: DevBuffer,
+    _placeholder: PrivateBuffer,
 }
 
 /// A renderer: its Vulkan objects, and the frames in flight.
@@ -69,8 +69,8 @@ struct View {
 impl Renderer {
     fn new(shared: &Arc<Shared>, width: u32, height: u32) -> cuvk::Result<Self> {
         let vk = shared.bridge.vulkan();
-        let alloc = DevAllocator::new(vk)?;
-        let placeholder = DevBuffer::gpu_only(
+        let alloc = PrivateAllocator::new(vk)?;
+        let placeholder = PrivateBuffer::gpu_only(
             &alloc,
             "no particles yet",
             16,

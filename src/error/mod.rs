@@ -530,8 +530,10 @@ impl Error {
     }
 }
 
-/// Attaches the Vulkan function's name to a `vk::Result`.
-pub(crate) trait VkResultExt<T> {
+/// Turns an `ash` result into cuvk's [`Error::Vulkan`], naming the Vulkan function: for engine
+/// code that calls Vulkan itself beside cuvk (`d.create_fence(..).vk("vkCreateFence")?`).
+pub trait VkResultExt<T> {
+    /// `Ok` unchanged; an error as [`Error::Vulkan`] with `call`.
     fn vk(self, call: &'static str) -> Result<T>;
 }
 

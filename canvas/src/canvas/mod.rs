@@ -13,7 +13,7 @@ use cuvk::ash::vk;
 use cuvk::vulkan::AsVkBuffer;
 
 use crate::camera::OrbitCamera;
-use crate::{ComputePipeline, DevAllocator, DevBuffer};
+use crate::{ComputePipeline, PrivateAllocator, PrivateBuffer};
 
 pub mod hud;
 
@@ -32,22 +32,22 @@ pub struct CanvasShaders<'a> {
 
 /// A device-local buffer the canvas keeps to itself.
 fn device_local(
-    alloc: &Arc<DevAllocator>,
+    alloc: &Arc<PrivateAllocator>,
     name: &str,
     bytes: u64,
     usage: vk::BufferUsageFlags,
-) -> cuvk::Result<DevBuffer> {
-    DevBuffer::gpu_only(alloc, name, bytes, usage)
+) -> cuvk::Result<PrivateBuffer> {
+    PrivateBuffer::gpu_only(alloc, name, bytes, usage)
 }
 
 /// Copies `data` to the start of `dst` through a host-visible staging buffer (waits).
 fn upload<T: bytemuck::Pod>(
-    alloc: &Arc<DevAllocator>,
+    alloc: &Arc<PrivateAllocator>,
     dst: &mut dyn AsVkBuffer,
     data: &[T],
 ) -> cuvk::Result<()> {
     let bytes = std::mem::size_of_val(data) as u64;
-    let mut host = DevBuffer::upload(alloc, "upload staging", bytes)?;
+    let mut host = PrivateBuffer::upload(alloc, "upload staging", bytes)?;
     host.write(data)?;
     alloc.context().copy_buffer(&host, 0, dst, 0, bytes)?;
     Ok(())
@@ -138,11 +138,11 @@ fn groups(n: u32) -> u32 {
 /// The HDR counts: the canvas's own, or a buffer the caller keeps (a shared buffer NCCL sums
 /// into, in the multi-GPU mode).
 enum Hdr {
-    Own(DevBuffer),
+    Own(PrivateBuffer),
     External(vk::Buffer, u64, Arc<cuvk::vulkan::VulkanContext>),
 }
 
-// SAFETY: `Own` forwards to a live DevBuffer the canvas owns; `External` is a buffer the
+// SAFETY: `Own` forwards to a live PrivateBuffer the canvas owns; `External` is a buffer the
 // caller of `Canvas::with_hdr` promised outlives the canvas and its commands, of this size, on
 // this context; no Rust reference points into either.
 unsafe impl AsVkBuffer for Hdr {
@@ -191,19 +191,19 @@ pub struct Canvas {
     // Bound in the descriptor sets above: the canvas's own HDR counts, or the caller's
     // (`with_hdr`).
     hdr: Hdr,
-    _glow: [DevBuffer; 2],
-    _font: DevBuffer,
-    text: DevBuffer,
+    _glow: [PrivateBuffer; 2],
+    _font: PrivateBuffer,
+    text: PrivateBuffer,
     /// The picture, RGBA8 (or BGRA8) texels.
-    pub pixels: DevBuffer,
+    pub pixels: PrivateBuffer,
     /// A host-readable copy of the picture.
-    pub readback: DevBuffer,
+    pub readback: PrivateBuffer,
 }
 
 impl Canvas {
     /// A `width`×`height` canvas drawing from `particles[slot]`.
     pub fn new(
-        alloc: &Arc<DevAllocator>,
+        alloc: &Arc<PrivateAllocator>,
         shaders: &CanvasShaders<'_>,
         particles: &[&dyn AsVkBuffer],
         width: u32,
@@ -222,7 +222,7 @@ impl Canvas {
     /// # Safety
     /// `hdr` must outlive the canvas and every command it records.
     pub unsafe fn with_hdr(
-        alloc: &Arc<DevAllocator>,
+        alloc: &Arc<PrivateAllocator>,
         shaders: &CanvasShaders<'_>,
         particles: &[&dyn AsVkBuffer],
         width: u32,
@@ -245,7 +245,7 @@ impl Canvas {
     }
 
     fn build(
-        alloc: &Arc<DevAllocator>,
+        alloc: &Arc<PrivateAllocator>,
         shaders: &CanvasShaders<'_>,
         particles: &[&dyn AsVkBuffer],
         width: u32,
@@ -262,7 +262,7 @@ impl Canvas {
             device_local(alloc, "canvas glow blur", glow_bytes, STORAGE)?,
         ];
         let pixels = device_local(alloc, "canvas pixels", pixels_n * 4, STORAGE)?;
-        let readback = DevBuffer::readback(alloc, "canvas readback", pixels_n * 4)?;
+        let readback = PrivateBuffer::readback(alloc, "canvas readback", pixels_n * 4)?;
         let font_words = hud::font_words();
         let mut font = device_local(alloc, "HUD font", font_words.len() as u64 * 4, STORAGE)?;
         upload(alloc, &mut font, &font_words)?;
