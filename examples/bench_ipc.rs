@@ -34,10 +34,8 @@ fn producer(name: &str, frames: u64, stop_at: Option<u64>) -> anyhow::Result<()>
     let cuda = cuvk::cuda::context(0)?;
     let t = Instant::now();
     let mut client = FrameClient::attach(name, &cuda, T)?;
-    let slots: Vec<_> = client
-        .buffer_ids()
-        .iter()
-        .map(|&id| client.buffer::<u32>(id))
+    let slots: Vec<_> = (0..client.frames_in_flight() as usize)
+        .map(|s| client.slot::<u32>(s))
         .collect::<cuvk::Result<_>>()?;
     if slots.len() == 1 && slots[0].size() > 64 << 20 {
         println!(

@@ -45,10 +45,8 @@ fn main() -> anyhow::Result<()> {
             })
         }
     };
-    let slots: Vec<_> = client
-        .buffer_ids()
-        .iter()
-        .map(|&id| client.buffer::<[f32; 4]>(id))
+    let slots: Vec<_> = (0..client.frames_in_flight() as usize)
+        .map(|s| client.slot::<[f32; 4]>(s))
         .collect::<cuvk::Result<_>>()?;
     // Frames in flight are the viewer's: one published buffer each.
     let k = client.frames_in_flight();

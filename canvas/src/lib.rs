@@ -19,4 +19,3 @@ pub use alloc::{PrivateAllocator, PrivateBuffer};
 pub use command_slots::CommandSlots;
 pub use compute::ComputePipeline;
 pub use gpu_allocator::MemoryLocation;
-

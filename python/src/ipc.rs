@@ -269,10 +269,8 @@ impl PyProducer {
             .detach(|| -> cuvk::Result<_> {
                 let cuda = cuvk::cuda::context(device)?;
                 let client = FrameClient::attach(name, &cuda, timeout)?;
-                let ranges = client
-                    .buffer_ids()
-                    .iter()
-                    .map(|&id| Ok((client.buffer_bytes(id)?, client.buffer_info(id)?.element)))
+                let ranges = (0..client.frames_in_flight() as usize)
+                    .map(|s| Ok((client.slot_bytes(s)?, client.slot_info(s)?.element)))
                     .collect::<cuvk::Result<Vec<_>>>()?;
                 Ok((client, ranges))
             })

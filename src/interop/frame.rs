@@ -97,8 +97,8 @@ impl Frame {
             .checked_sub(2 * self.frames_in_flight)
             .filter(|&n| n > 0)
     }
-    /// The identity of what issued it ([`crate::FramePacer::id`], or a frame server's or
-    /// client's `id`).
+    /// The identity of what issued it ([`crate::FramePacer::id`] for a pacer's; frame servers
+    /// and clients accept only their own frames).
     pub fn issuer_id(&self) -> u64 {
         self.issuer
     }

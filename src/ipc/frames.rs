@@ -295,11 +295,6 @@ impl FrameServer {
         self.producers
     }
 
-    /// The identity of this server: every [`Frame`] it hands out carries it.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// The next frame to draw, waiting at most `timeout`; `Ok(None)` if none came in time.
     /// It is the newest the producer wrote (older ones are skipped), announced on the wire,
     /// and its command slot is free (every frame drawn from it before has completed). A
@@ -571,30 +566,29 @@ impl FrameClient {
         })
     }
 
-    /// The published buffers' ids, in order: frame N writes the [`Frame::slot`]-th.
-    pub fn buffer_ids(&self) -> Vec<u32> {
-        self.attached.buffers().map(|b| b.id).collect()
+    /// The description of slot `slot` (0..K: [`Frame::slot`]), the viewer's buffer
+    /// published `slot`-th: its size and [`ElementFormat`]. [`IpcError::NoSuchObject`] past K.
+    pub fn slot_info(&self, slot: usize) -> Result<super::wire::BufferInfo> {
+        self.attached.buffers().nth(slot).copied().ok_or_else(|| {
+            IpcError::NoSuchObject {
+                id: slot as u32,
+                kind: super::wire::MessageKind::Buffer,
+            }
+            .into()
+        })
     }
 
-    /// The description of buffer `id` (its size, its [`ElementFormat`]).
-    pub fn buffer_info(&self, id: u32) -> Result<super::wire::BufferInfo> {
-        self.attached.buffer_info(id)
-    }
-
-    /// Buffer `id` mapped into CUDA as bytes (what it holds is in [`Self::buffer_info`]).
-    pub fn buffer_bytes(&self, id: u32) -> Result<MappedRange> {
+    /// Slot `slot` mapped into CUDA as bytes (what it holds: [`Self::slot_info`]).
+    pub fn slot_bytes(&self, slot: usize) -> Result<MappedRange> {
+        let id = self.slot_info(slot)?.id;
         self.attached.import_cuda_bytes(id, &self.cuda)
     }
 
-    /// Buffer `id` mapped into CUDA, `T` one row of its [`ElementFormat`] (checked:
+    /// Slot `slot` mapped into CUDA, `T` one row of its [`ElementFormat`] (checked:
     /// `Layout.ElementSize`).
-    pub fn buffer<T>(&self, id: u32) -> Result<MappedRange> {
+    pub fn slot<T>(&self, slot: usize) -> Result<MappedRange> {
+        let id = self.slot_info(slot)?.id;
         self.attached.import_cuda_buffer::<T>(id, &self.cuda)
-    }
-
-    /// The identity of this client: every [`Frame`] it hands out carries it.
-    pub fn id(&self) -> u64 {
-        self.id
     }
 
     /// The next frame (the last released + 1). Refused ([`SyncError::FrameOutOfOrder`])

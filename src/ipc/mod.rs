@@ -4,10 +4,11 @@
 //!
 //! - [`FrameServer`] / [`FrameClient`]: a viewer (Vulkan) and a producer (CUDA) in two
 //!   processes, frames ordered on the GPU by two timelines, K in flight;
-//! - [`Server`] / [`Attached`] / [`Link`]: publish and import buffers, images and timelines,
-//!   and one-way frame notices, for custom protocols;
-//! - what the server describes ([`BufferInfo`], [`ImageInfo`], [`TimelineInfo`]) and why a
-//!   connection was refused or failed ([`IpcError`]).
+//! - with the `ipc-objects` feature, `Server` / `Attached` / `Link`: publish and import
+//!   buffers, images and timelines, and one-way frame notices, for custom protocols (a layer
+//!   that may change with any minor release);
+//! - what a viewer's buffer holds ([`BufferInfo`]) and why a connection was refused or failed
+//!   ([`IpcError`]).
 //!
 //! The wire format and the transport underneath are private (their versions may change with
 //! any release; both sides of a connection run the same cuvk). What a description says is
@@ -30,15 +31,19 @@ mod frames;
 #[cfg(windows)]
 #[allow(dead_code)]
 mod nt;
+// Without `ipc-objects` only the frame protocol uses it: what that leaves unused is not dead.
 #[cfg(target_os = "linux")]
+#[cfg_attr(not(feature = "ipc-objects"), allow(dead_code))]
 mod share;
 
 pub use error::IpcError;
 #[cfg(target_os = "linux")]
 pub use frames::{FrameClient, FrameServer};
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "ipc-objects"))]
 pub use share::{Attached, Link, Server};
-pub use wire::{BufferInfo, ImageInfo, ImageShape, MessageKind, TimelineInfo, TimelineRole};
+pub use wire::{BufferInfo, ImageShape, MessageKind};
+#[cfg(feature = "ipc-objects")]
+pub use wire::{ImageInfo, TimelineInfo, TimelineRole};
 
 /// A raw peer for cuvk's own tests (feature `ipc-test-peer`): the transport and the messages,
 /// to play a server or client that lies. Not part of the API: it changes with the wire.

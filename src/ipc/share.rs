@@ -662,18 +662,8 @@ impl Attached {
             .map(|(i, _)| i.id)
     }
 
-    /// The description of buffer `id`.
-    pub fn buffer_info(&self, id: u32) -> Result<BufferInfo> {
-        self.buffer(id).map(|(i, _)| *i)
-    }
-
     fn buffer(&self, id: u32) -> Result<&(BufferInfo, OwnedFd)> {
         find_object(&self.buffers, id, MessageKind::Buffer, |i| i.id)
-    }
-
-    /// The description of image `id`.
-    pub fn image_info(&self, id: u32) -> Result<ImageInfo> {
-        self.image(id).map(|(i, _)| *i)
     }
 
     fn image(&self, id: u32) -> Result<&(ImageInfo, OwnedFd)> {
@@ -736,7 +726,7 @@ impl Attached {
     }
 
     /// As [`Self::import_cuda_buffer`] as bytes (a front end that reads the element type
-    /// from the description: [`Self::buffer_info`]).
+    /// from the description: [`Self::buffers`]).
     pub fn import_cuda_bytes(&self, id: u32, cuda: &Arc<CudaContext>) -> Result<MappedRange> {
         let (info, fd) = self.buffer(id)?;
         let layout = ImportLayout {

@@ -36,9 +36,9 @@ pub enum MessageKind {
     Hello = 1,
     /// [`BufferInfo`], with the memory's descriptor.
     Buffer = 2,
-    /// [`ImageInfo`], with the memory's descriptor.
+    /// An image description, with the memory's descriptor.
     Image = 3,
-    /// [`TimelineInfo`], with the semaphore's descriptor.
+    /// A timeline description, with the semaphore's descriptor.
     Timeline = 4,
     /// A frame notice: "up to value N is scheduled".
     Frame = 5,

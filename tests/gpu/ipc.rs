@@ -51,10 +51,8 @@ fn ipc_producer() {
         k,
         "K is the viewer's buffer count"
     );
-    let slots: Vec<_> = client
-        .buffer_ids()
-        .iter()
-        .map(|&id| client.buffer::<u32>(id).unwrap())
+    let slots: Vec<_> = (0..client.frames_in_flight() as usize)
+        .map(|s| client.slot::<u32>(s).unwrap())
         .collect();
     let kernels = Kernels::load(&cuda).unwrap();
     let stream = cuda.new_stream().unwrap();
@@ -441,10 +439,8 @@ fn ipc_endless_producer() {
     };
     let cuda = cuvk::cuda::context(0).unwrap();
     let mut client = FrameClient::attach(&name, &cuda, T).unwrap();
-    let slots: Vec<_> = client
-        .buffer_ids()
-        .iter()
-        .map(|&id| client.buffer::<u32>(id).unwrap())
+    let slots: Vec<_> = (0..client.frames_in_flight() as usize)
+        .map(|s| client.slot::<u32>(s).unwrap())
         .collect();
     let stream = cuda.new_stream().unwrap();
     loop {
