@@ -123,7 +123,16 @@ fn main() -> anyhow::Result<()> {
             // (acquire above), `pi` and `vi` are only read.
             unsafe { b.launch(cfg) }?;
         }
-        client.release(&frame, &stream)?;
+        match client.release(&frame, &stream) {
+            Ok(()) => {}
+            Err(cuvk::Error::Ipc(IpcError::PeerClosed { .. })) => {
+                client.release_waits()?;
+                stream.synchronize()?;
+                println!("the viewer went away at frame {f}: stopping");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        }
         if f % 300 == 0 {
             println!(
                 "{f} frames, {:.0} fps",

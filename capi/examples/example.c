@@ -393,6 +393,8 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
         EXPECT_RULE(cuvk_frame_server_publish_buffer(fs, buffer, bad, &id), CUVK_ERROR_INVALID_ARGUMENT,
                     CUVK_RULE_LAYOUT_ELEMENT_FORMAT);
         EXPECT(cuvk_frame_server_publish_buffer(fs, bridge, f32, &id), CUVK_ERROR_WRONG_HANDLE_KIND);
+        EXPECT_RULE(cuvk_frame_server_publish_buffer(fs, buffer, f32, &id), CUVK_ERROR_INVALID_ARGUMENT,
+                    CUVK_RULE_SYNC_SLOT_COUNT); /* one buffer per frame in flight (K = 1) */
         EXPECT_RULE(cuvk_frame_server_accept(fs, 1000000), CUVK_ERROR_TIMEOUT, CUVK_RULE_NONE);
         EXPECT(cuvk_frame_server_wait_idle(fs, 1000000), CUVK_SUCCESS); /* nothing drawn: at once */
         CuvkFrame frame = {0};

@@ -242,8 +242,7 @@ impl PyFrame {
 /// this process's CUDA work against the viewer's drawing on the GPU.
 #[pyclass(name = "Producer", module = "cuvk", frozen)]
 pub struct PyProducer {
-    /// The client, and the frame begun and not yet released.
-    client: Mutex<(FrameClient, Option<Frame>)>,
+    client: Mutex<FrameClient>,
     slots: Vec<Py<PyAttachedBuffer>>,
     device: usize,
 }
@@ -287,7 +286,7 @@ impl PyProducer {
             })
             .collect::<PyResult<Vec<_>>>()?;
         Ok(Self {
-            client: Mutex::new((client, None)),
+            client: Mutex::new(client),
             slots,
             device,
         })
@@ -321,13 +320,9 @@ impl PyProducer {
         let timeout = timeout_seconds(timeout)?;
         let frame = py
             .detach(|| -> cuvk::Result<Frame> {
-                let mut guard = self.client.lock().unwrap_or_else(|p| p.into_inner());
-                let (client, begun) = &mut *guard;
-                let frame = match *begun {
-                    Some(f) => f,
-                    None => client.begin_frame()?,
-                };
-                *begun = Some(frame);
+                let mut client = self.client.lock().unwrap_or_else(|p| p.into_inner());
+                // The frame begun and not yet released, again after a timeout; else the next.
+                let frame = client.begin_frame()?;
                 // SAFETY: Python names the stream as live (as DLPack's protocol does); its
                 // context is checked against ours.
                 unsafe { client.acquire_raw(&frame, raw(stream), timeout) }?;
@@ -349,12 +344,9 @@ impl PyProducer {
         let stream = stream_handle(stream)?;
         let frame = frame.get().frame;
         py.detach(|| {
-            let mut guard = self.client.lock().unwrap_or_else(|p| p.into_inner());
-            let (client, begun) = &mut *guard;
+            let mut client = self.client.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: as in `acquire`.
-            unsafe { client.release_raw(&frame, raw(stream)) }?;
-            *begun = None;
-            Ok(())
+            unsafe { client.release_raw(&frame, raw(stream)) }
         })
         .py()
     }
@@ -365,7 +357,6 @@ impl PyProducer {
             self.client
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .0
                 .drawn()
         })
         .py()
@@ -374,9 +365,10 @@ impl PyProducer {
     /// After the viewer is gone: releases this process's stream waits on its timeline.
     fn release_waits(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| {
-            let mut guard = self.client.lock().unwrap_or_else(|p| p.into_inner());
-            guard.1 = None;
-            guard.0.release_waits()
+            self.client
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .release_waits()
         })
         .py()
     }

@@ -31,7 +31,7 @@ pub(crate) fn check_frames_in_flight(frames_in_flight: u32) -> Result<u64> {
 }
 
 /// One frame handed out by a [`crate::FramePacer`] (`begin_frame`), an `ipc::FrameServer`
-/// (`next_frame`) or an `ipc::FrameClient` (`acquire`): its number, its slots, and the
+/// (`next_frame`) or an `ipc::FrameClient` (`begin_frame`): its number, its slots, and the
 /// identity of what issued it.
 ///
 /// Only the issuer of a frame accepts it ([`SyncError::ForeignFrame`]), and only while it is

@@ -205,12 +205,21 @@ impl FrameServer {
 
     /// Publishes a buffer the producer writes, holding rows of `element` (what the producer
     /// reads it as): one per frame in flight, frame N in the `N % K`-th published
-    /// ([`Frame::slot`]). Every producer gets the same buffers.
+    /// ([`Frame::slot`]). Every producer gets the same buffers. Refused past K
+    /// ([`SyncError::SlotCount`]).
     pub fn publish_buffer(
         &mut self,
         buffer: &Arc<BoundBuffer>,
         element: ElementFormat,
     ) -> Result<u32> {
+        let published = self.buffers.len() as u32;
+        if u64::from(published) >= self.frames_in_flight {
+            return Err(SyncError::SlotCount {
+                published: published + 1,
+                frames_in_flight: self.frames_in_flight as u32,
+            }
+            .into());
+        }
         let id = self.session()?.server.publish_buffer(buffer, element)?;
         self.buffers.push((buffer.clone(), element));
         Ok(id)
@@ -300,9 +309,11 @@ impl FrameServer {
     /// and its command slot is free (every frame drawn from it before has completed). A
     /// producer that went away is handled here: its waits are released, the last frame stays
     /// in the buffers, and the next producer is served on fresh timelines. While one is
-    /// attached, others trying to attach are turned away ([`IpcError::Busy`] on their side).
-    /// Refused ([`SyncError::FrameOutOfOrder`]) while the frame handed out last is not
-    /// submitted.
+    /// attached, others trying to attach are turned away ([`IpcError::Busy`] on their side);
+    /// a producer that announces a frame it cannot have written (past the last drawn + K) is
+    /// dropped. A producer that connected within `timeout` may take its handshake (at most
+    /// 2 s, at once for cuvk's) past it. Refused ([`SyncError::FrameOutOfOrder`]) while the
+    /// frame handed out last is not submitted.
     pub fn next_frame(&mut self, timeout: Duration) -> Result<Option<Frame>> {
         if let Some(n) = self.current {
             return Err(SyncError::FrameOutOfOrder {
@@ -317,7 +328,14 @@ impl FrameServer {
             if !self.attach_producer(deadline)? {
                 return Ok(None);
             }
+            let k = self.frames_in_flight;
+            let name = self.name.clone();
             let session = self.session()?;
+            // Notices first: a producer that just died is noticed here, so a restarted one is
+            // served (after the release) rather than turned away.
+            if !session.producer_alive()? {
+                continue;
+            }
             session.server.turn_away();
             let handed = session.handed;
             let newest = match session
@@ -331,6 +349,19 @@ impl FrameServer {
                 Some(Err(e)) => return Err(e),
                 None => continue,
             };
+            // A producer writes frame n only once frame n - K is drawn: a notice past that is
+            // a lie (or a bug) that would run our timelines' releases past what a timeline may
+            // jump. That producer is dropped (as if gone) and the next one served.
+            let bound = session.drawn.highest_signal().saturating_add(k);
+            if newest > bound {
+                log::warn!(
+                    "frame server '{}': the producer announced frame {newest}, past frame {bound} \
+                     it may have written; dropping it",
+                    name
+                );
+                session.link = None;
+                continue;
+            }
             session.written.note_remote_signal(newest)?;
             session.handed = newest;
             let frame = Frame::issue(self.id, newest, self.frames_in_flight);
@@ -453,8 +484,11 @@ impl FrameServer {
 
     /// Waits on the host, at most `timeout`, until frame `n` (a number [`Self::next_frame`]
     /// handed out) is drawn: its readback may be read. Sends a notice that found the socket
-    /// full, where there is room now.
+    /// full, where there is room now. A producer that goes away meanwhile (its frame then
+    /// never written) is released here, so the frame completes.
     pub fn wait_drawn(&mut self, n: u64, timeout: Duration) -> Result<()> {
+        let deadline = deadline_after(timeout);
+        let k = self.frames_in_flight;
         let session = self.session()?;
         if let Some(link) = &session.link {
             match link.flush() {
@@ -463,11 +497,18 @@ impl FrameServer {
                 Err(e) => return Err(e),
             }
         }
-        if n == 0 {
-            return Ok(());
+        match self.wait_drawn_watching(n, deadline)? {
+            Watched::Drawn => Ok(()),
+            Watched::TimedOut => Err(crate::Error::Timeout {
+                what: "a frame to be drawn",
+                timeout_ns: timeout.as_nanos().min(u128::from(u64::MAX)) as u64,
+            }),
+            Watched::ProducerGone => {
+                let session = self.session()?;
+                session.release_waits(k)?;
+                session.drawn.wait_host(n, left(deadline))
+            }
         }
-        session.drawn.check_scheduled(n)?;
-        session.drawn.wait_host(n, timeout)
     }
 
     /// Before the viewer stops (or destroys what its frames use): sends the newest "drawn"
@@ -480,9 +521,11 @@ impl FrameServer {
         let k = self.frames_in_flight;
         let session = self.session()?;
         if let Some(link) = &session.link {
+            // A producer not reading its socket keeps its last notice; the frames are still
+            // waited for.
             match link.flush_within(left(deadline)) {
                 Ok(()) => {}
-                Err(e) if is_peer_closed(&e) => {}
+                Err(e) if is_peer_closed(&e) || is_timeout(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -591,18 +634,10 @@ impl FrameClient {
         self.attached.import_cuda_buffer::<T>(id, &self.cuda)
     }
 
-    /// The next frame (the last released + 1). Refused ([`SyncError::FrameOutOfOrder`])
-    /// while the frame begun last is not released.
+    /// The next frame (the last released + 1); while the frame begun last is not released,
+    /// that frame again (an [`Self::acquire`] that timed out is simply repeated).
     pub fn begin_frame(&mut self) -> Result<Frame> {
-        if let Some(n) = self.begun {
-            return Err(SyncError::FrameOutOfOrder {
-                frame: n,
-                last_step: FrameStep::Begin,
-                reason: FrameStep::Begin,
-            }
-            .into());
-        }
-        let n = self.last + 1;
+        let n = self.begun.unwrap_or(self.last + 1);
         self.begun = Some(n);
         Ok(Frame::issue(self.id, n, self.frames_in_flight))
     }

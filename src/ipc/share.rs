@@ -226,7 +226,9 @@ impl Server {
     /// leaves (another GPU, another driver, a version it does not read). One that leaves, or
     /// does not answer within 2 s (`HANDSHAKE`), was sent no descriptor; the server then waits
     /// for the next client, within the same `timeout`, so a refused client never costs the
-    /// one after it its attach.
+    /// one after it its attach. A client that connected within `timeout` gets its 2 s to
+    /// answer even past `timeout` (a viewer polling with a zero timeout still takes a
+    /// producer: cuvk's answers at once).
     pub fn accept(&self, timeout: Duration) -> Result<Link> {
         let deadline = Instant::now().checked_add(timeout);
         let left = || match deadline {
@@ -235,7 +237,7 @@ impl Server {
         };
         loop {
             let channel = self.listener.accept(left())?;
-            match self.handshake(&channel, left().min(HANDSHAKE)) {
+            match self.handshake(&channel, HANDSHAKE) {
                 Ok(()) => {}
                 Err(Error::Ipc(e)) if e.is_client_gone() => {
                     log::info!(
