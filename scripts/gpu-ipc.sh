@@ -2,7 +2,7 @@
 # Issue 29 on the GPU machine (run through .gpu/run.sh after scripts/stage-gpu.sh and
 # scripts/stage-python.sh): the cross-process tests, the handoff benchmark, the fault runs and
 # the viewer/producer pairs (Rust and Python). Logs and PNGs under $OUT.
-#   bash .gpu/run.sh bash scripts/gpu-ipc.sh [tests|bench|pair|all]
+#   bash .gpu/run.sh bash scripts/gpu-ipc.sh [tests|bench|pair|py|all]   (py: the Python pair alone)
 set -uo pipefail
 what=${1:-all}
 B=.gpu/bin
@@ -10,6 +10,15 @@ step() { echo "=== $*"; }
 lib=$(mktemp -d)
 python3 -m pip install -q --no-deps --no-index --target "$lib" .gpu/wheels/cuvk-*.whl
 export PYTHONPATH="$lib${PYTHONPATH:+:$PYTHONPATH}"
+python_pair() {
+  step python pair
+  timeout 150 $B/particles --serve galaxies --headless --frames 400 --save-every 100 --out $OUT/serve-py > $OUT/serve-py.log 2>&1 &
+  viewer=$!
+  sleep 3
+  timeout 120 python3 python/examples/ipc_producer.py galaxies > $OUT/producer-py.log 2>&1; echo "producer rc=$?"
+  wait $viewer; echo "viewer rc=$?"
+  tail -6 $OUT/serve-py.log; tail -4 $OUT/producer-py.log
+}
 if [ "$what" = tests ] || [ "$what" = all ]; then
   step test-gpu ipc; timeout 300 $B/test-gpu ipc --include-ignored --nocapture > $OUT/test-gpu-ipc.log 2>&1; echo "rc=$?"; grep -E "^test |test result|panicked|ipc_|vulkan validation" $OUT/test-gpu-ipc.log | tail -30
   step test-vulkan ipc; timeout 200 $B/test-vulkan ipc --include-ignored > $OUT/test-vulkan-ipc.log 2>&1; echo "rc=$?"; grep "test result" $OUT/test-vulkan-ipc.log
@@ -27,13 +36,7 @@ if [ "$what" = pair ] || [ "$what" = all ]; then
   timeout 100 $B/ipc_producer galaxies > $OUT/producer-rust.log 2>&1; echo "producer rc=$?"
   wait $viewer; echo "viewer rc=$?"
   tail -6 $OUT/serve-rust.log; tail -4 $OUT/producer-rust.log
-  step python pair
-  timeout 150 $B/particles --serve galaxies --headless --frames 400 --save-every 100 --out $OUT/serve-py > $OUT/serve-py.log 2>&1 &
-  viewer=$!
-  sleep 3
-  timeout 120 python3 python/examples/ipc_producer.py galaxies > $OUT/producer-py.log 2>&1; echo "producer rc=$?"
-  wait $viewer; echo "viewer rc=$?"
-  tail -6 $OUT/serve-py.log; tail -4 $OUT/producer-py.log
+  python_pair
   step kill the producer mid-run, a second one takes over
   timeout 120 $B/particles --serve galaxies --headless --frames 6000 --save-every 1000 --out $OUT/serve-kill > $OUT/serve-kill.log 2>&1 &
   viewer=$!
@@ -67,5 +70,8 @@ if [ "$what" = pair ] || [ "$what" = all ]; then
   fi
 fi
 echo "=== validation messages in the viewers: $(cat $OUT/serve-*.log 2>/dev/null | grep -c 'vulkan validation')"
+if [ "$what" = py ]; then
+  python_pair
+fi
 # Few files come back: one archive.
 cd $OUT && tar czf logs.tgz --remove-files *.log serve-* 2>/dev/null; ls -la $OUT
