@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{Result, SyncError};
+use crate::error::{FrameStep, Result, SyncError};
 
 /// The most frames in flight (K) a pacer, a frame server or a frame client takes.
 pub const MAX_FRAMES_IN_FLIGHT: u32 = 16;
@@ -101,6 +101,34 @@ impl Frame {
     /// and clients accept only their own frames).
     pub fn issuer_id(&self) -> u64 {
         self.issuer
+    }
+}
+
+/// `frame` checked to be from `issuer` ([`SyncError::ForeignFrame`]) and to be `current`, the
+/// issuer's frame now, for `step` ([`SyncError::WrongFrame`], naming `shown` as the current
+/// one where there is none): its number. The one check of the frame servers and clients.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // they are Linux-only (`ipc`)
+pub(crate) fn check_current(
+    frame: &Frame,
+    issuer: u64,
+    current: Option<u64>,
+    shown: u64,
+    step: FrameStep,
+) -> Result<u64> {
+    if frame.issuer != issuer {
+        return Err(SyncError::ForeignFrame {
+            frame: frame.number,
+        }
+        .into());
+    }
+    match current {
+        Some(n) if n == frame.number => Ok(n),
+        current => Err(SyncError::WrongFrame {
+            frame: frame.number,
+            current: current.unwrap_or(shown),
+            reason: step,
+        }
+        .into()),
     }
 }
 

@@ -25,7 +25,7 @@ use super::share::{Attached, Link, Server};
 use super::wire::TimelineRole;
 use crate::cuda::{ExternalSemaphore, MappedRange};
 use crate::error::{CudaResultExt, FrameStep, Result, SyncError};
-use crate::interop::frame::{check_frames_in_flight, next_issuer_id};
+use crate::interop::frame::{check_current, check_frames_in_flight, next_issuer_id};
 use crate::interop::FrameSubmit;
 use crate::vulkan::{BoundBuffer, Semaphore, SemaphoreDesc, SemaphoreOp, VulkanContext};
 use crate::{ElementFormat, Frame};
@@ -406,25 +406,6 @@ impl FrameServer {
         }
     }
 
-    /// The frame handed out last, checked to be `frame`.
-    fn check_current(&self, frame: &Frame) -> Result<u64> {
-        if frame.issuer_id() != self.id {
-            return Err(SyncError::ForeignFrame {
-                frame: frame.number(),
-            }
-            .into());
-        }
-        match self.current {
-            Some(n) if n == frame.number() => Ok(n),
-            current => Err(SyncError::WrongFrame {
-                frame: frame.number(),
-                current: current.unwrap_or(0),
-                reason: FrameStep::Submit,
-            }
-            .into()),
-        }
-    }
-
     /// Submits `submit` waiting (on the GPU, at `submit.wait_stage`) for `frame` written and
     /// signalling it drawn, then tells the producer. `frame` must be the one
     /// [`Self::next_frame`] handed out last ([`SyncError::WrongFrame`],
@@ -457,7 +438,7 @@ impl FrameServer {
     /// # Safety
     /// As [`Self::submit_drawn`].
     unsafe fn submit(&mut self, frame: &Frame, submit: &FrameSubmit<'_>, wait: bool) -> Result<()> {
-        let n = self.check_current(frame)?;
+        let n = check_current(frame, self.id, self.current, 0, FrameStep::Submit)?;
         let vk = self.vk.clone();
         let session = self.session()?;
         session.written.check_scheduled(n)?;
@@ -644,21 +625,7 @@ impl FrameClient {
 
     /// The frame begun last, checked to be `frame`, for `step`.
     fn check_begun(&self, frame: &Frame, step: FrameStep) -> Result<u64> {
-        if frame.issuer_id() != self.id {
-            return Err(SyncError::ForeignFrame {
-                frame: frame.number(),
-            }
-            .into());
-        }
-        match self.begun {
-            Some(n) if n == frame.number() => Ok(n),
-            begun => Err(SyncError::WrongFrame {
-                frame: frame.number(),
-                current: begun.unwrap_or(self.last),
-                reason: step,
-            }
-            .into()),
-        }
+        check_current(frame, self.id, self.begun, self.last, step)
     }
 
     /// Before writing `frame`: `stream` waits on the GPU until the viewer has drawn frame
