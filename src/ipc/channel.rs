@@ -3,6 +3,12 @@
 //!
 //! Names without a `/` are abstract-namespace sockets (`\0cuvk-<name>`: no file, gone with the
 //! listener); names with a `/` are filesystem paths (the listener removes its file on drop).
+//!
+//! Who may connect: an abstract socket has no permissions (any process in the same network
+//! namespace reaches it), so its listener takes only peers of its own effective user, and
+//! root ([`peer_allowed`], from `SO_PEERCRED`); a path's permissions decide for a path (its
+//! directory's owner, group and mode: the way to let a group, or another container's user,
+//! attach). A peer turned away is closed before it is sent anything.
 //! A message's descriptors travel with its first byte. A receiver wraps each descriptor in an
 //! [`OwnedFd`] the moment it arrives, so a refusal closes them exactly once.
 
@@ -289,6 +295,20 @@ impl Listener {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
+                    if self.path.is_none() {
+                        let peer = rustix::net::sockopt::socket_peercred(&stream)
+                            .map_err(|e| IpcError::io("getsockopt(SO_PEERCRED)", &e.into()))?;
+                        let own = rustix::process::geteuid().as_raw();
+                        if !peer_allowed(peer.uid.as_raw(), own) {
+                            log::warn!(
+                                "ipc: turned away a peer of user {} (pid {}): an abstract socket \
+                                 takes user {own} and root only; use a path name to let others in",
+                                peer.uid.as_raw(),
+                                peer.pid.as_raw_nonzero()
+                            );
+                            continue;
+                        }
+                    }
                     stream
                         .set_nonblocking(false)
                         .map_err(|e| IpcError::io("fcntl(O_NONBLOCK)", &e))?;
@@ -320,6 +340,12 @@ fn address(name: &str) -> Result<SocketAddr, IpcError> {
         SocketAddr::from_abstract_name(format!("cuvk-{name}"))
     };
     addr.map_err(|e| IpcError::io("socket address", &e))
+}
+
+/// Whether a peer of user `peer` may connect to an abstract socket of user `own`: the same
+/// user, or root (who can reach any process's descriptors anyway).
+pub(crate) fn peer_allowed(peer: u32, own: u32) -> bool {
+    peer == own || peer == 0
 }
 
 fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
@@ -510,6 +536,64 @@ mod tests {
         // SAFETY: an open descriptor and a writable stat.
         assert_eq!(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }, 0);
         (st.st_dev, st.st_ino)
+    }
+
+    /// An abstract socket takes its own user and root only: a child running as `nobody` is
+    /// closed before it is sent anything, and the listener goes on waiting.
+    #[test]
+    fn an_abstract_socket_turns_other_users_away() {
+        assert!(peer_allowed(1000, 1000) && peer_allowed(0, 1000));
+        assert!(!peer_allowed(1001, 1000) && !peer_allowed(65534, 0));
+        const CHILD: &str = "CUVK_PEER_CHILD";
+        if let Ok(name) = std::env::var(CHILD) {
+            // The child, as another user: connected by the kernel, then closed unheard.
+            let channel = Channel::connect(&name, Duration::from_secs(5)).unwrap();
+            let heard = channel.recv(Duration::from_secs(5));
+            assert!(
+                matches!(heard, Err(IpcError::PeerClosed { .. })),
+                "{heard:?}"
+            );
+            return;
+        }
+        if rustix::process::geteuid().as_raw() != 0 {
+            eprintln!("skipped: only root can start a child as another user");
+            return;
+        }
+        let name = unique("peer");
+        let listener = Listener::bind(&name).unwrap();
+        use std::os::unix::process::CommandExt;
+        let spawned = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "ipc::channel::tests::an_abstract_socket_turns_other_users_away",
+            ])
+            .env(CHILD, &name)
+            .uid(65534)
+            .gid(65534)
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        let Ok(mut child) = spawned else {
+            eprintln!("skipped: cannot start this test binary as nobody: {spawned:?}");
+            return;
+        };
+        let accepted = listener.accept(Duration::from_secs(2));
+        let status = child.wait().unwrap();
+        if status.code() == Some(126) || status.code() == Some(127) {
+            eprintln!("skipped: nobody may not run this test binary ({status})");
+            return;
+        }
+        assert!(
+            matches!(accepted, Err(IpcError::Timeout { .. })),
+            "nobody was let in: {accepted:?}"
+        );
+        assert!(
+            status.success(),
+            "the child saw its connection closed unheard: {status}"
+        );
+        // The next peer of this user is served.
+        let me = Channel::connect(&name, Duration::from_secs(1)).unwrap();
+        listener.accept(Duration::from_secs(1)).unwrap();
+        drop(me);
     }
 
     fn unique(tag: &str) -> String {
