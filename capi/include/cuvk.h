@@ -521,6 +521,10 @@ enum CuvkRule
    */
   CUVK_RULE_SYNC_SLOT_COUNT = 1551,
   /**
+   * A publisher with no slot free to write: too few slots for its consumers.
+   */
+  CUVK_RULE_SYNC_SLOTS_HELD = 1552,
+  /**
    * An image handle passed to a kernel parameter that is not a 64-bit integer.
    */
   CUVK_RULE_LAUNCH_IMAGE_HANDLE_TO_NON_INTEGER = 1802,
@@ -688,6 +692,10 @@ enum CuvkRule
    * An image's described shape contradicts its extent, layers or flags.
    */
   CUVK_RULE_IPC_SHAPE_CONTRADICTED = 3107,
+  /**
+   * A fan-out hold op other than 1 to 6.
+   */
+  CUVK_RULE_IPC_UNKNOWN_HOLD_OP = 3108,
   /**
    * Peer access asked for between GPUs that have no peer path.
    */

@@ -312,6 +312,8 @@ pub enum CuvkRule {
     CuvkRuleSyncTimelineJumpTooLarge = 0x060E,
     /// A frame server's slot count is not its frames in flight.
     CuvkRuleSyncSlotCount = 0x060F,
+    /// A publisher with no slot free to write: too few slots for its consumers.
+    CuvkRuleSyncSlotsHeld = 0x0610,
 
     /// An image handle passed to a kernel parameter that is not a 64-bit integer.
     CuvkRuleLaunchImageHandleToNonInteger = 0x070A,
@@ -438,6 +440,9 @@ pub enum CuvkRule {
 
     /// An image's described shape contradicts its extent, layers or flags.
     CuvkRuleIpcShapeContradicted = 0x0C23,
+
+    /// A fan-out hold op other than 1 to 6.
+    CuvkRuleIpcUnknownHoldOp = 0x0C24,
 
     /// Peer access asked for between GPUs that have no peer path.
     CuvkRulePeerNoPeerAccess = 0x0D01,

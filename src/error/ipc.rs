@@ -299,6 +299,15 @@ crate::error::table::refusals! {
             /// An image's described shape contradicts its extent, layers or flags.
             IpcShapeContradicted = 0x0C23
         },
+        /// A fan-out hold message with an op this version does not know.
+        #[error("unknown hold op {value}: 1 request, 2 granted, 3 nothing, 4 released, 5 demoted, 6 subscribe")]
+        UnknownHoldOp {
+            /// The byte.
+            value: u8,
+        } => {
+            /// A fan-out hold op other than 1 to 6.
+            IpcUnknownHoldOp = 0x0C24
+        },
     }
 }
 
@@ -394,6 +403,7 @@ mod tests {
                 value: 2,
             },
             IpcError::UnknownRole { value: 7 },
+            IpcError::UnknownHoldOp { value: 9 },
             IpcError::PeerClosed { partial: 0 },
             IpcError::Timeout { ms: 10 },
             IpcError::TruncatedControl { received: 1 },

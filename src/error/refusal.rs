@@ -616,6 +616,20 @@ crate::error::table::refusals! {
             /// A frame server's slot count is not its frames in flight.
             SyncSlotCount = 0x060F
         },
+        /// Every slot of a fan-out publisher is held by a consumer or is the newest frame.
+        #[error(
+            "all {slots} slots are held ({holding} consumers hold a frame) or newest: a publisher \
+             needs consumers + 2 slots"
+        )]
+        SlotsHeld {
+            /// Slots (K).
+            slots: u32,
+            /// Consumers holding a frame.
+            holding: u32,
+        } => {
+            /// A publisher with no slot free to write: too few slots for its consumers.
+            SyncSlotsHeld = 0x0610
+        },
     }
 }
 

@@ -27,6 +27,10 @@ mod wire;
 
 #[cfg(target_os = "linux")]
 mod frames;
+// Fan-out (issue 37): not yet run on a GPU, so not yet public.
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+mod publish;
 // The handle step a Windows transport will use (type-checked; no transport in this release).
 #[cfg(windows)]
 #[allow(dead_code)]

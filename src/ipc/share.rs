@@ -24,8 +24,8 @@ use super::channel::{Channel, Listener};
 use super::describe;
 use super::error::IpcError;
 use super::wire::{
-    BufferInfo, FrameNotice, Hello, ImageInfo, ImageShape, Message, MessageKind, TimelineInfo,
-    TimelineRole,
+    BufferInfo, FrameNotice, Hello, HoldMessage, ImageInfo, ImageShape, Message, MessageKind,
+    TimelineInfo, TimelineRole,
 };
 use crate::cuda::{ExternalSemaphore, ImportedMemory, MapOptions, MappedRange, MipmappedArray};
 use crate::error::{Error, Result};
@@ -189,6 +189,19 @@ impl Server {
         semaphore: &Arc<Semaphore>,
         role: TimelineRole,
     ) -> Result<u32> {
+        let info = self.timeline_info(semaphore, role, self.next_id())?;
+        self.timelines.push((info, semaphore.clone()));
+        self.generation += 1;
+        Ok(info.id)
+    }
+
+    /// The description of `semaphore` as object `id`: an exportable timeline of this device.
+    fn timeline_info(
+        &self,
+        semaphore: &Arc<Semaphore>,
+        role: TimelineRole,
+        id: u32,
+    ) -> Result<TimelineInfo> {
         if !Arc::ptr_eq(semaphore.context(), &self.vk) {
             return Err(Error::WrongDevice {
                 object: crate::DeviceObject::Semaphore,
@@ -207,15 +220,12 @@ impl Server {
             }
             .into());
         }
-        let info = TimelineInfo {
-            id: self.next_id(),
+        Ok(TimelineInfo {
+            id,
             role,
             initial_value: semaphore.value()?,
             handle_type: OPAQUE_SEMAPHORE_FD,
-        };
-        self.timelines.push((info, semaphore.clone()));
-        self.generation += 1;
-        Ok(info.id)
+        })
     }
 
     /// Waits at most `timeout` for a client that takes the objects, then sends it the
@@ -230,6 +240,24 @@ impl Server {
     /// answer even past `timeout` (a viewer polling with a zero timeout still takes a
     /// producer: cuvk's answers at once).
     pub fn accept(&self, timeout: Duration) -> Result<Link> {
+        self.accept_with(timeout, None)
+    }
+
+    /// As [`Self::accept`], sending the client one more timeline after the published objects:
+    /// `own`, for this client alone (it signals it: [`TimelineRole::Attacher`]), its id the
+    /// next after theirs. A fan-out publisher gives each consumer its read timeline this way.
+    pub(crate) fn accept_with(
+        &self,
+        timeout: Duration,
+        own: Option<&Arc<Semaphore>>,
+    ) -> Result<Link> {
+        let own = match own {
+            Some(s) => Some((
+                self.timeline_info(s, TimelineRole::Attacher, self.next_id())?,
+                s,
+            )),
+            None => None,
+        };
         let deadline = Instant::now().checked_add(timeout);
         let left = || match deadline {
             Some(d) => d.saturating_duration_since(Instant::now()),
@@ -237,7 +265,7 @@ impl Server {
         };
         loop {
             let channel = self.listener.accept(left())?;
-            match self.handshake(&channel, HANDSHAKE) {
+            match self.handshake(&channel, u32::from(own.is_some()), HANDSHAKE) {
                 Ok(()) => {}
                 Err(Error::Ipc(e)) if e.is_client_gone() => {
                     log::info!(
@@ -255,7 +283,8 @@ impl Server {
                 let fd: OwnedFd = image.memory().export()?;
                 channel.send(&Message::Image(*info), &[fd.as_fd()])?;
             }
-            for (info, semaphore) in &self.timelines {
+            let timelines = self.timelines.iter().map(|(i, s)| (i, s));
+            for (info, semaphore) in timelines.chain(own.iter().map(|(i, s)| (i, *s))) {
                 let fd: OwnedFd = semaphore.export()?;
                 channel.send(&Message::Timeline(*info), &[fd.as_fd()])?;
             }
@@ -266,14 +295,15 @@ impl Server {
     /// Sends the [`Hello`] and waits at most `timeout` for the client's answer: `Ok` once it
     /// is ready; an error for which [`IpcError::is_client_gone`] holds when it left, refused
     /// or said something else.
-    fn handshake(&self, channel: &Channel, timeout: Duration) -> Result<()> {
+    /// `extra`: objects sent to this client alone after the published ones.
+    fn handshake(&self, channel: &Channel, extra: u32, timeout: Duration) -> Result<()> {
         let info = self.vk.info();
         let hello = Hello {
             device_uuid: info.device_uuid.0,
             driver_uuid: info.driver_uuid.0,
             pid: std::process::id(),
             generation: self.generation,
-            object_count: self.next_id(),
+            object_count: self.next_id() + extra,
         };
         channel.send(&Message::Hello(hello), &[])?;
         match channel.recv(timeout)? {
@@ -325,6 +355,8 @@ pub struct Link {
     pending: std::sync::Mutex<Option<u64>>,
     // How many bytes into a message the other side closed (0: between messages).
     closed_partial: usize,
+    // Fan-out hold messages received while reading notices, in order (never dropped).
+    holds: std::collections::VecDeque<HoldMessage>,
 }
 
 /// How long a notice the socket took part of may take to finish.
@@ -338,6 +370,7 @@ impl Link {
             closed: std::sync::atomic::AtomicBool::new(false),
             pending: std::sync::Mutex::new(None),
             closed_partial: 0,
+            holds: std::collections::VecDeque::new(),
         }
     }
 
@@ -434,6 +467,11 @@ impl Link {
             let received = self.channel.recv(left);
             match received {
                 Ok((Message::Frame(n), _)) => self.latest = self.latest.max(n.value),
+                // Kept for `recv_hold`, which is waiting for it: the wait ends here.
+                Ok((Message::Hold(h), _)) => {
+                    self.holds.push_back(h);
+                    return Ok((self.latest > after).then_some(self.latest));
+                }
                 Ok((Message::Goodbye, _)) | Err(IpcError::PeerClosed { .. }) => {
                     if let Err(IpcError::PeerClosed { partial }) = &received {
                         self.closed_partial = *partial;
@@ -456,6 +494,46 @@ impl Link {
                     return Ok((self.latest > after).then_some(self.latest))
                 }
                 Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Sends a fan-out hold message. They are few (one each way per frame held) and the peer
+    /// reads them at once; one the socket has no room for within [`NOTICE_GRACE`] is a
+    /// [`crate::Error::Timeout`] (nothing half-sent stays behind: a message is sent whole or
+    /// not at all). [`IpcError::PeerClosed`] once the other side is gone.
+    #[cfg_attr(not(test), allow(dead_code))] // the fan-out publisher (issue 37) comes next
+    pub(crate) fn send_hold(&self, msg: HoldMessage) -> Result<()> {
+        match self.channel.try_send(&Message::Hold(msg), NOTICE_GRACE) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::Timeout {
+                what: "room in the socket for a hold message",
+                timeout_ns: NOTICE_GRACE.as_nanos() as u64,
+            }),
+            Err(e) => {
+                if matches!(e, IpcError::PeerClosed { .. }) {
+                    self.mark_closed();
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The next fan-out hold message, waiting at most `timeout` (`Ok(None)`: none came);
+    /// frame notices that arrive meanwhile count ([`Self::last_seen`]).
+    /// [`IpcError::PeerClosed`] once the other side is gone and no hold message is left.
+    #[cfg_attr(not(test), allow(dead_code))] // the fan-out publisher (issue 37) comes next
+    pub(crate) fn recv_hold(&mut self, timeout: Duration) -> Result<Option<HoldMessage>> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(h) = self.holds.pop_front() {
+                return Ok(Some(h));
+            }
+            let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
+            // Reads what arrives (notices, holds) until a hold is queued or time is up.
+            self.latest(u64::MAX - 1, left)?;
+            if self.holds.is_empty() && left.is_zero() {
+                return Ok(None);
             }
         }
     }
@@ -848,6 +926,52 @@ impl Attached {
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
+
+    /// Hold messages interleaved with frame notices: none is lost, each arrives in order,
+    /// notices still count, a wait for a hold ends when one comes, and a peer gone is said.
+    #[test]
+    fn hold_messages_and_notices_share_a_link() {
+        use crate::ipc::wire::HoldOp;
+        let (a, b) = Channel::pair().unwrap();
+        let (publisher, mut consumer) = (Link::new(a), Link::new(b));
+        let granted = |frame| HoldMessage {
+            op: HoldOp::Granted,
+            frame,
+            slot: (frame % 5) as u32,
+            value: frame + 100,
+        };
+        assert_eq!(consumer.recv_hold(Duration::from_millis(5)).unwrap(), None);
+        publisher.notify(1).unwrap();
+        publisher.send_hold(granted(1)).unwrap();
+        publisher.notify(2).unwrap();
+        publisher.send_hold(granted(2)).unwrap();
+        publisher.notify(3).unwrap();
+        let start = Instant::now();
+        assert_eq!(
+            consumer.recv_hold(Duration::from_secs(5)).unwrap(),
+            Some(granted(1))
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "the wait ended with the hold"
+        );
+        assert_eq!(consumer.last_seen(), 1, "the notice before it counted");
+        assert_eq!(
+            consumer.recv_hold(Duration::ZERO).unwrap(),
+            Some(granted(2))
+        );
+        assert_eq!(
+            consumer.latest(0, Duration::from_millis(5)).unwrap(),
+            Some(3)
+        );
+        assert_eq!(consumer.recv_hold(Duration::ZERO).unwrap(), None);
+        drop(publisher);
+        let gone = consumer.recv_hold(Duration::from_secs(1)).unwrap_err();
+        assert!(
+            matches!(gone, Error::Ipc(IpcError::PeerClosed { .. })),
+            "{gone}"
+        );
+    }
 
     /// A peer that never reads cannot block the sender of notices (the deadlock the bench's
     /// negative control once hit, two processes each blocked in `sendmsg`): 100,000 notices

@@ -48,6 +48,8 @@ pub enum MessageKind {
     /// body. An attacher that refuses says [`MessageKind::Goodbye`] instead, and is sent no
     /// descriptor.
     Ready = 7,
+    /// A fan-out hold: a consumer's request or release, a publisher's answer.
+    Hold = 8,
 }
 
 impl MessageKind {
@@ -61,6 +63,7 @@ impl MessageKind {
             5 => MessageKind::Frame,
             6 => MessageKind::Goodbye,
             7 => MessageKind::Ready,
+            8 => MessageKind::Hold,
             _ => return None,
         })
     }
@@ -73,6 +76,7 @@ impl MessageKind {
             MessageKind::Image => 62,
             MessageKind::Timeline => 17,
             MessageKind::Frame => 8,
+            MessageKind::Hold => 21,
             MessageKind::Goodbye | MessageKind::Ready => 0,
         }
     }
@@ -81,9 +85,11 @@ impl MessageKind {
     pub(crate) fn fd_count(self) -> u32 {
         match self {
             MessageKind::Buffer | MessageKind::Image | MessageKind::Timeline => 1,
-            MessageKind::Hello | MessageKind::Frame | MessageKind::Goodbye | MessageKind::Ready => {
-                0
-            }
+            MessageKind::Hello
+            | MessageKind::Frame
+            | MessageKind::Hold
+            | MessageKind::Goodbye
+            | MessageKind::Ready => 0,
         }
     }
 }
@@ -275,6 +281,37 @@ pub struct FrameNotice {
     pub value: u64,
 }
 
+/// What a [`HoldMessage`] says (the fan-out protocol, `rules::fanout`'s book across a socket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HoldOp {
+    /// Consumer: hold a frame for me (the newest, or the next for a lossless consumer).
+    Request = 1,
+    /// Publisher: held — `frame` in `slot`; signal your read timeline to `value` when read.
+    Granted = 2,
+    /// Publisher: nothing new to hold yet.
+    Nothing = 3,
+    /// Consumer: my read of `frame` is scheduled (my read timeline reaches `value` after it).
+    Released = 4,
+    /// Publisher: you held me back past your timeout; you get the newest frames from now on.
+    Demoted = 5,
+    /// Consumer, first: how it takes frames (`value` 1: every frame; 0: the newest).
+    Subscribe = 6,
+}
+
+/// A fan-out hold message: an op and the frame, slot and read value it concerns (zero where
+/// the op has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldMessage {
+    /// What it says.
+    pub op: HoldOp,
+    /// The frame.
+    pub frame: u64,
+    /// The slot the frame is in.
+    pub slot: u32,
+    /// The consumer's read-timeline value for the hold.
+    pub value: u64,
+}
+
 /// One message of the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -293,6 +330,8 @@ pub enum Message {
     Goodbye,
     /// The attacher takes the objects (see [`MessageKind::Ready`]).
     Ready,
+    /// A fan-out hold (see [`MessageKind::Hold`]).
+    Hold(HoldMessage),
 }
 
 impl Message {
@@ -306,6 +345,7 @@ impl Message {
             Message::Frame(_) => MessageKind::Frame,
             Message::Goodbye => MessageKind::Goodbye,
             Message::Ready => MessageKind::Ready,
+            Message::Hold(_) => MessageKind::Hold,
         }
     }
 }
@@ -363,6 +403,12 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             put(&t.handle_type.as_raw().to_le_bytes());
         }
         Message::Frame(f) => put(&f.value.to_le_bytes()),
+        Message::Hold(h) => {
+            put(&[h.op as u8]);
+            put(&h.frame.to_le_bytes());
+            put(&h.slot.to_le_bytes());
+            put(&h.value.to_le_bytes());
+        }
         Message::Goodbye | Message::Ready => {}
     }
     w
@@ -468,6 +514,20 @@ fn decode_body(kind: MessageKind, body: &[u8]) -> Result<Message, IpcError> {
             handle_type: vk::ExternalSemaphoreHandleTypeFlags::from_raw(r.u32()?),
         }),
         MessageKind::Frame => Message::Frame(FrameNotice { value: r.u64()? }),
+        MessageKind::Hold => Message::Hold(HoldMessage {
+            op: match r.take::<1>()?[0] {
+                1 => HoldOp::Request,
+                2 => HoldOp::Granted,
+                3 => HoldOp::Nothing,
+                4 => HoldOp::Released,
+                5 => HoldOp::Demoted,
+                6 => HoldOp::Subscribe,
+                value => return Err(IpcError::UnknownHoldOp { value }),
+            },
+            frame: r.u64()?,
+            slot: r.u32()?,
+            value: r.u64()?,
+        }),
         MessageKind::Goodbye => Message::Goodbye,
         MessageKind::Ready => Message::Ready,
     })
@@ -577,6 +637,12 @@ pub(crate) mod tests {
             Message::Frame(FrameNotice { value: 99 }),
             Message::Goodbye,
             Message::Ready,
+            Message::Hold(HoldMessage {
+                op: HoldOp::Granted,
+                frame: 12,
+                slot: 3,
+                value: 5,
+            }),
         ]
     }
 
@@ -782,6 +848,24 @@ pub(crate) mod tests {
             any::<u64>().prop_map(|value| Message::Frame(FrameNotice { value })),
             Just(Message::Goodbye),
             Just(Message::Ready),
+            (1u8..=6, any::<u64>(), any::<u32>(), any::<u64>()).prop_map(
+                |(op, frame, slot, value)| {
+                    let op = [
+                        HoldOp::Request,
+                        HoldOp::Granted,
+                        HoldOp::Nothing,
+                        HoldOp::Released,
+                        HoldOp::Demoted,
+                        HoldOp::Subscribe,
+                    ][usize::from(op - 1)];
+                    Message::Hold(HoldMessage {
+                        op,
+                        frame,
+                        slot,
+                        value,
+                    })
+                }
+            ),
         ]
     }
 
