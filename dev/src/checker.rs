@@ -43,14 +43,25 @@ impl Checker {
         result: &HostBuffer,
         command_slots: usize,
     ) -> anyhow::Result<Self> {
-        let ctx = bridge.vulkan();
+        let slots: Vec<&dyn AsVkBuffer> = slots.iter().map(|s| s as &dyn AsVkBuffer).collect();
+        Self::for_buffers(bridge.vulkan(), &slots, result, command_slots)
+    }
+
+    /// As [`Self::new`] for any buffers of `ctx` holding u32 elements (slots imported from
+    /// another process, say).
+    pub fn for_buffers(
+        ctx: &std::sync::Arc<cuvk::vulkan::VulkanContext>,
+        slots: &[&dyn AsVkBuffer],
+        result: &HostBuffer,
+        command_slots: usize,
+    ) -> anyhow::Result<Self> {
         let pipeline = ComputePipeline::new(ctx, CHECK_SPV, 2, 8, slots.len() as u32)?;
         let sets = slots
             .iter()
-            .map(|s| pipeline.descriptor_set(&[s as &dyn AsVkBuffer, result]))
+            .map(|&s| pipeline.descriptor_set(&[s, result]))
             .collect::<cuvk::Result<Vec<_>>>()?;
         let cmds = CommandSlots::new(ctx, command_slots)?;
-        let elements = slots.first().map_or(0, |s| s.len() as u32);
+        let elements = slots.first().map_or(0, |s| (s.vk_size() / 4) as u32);
         Ok(Self {
             pipeline,
             sets,
@@ -85,7 +96,7 @@ impl Checker {
         command_slot: usize,
         slot: usize,
         expected: u32,
-        transfer: Option<&SharedBuffer<u32>>,
+        transfer: Option<&dyn AsVkBuffer>,
     ) -> anyhow::Result<vk::CommandBuffer> {
         // SAFETY: forwarded from the caller.
         unsafe { self.record_with(command_slot, slot, expected, transfer, |_| Ok(())) }
@@ -101,7 +112,7 @@ impl Checker {
         command_slot: usize,
         slot: usize,
         expected: u32,
-        transfer: Option<&SharedBuffer<u32>>,
+        transfer: Option<&dyn AsVkBuffer>,
         before: impl FnOnce(vk::CommandBuffer) -> anyhow::Result<()>,
     ) -> anyhow::Result<vk::CommandBuffer> {
         let device = &self.device;

@@ -27,9 +27,9 @@ mod wire;
 
 #[cfg(target_os = "linux")]
 mod frames;
-// Fan-out (issue 37): not yet run on a GPU, so not yet public.
+// Fan-out (issue 37): a preview behind `ipc-objects` until its GPU tests have run.
 #[cfg(target_os = "linux")]
-#[allow(dead_code)]
+#[cfg_attr(not(feature = "ipc-objects"), allow(dead_code))]
 mod publish;
 // The handle step a Windows transport will use (type-checked; no transport in this release).
 #[cfg(windows)]
@@ -43,6 +43,8 @@ mod share;
 pub use error::IpcError;
 #[cfg(target_os = "linux")]
 pub use frames::{FrameClient, FrameServer};
+#[cfg(all(target_os = "linux", feature = "ipc-objects"))]
+pub use publish::{Held, Publisher, PublisherDesc, Subscriber};
 #[cfg(all(target_os = "linux", feature = "ipc-objects"))]
 pub use share::{Attached, Link, Server};
 pub use wire::{BufferInfo, ImageShape, MessageKind};

@@ -11,6 +11,8 @@ mod bridge;
 mod driver_lock;
 mod drops;
 mod exits;
+#[cfg(target_os = "linux")]
+mod fanout;
 mod frames;
 mod host;
 mod image;

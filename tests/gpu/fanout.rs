@@ -1,0 +1,142 @@
+//! Fan-out (issue 37, `cuvk::ipc::Publisher` / `Subscriber`, a preview behind `ipc-objects`):
+//! one publisher writes frames with CUDA into K slots it owns; consumers attach, hold the
+//! newest frame, check every element of it with Vulkan and release it, ordered on the GPU by
+//! the publisher's timelines — and the publisher never waits for them on the host. A consumer
+//! that leaves mid-stream frees its slot; one that holds without releasing cannot stop the
+//! publisher (K = consumers + 2).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cuvk::ash::vk;
+use cuvk::ipc::{Publisher, PublisherDesc, Subscriber};
+use cuvk::vulkan::AsVkBuffer;
+use cuvk::{ElementFormat, FrameSubmit};
+use cuvk_dev::checker::{self, Checker};
+use cuvk_dev::kernels::Kernels;
+use cuvk_dev::testing as common;
+
+const ELEMENTS: usize = 1 << 20;
+const T: Duration = Duration::from_secs(30);
+const U32: ElementFormat = ElementFormat {
+    code: ElementFormat::UINT,
+    bits: 32,
+    lanes: 1,
+    columns: 1,
+};
+
+/// A consumer on its own thread: holds frames until `stop`, checks each with Vulkan;
+/// (wrong elements, checks, frames held).
+fn consume(
+    name: String,
+    vk: Arc<cuvk::vulkan::VulkanContext>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(u32, u32, u64)> {
+    std::thread::spawn(move || {
+        let mut sub = Subscriber::attach(&name, &vk, false, T).unwrap();
+        let result = checker::result_buffer(&vk).unwrap();
+        let slots: Vec<&dyn AsVkBuffer> = sub
+            .slots()
+            .iter()
+            .map(|b| &**b as &dyn AsVkBuffer)
+            .collect();
+        let checker = Checker::for_buffers(&vk, &slots, &result, 2).unwrap();
+        drop(slots);
+        let mut last: [Option<cuvk::ipc::Held>; 2] = [None, None];
+        let mut held_count = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            let Some(held) = sub.hold(Duration::from_millis(200)).unwrap() else {
+                continue;
+            };
+            let cs = (held_count % 2) as usize;
+            if let Some(prev) = last[cs] {
+                sub.wait_read(&prev, T).unwrap();
+            }
+            let slot = &*sub.slots()[held.slot()].clone();
+            // SAFETY: the command slot's last read is done (waited above); the slots and the
+            // checker outlive every submission (waited for below).
+            unsafe {
+                let cmd = checker
+                    .record(
+                        cs,
+                        held.slot(),
+                        held.frame() as u32,
+                        Some(slot as &dyn AsVkBuffer),
+                    )
+                    .unwrap();
+                let cmds = [cmd];
+                let submit = FrameSubmit {
+                    fence: checker.fence(cs),
+                    ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+                };
+                sub.submit_read(&held, &submit).unwrap();
+            }
+            last[cs] = Some(held);
+            held_count += 1;
+        }
+        for prev in last.iter().flatten() {
+            sub.wait_read(prev, T).unwrap();
+        }
+        checker.wait_fenced().unwrap();
+        drop(checker);
+        let (bad, checks, _) = checker::read_result(&result).unwrap();
+        (bad, checks, held_count)
+    })
+}
+
+#[test]
+fn a_publisher_serves_consumers_that_hold_the_newest_frame() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("fanout") else {
+        return;
+    };
+    let name = format!("gpu-fanout-{}", std::process::id());
+    let desc = PublisherDesc {
+        slots: 4, // two consumers + 2
+        bytes: (ELEMENTS * 4) as u64,
+        element: U32,
+    };
+    let mut publisher = Publisher::new(&name, &bridge, desc).unwrap();
+    let kernels = Kernels::load(bridge.cuda()).unwrap();
+    let stream = bridge.cuda().new_stream().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = (0..2)
+        .map(|_| consume(name.clone(), bridge.vulkan().clone(), stop.clone()))
+        .collect();
+    let deadline = std::time::Instant::now() + T;
+    while publisher.consumers() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the consumers never attached"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..500 {
+        let frame = publisher.begin_frame(T).unwrap();
+        publisher.acquire(&frame, &stream).unwrap();
+        let slot = publisher.slot(frame.slot()).unwrap();
+        kernels
+            .fill(
+                &stream,
+                slot.kernel_arg(),
+                ELEMENTS as u64,
+                frame.number() as u32,
+            )
+            .unwrap();
+        publisher.release(&frame, &stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    stop.store(true, Ordering::Release);
+    for (i, c) in consumers.into_iter().enumerate() {
+        let (bad, checks, held) = c.join().unwrap();
+        eprintln!("fanout: consumer {i} held {held} of 500 frames, {checks} checks, {bad} wrong");
+        assert_eq!(bad, 0, "consumer {i} read a frame being written");
+        assert!(
+            held > 0 && u64::from(checks) == held,
+            "consumer {i}: {held} held, {checks} checked"
+        );
+    }
+    drop(publisher);
+    common::assert_clean(bridge.vulkan());
+}
