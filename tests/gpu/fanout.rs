@@ -26,63 +26,164 @@ const U32: ElementFormat = ElementFormat {
     columns: 1,
 };
 
-/// A consumer on its own thread: holds frames until `stop`, checks each with Vulkan;
-/// (wrong elements, checks, frames held).
+/// A consumer: attaches to `name`, holds frames until `stop` (or the publisher goes), checks
+/// each with Vulkan; (wrong elements, checks, frames held).
+fn consume_frames(
+    name: &str,
+    vk: &Arc<cuvk::vulkan::VulkanContext>,
+    stop: &AtomicBool,
+) -> (u32, u32, u64) {
+    let mut sub = Subscriber::attach(name, vk, false, T).unwrap();
+    let result = checker::result_buffer(vk).unwrap();
+    let slots: Vec<&dyn AsVkBuffer> = sub
+        .slots()
+        .iter()
+        .map(|b| &**b as &dyn AsVkBuffer)
+        .collect();
+    let checker = Checker::for_buffers(vk, &slots, &result, 2).unwrap();
+    drop(slots);
+    let mut last: [Option<cuvk::ipc::Held>; 2] = [None, None];
+    let mut held_count = 0u64;
+    while !stop.load(Ordering::Acquire) {
+        let held = match sub.hold(Duration::from_millis(200)) {
+            Ok(Some(held)) => held,
+            Ok(None) => continue,
+            Err(cuvk::Error::Ipc(cuvk::ipc::IpcError::PeerClosed { .. })) => break,
+            Err(e) => panic!("consumer: {e}"),
+        };
+        let cs = (held_count % 2) as usize;
+        if let Some(prev) = last[cs] {
+            sub.wait_read(&prev, T).unwrap();
+        }
+        let slot = sub.slots()[held.slot()].clone();
+        // SAFETY: the command slot's last read is done (waited above); the slots and the
+        // checker outlive every submission (waited for below).
+        unsafe {
+            let cmd = checker
+                .record(
+                    cs,
+                    held.slot(),
+                    held.frame() as u32,
+                    Some(&*slot as &dyn AsVkBuffer),
+                )
+                .unwrap();
+            let cmds = [cmd];
+            let submit = FrameSubmit {
+                fence: checker.fence(cs),
+                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+            };
+            sub.submit_read(&held, &submit).unwrap();
+        }
+        last[cs] = Some(held);
+        held_count += 1;
+    }
+    for prev in last.iter().flatten() {
+        sub.wait_read(prev, T).unwrap();
+    }
+    checker.wait_fenced().unwrap();
+    drop(checker);
+    let (bad, checks, _) = checker::read_result(&result).unwrap();
+    (bad, checks, held_count)
+}
+
 fn consume(
     name: String,
     vk: Arc<cuvk::vulkan::VulkanContext>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<(u32, u32, u64)> {
-    std::thread::spawn(move || {
-        let mut sub = Subscriber::attach(&name, &vk, false, T).unwrap();
-        let result = checker::result_buffer(&vk).unwrap();
-        let slots: Vec<&dyn AsVkBuffer> = sub
-            .slots()
-            .iter()
-            .map(|b| &**b as &dyn AsVkBuffer)
-            .collect();
-        let checker = Checker::for_buffers(&vk, &slots, &result, 2).unwrap();
-        drop(slots);
-        let mut last: [Option<cuvk::ipc::Held>; 2] = [None, None];
-        let mut held_count = 0u64;
-        while !stop.load(Ordering::Acquire) {
-            let Some(held) = sub.hold(Duration::from_millis(200)).unwrap() else {
-                continue;
-            };
-            let cs = (held_count % 2) as usize;
-            if let Some(prev) = last[cs] {
-                sub.wait_read(&prev, T).unwrap();
-            }
-            let slot = &*sub.slots()[held.slot()].clone();
-            // SAFETY: the command slot's last read is done (waited above); the slots and the
-            // checker outlive every submission (waited for below).
-            unsafe {
-                let cmd = checker
-                    .record(
-                        cs,
-                        held.slot(),
-                        held.frame() as u32,
-                        Some(slot as &dyn AsVkBuffer),
-                    )
-                    .unwrap();
-                let cmds = [cmd];
-                let submit = FrameSubmit {
-                    fence: checker.fence(cs),
-                    ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
-                };
-                sub.submit_read(&held, &submit).unwrap();
-            }
-            last[cs] = Some(held);
-            held_count += 1;
-        }
-        for prev in last.iter().flatten() {
-            sub.wait_read(prev, T).unwrap();
-        }
-        checker.wait_fenced().unwrap();
-        drop(checker);
-        let (bad, checks, _) = checker::read_result(&result).unwrap();
-        (bad, checks, held_count)
-    })
+    std::thread::spawn(move || consume_frames(&name, &vk, &stop))
+}
+
+/// A consumer in a child process, until it is killed (does nothing as an ordinary test).
+#[test]
+fn fanout_consumer_child() {
+    let Ok(name) = std::env::var("CUVK_FANOUT_CONSUMER") else {
+        return;
+    };
+    let bridge = common::bridge("fanout child").unwrap();
+    let (bad, checks, held) = consume_frames(&name, bridge.vulkan(), &AtomicBool::new(false));
+    eprintln!("fanout child: {held} held, {checks} checks, {bad} wrong");
+}
+
+/// Publishes `frames` frames into `publisher`'s slots (each element the frame number).
+fn publish(
+    publisher: &mut Publisher,
+    kernels: &Kernels,
+    stream: &Arc<cuvk::cudarc::driver::CudaStream>,
+    frames: u64,
+) {
+    for _ in 0..frames {
+        let frame = publisher.begin_frame(T).unwrap();
+        publisher.acquire(&frame, stream).unwrap();
+        let slot = publisher.slot(frame.slot()).unwrap();
+        kernels
+            .fill(
+                stream,
+                slot.kernel_arg(),
+                ELEMENTS as u64,
+                frame.number() as u32,
+            )
+            .unwrap();
+        publisher.release(&frame, stream).unwrap();
+    }
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + T;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A consumer killed with SIGKILL while it holds and reads frames: the publisher notices,
+/// frees its slot and carries on without waiting; the other consumer never reads a torn
+/// frame.
+#[test]
+fn a_consumer_killed_mid_read_leaves_the_publisher_and_the_others_running() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("fanout_kill") else {
+        return;
+    };
+    let name = format!("gpu-fanout-kill-{}", std::process::id());
+    let desc = PublisherDesc {
+        slots: 4,
+        bytes: (ELEMENTS * 4) as u64,
+        element: U32,
+    };
+    let mut publisher = Publisher::new(&name, &bridge, desc).unwrap();
+    let kernels = Kernels::load(bridge.cuda()).unwrap();
+    let stream = bridge.cuda().new_stream().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let local = consume(name.clone(), bridge.vulkan().clone(), stop.clone());
+    let mut child = common::child_test(
+        "fanout::fanout_consumer_child",
+        "CUVK_FANOUT_CONSUMER",
+        &name,
+    )
+    .spawn()
+    .unwrap();
+    wait_for("the consumers never attached", || {
+        publisher.consumers() == 2
+    });
+    publish(&mut publisher, &kernels, &stream, 300);
+    child.kill().unwrap(); // SIGKILL, mid-stream
+    child.wait().unwrap();
+    publish(&mut publisher, &kernels, &stream, 300);
+    wait_for("the killed consumer was never noticed", || {
+        publisher.consumers() == 1
+    });
+    publish(&mut publisher, &kernels, &stream, 100);
+    stream.synchronize().unwrap();
+    stop.store(true, Ordering::Release);
+    let (bad, checks, held) = local.join().unwrap();
+    eprintln!(
+        "fanout_kill: the consumer left held {held} of 700 frames, {checks} checks, {bad} wrong"
+    );
+    assert_eq!(bad, 0, "a frame being written was read");
+    assert!(held > 0 && u64::from(checks) == held);
+    drop(publisher);
+    common::assert_clean(bridge.vulkan());
 }
 
 #[test]
@@ -104,28 +205,10 @@ fn a_publisher_serves_consumers_that_hold_the_newest_frame() {
     let consumers: Vec<_> = (0..2)
         .map(|_| consume(name.clone(), bridge.vulkan().clone(), stop.clone()))
         .collect();
-    let deadline = std::time::Instant::now() + T;
-    while publisher.consumers() < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the consumers never attached"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for _ in 0..500 {
-        let frame = publisher.begin_frame(T).unwrap();
-        publisher.acquire(&frame, &stream).unwrap();
-        let slot = publisher.slot(frame.slot()).unwrap();
-        kernels
-            .fill(
-                &stream,
-                slot.kernel_arg(),
-                ELEMENTS as u64,
-                frame.number() as u32,
-            )
-            .unwrap();
-        publisher.release(&frame, &stream).unwrap();
-    }
+    wait_for("the consumers never attached", || {
+        publisher.consumers() == 2
+    });
+    publish(&mut publisher, &kernels, &stream, 500);
     stream.synchronize().unwrap();
     stop.store(true, Ordering::Release);
     for (i, c) in consumers.into_iter().enumerate() {
