@@ -4,6 +4,7 @@
 //! items users touch (errors, `AlignmentRule`, the format table, pool stats) are re-exported
 //! from the crate root; everything else can change without breaking anyone.
 
+pub(crate) mod composite;
 pub(crate) mod fanout;
 pub(crate) mod image_format;
 pub(crate) mod layout;
