@@ -60,13 +60,22 @@ impl Frame {
             frames_in_flight: k,
         }
     }
+    /// Frame `number` in `slot`, chosen by its issuer (a fan-out publisher writes the slot its
+    /// book frees, not `number % K`); its command slot as for every frame.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the publisher is Linux-only
+    pub(crate) fn issue_at(issuer: u64, number: u64, slot: usize, frames_in_flight: u64) -> Self {
+        Self {
+            slot,
+            ..Self::issue(issuer, number, frames_in_flight)
+        }
+    }
     /// Frame number, from 1, strictly increasing: the timeline value of this frame.
     pub fn number(&self) -> u64 {
         self.number
     }
     /// The data slot (index of the buffer or image) this frame writes and reads:
-    /// `number % frames_in_flight`. Across processes, the index of the viewer's published
-    /// buffer, in the order published.
+    /// `number % frames_in_flight` (a fan-out publisher's: the slot its book freed). Across
+    /// processes, the index of the viewer's published buffer, in the order published.
     pub fn slot(&self) -> usize {
         self.slot
     }

@@ -38,6 +38,8 @@ const SERVICE_TICK: Duration = Duration::from_millis(2);
 struct Consumer {
     link: Link,
     read: SharedSemaphore,
+    /// Whether it said how it takes frames (once, first).
+    subscribed: bool,
 }
 
 /// What the publisher's thread and its service thread share.
@@ -89,6 +91,14 @@ impl Publisher {
     /// timeline, publishes them under `name`, and starts serving consumers.
     pub fn new(name: &str, bridge: &Bridge, desc: PublisherDesc) -> Result<Self> {
         let k = crate::interop::frame::check_frames_in_flight(desc.slots)?;
+        if k < 2 {
+            // One slot is the newest frame, kept for holds: no slot would be left to write.
+            return Err(SyncError::SlotsHeld {
+                slots: desc.slots,
+                holding: 0,
+            }
+            .into());
+        }
         desc.element.check()?;
         let row = desc.element.row_bytes();
         if desc.bytes == 0 || !desc.bytes.is_multiple_of(row) {
@@ -150,17 +160,17 @@ impl Publisher {
     /// handed out again.
     pub fn begin_frame(&mut self, timeout: Duration) -> Result<Frame> {
         let k = self.slots.len() as u64;
-        if let Some((n, _)) = &self.begun {
-            return Ok(Frame::issue(self.id, *n, k));
+        if let Some((n, plan)) = &self.begun {
+            return Ok(Frame::issue_at(self.id, *n, plan.slot, k));
         }
         let deadline = Instant::now().checked_add(timeout);
         loop {
             let mut shared = lock(&self.shared);
             match shared.book.begin_write() {
                 Ok(plan) => {
-                    let n = plan.frame;
+                    let (n, slot) = (plan.frame, plan.slot);
                     self.begun = Some((n, plan));
-                    return Ok(Frame::issue(self.id, n, k));
+                    return Ok(Frame::issue_at(self.id, n, slot, k));
                 }
                 Err(Blocked::Exhausted { slots, holding }) => {
                     return Err(SyncError::SlotsHeld {
@@ -229,6 +239,14 @@ impl Publisher {
 
 impl Drop for Publisher {
     fn drop(&mut self) {
+        // Every frame announced is written before the consumers hear the publisher go (they
+        // then release their waits on `written` from the host: past a frame still being
+        // written, that would let their reads run over it).
+        let written = &self.written.vulkan;
+        let budget = written.context().drop_budget().timeout();
+        if let Err(e) = written.wait_host(written.highest_signal(), budget) {
+            log::error!("publisher: its last frames were not written within {budget:?}: {e}");
+        }
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.service.take() {
             let _ = t.join();
@@ -279,7 +297,14 @@ fn serve(
                     s.next_consumer += 1;
                     // Latest-frame until the consumer's first message says otherwise.
                     s.book.add(id, Delivery::Latest);
-                    s.consumers.insert(id, Consumer { link, read });
+                    s.consumers.insert(
+                        id,
+                        Consumer {
+                            link,
+                            read,
+                            subscribed: false,
+                        },
+                    );
                     log::info!("publisher: consumer {id} attached");
                 }
                 Err(e) if e.kind() == crate::ErrorKind::Timeout => spare = Some(read),
@@ -319,6 +344,10 @@ fn answer(shared: &Mutex<Shared>) {
             }
         }
     }
+    // Every gone consumer's timeline is released first, then they are dropped with the lock
+    // let go: a read timeline's drop waits (bounded) for our stream's last use of it, which
+    // may be a wait on another gone consumer's timeline that is released here.
+    let mut dropped = Vec::with_capacity(gone.len());
     for id in gone {
         let Some(c) = consumers.remove(&id) else {
             continue;
@@ -330,13 +359,23 @@ fn answer(shared: &Mutex<Shared>) {
             }
         }
         log::info!("publisher: consumer {id} gone");
+        dropped.push(c);
     }
+    drop(s);
+    drop(dropped);
 }
 
 /// One message from consumer `id`.
-fn on_message(book: &mut SlotBook, id: ConsumerId, c: &Consumer, m: HoldMessage) -> Result<()> {
+fn on_message(book: &mut SlotBook, id: ConsumerId, c: &mut Consumer, m: HoldMessage) -> Result<()> {
+    let out_of_turn = |expected| IpcError::UnexpectedMessage {
+        expected,
+        got: super::wire::MessageKind::Hold,
+    };
     match m.op {
+        // Once, first: a second one would reset its read values under reads in flight.
+        HoldOp::Subscribe if c.subscribed => Err(out_of_turn("no second subscription").into()),
         HoldOp::Subscribe => {
+            c.subscribed = true;
             let delivery = if m.value == 1 {
                 Delivery::EveryFrame
             } else {
@@ -364,11 +403,10 @@ fn on_message(book: &mut SlotBook, id: ConsumerId, c: &Consumer, m: HoldMessage)
             c.link.send_hold(answer)
         }
         HoldOp::Released => {
-            book.release(id, m.frame)
-                .map_err(|_| IpcError::UnexpectedMessage {
-                    expected: "a release of the frame held",
-                    got: super::wire::MessageKind::Hold,
-                })?;
+            // Only the hold's own frame and read value: a value past it would push the
+            // release after its death below what it scheduled.
+            book.release(id, m.frame, m.value)
+                .map_err(|_| out_of_turn("a release of the frame held, with its read value"))?;
             // The consumer scheduled its read-timeline signal: our waits may name it.
             c.read.vulkan.note_remote_signal(m.value)
         }
@@ -409,6 +447,10 @@ pub struct Subscriber {
     held: Option<Held>,
     /// Whether the waits on a gone publisher's timeline were released.
     released: bool,
+    /// A hold request sent and not yet answered.
+    requested: bool,
+    /// Whether the publisher demoted this (lossless) consumer to the newest frames.
+    demoted: bool,
     attached: Attached,
 }
 
@@ -465,6 +507,8 @@ impl Subscriber {
             slots,
             held: None,
             released: false,
+            requested: false,
+            demoted: false,
             attached,
         })
     }
@@ -509,12 +553,20 @@ impl Subscriber {
             .into());
         }
         let deadline = Instant::now().checked_add(timeout);
+        let left = || deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
         loop {
-            let link = self.attached.link();
-            link.send_hold(hold(HoldOp::Request, 0, 0, 0))?;
-            let left = deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
-            match link.recv_hold(left.max(SERVICE_TICK * 10))? {
+            // One request at a time: every answer is to the request outstanding, so a late
+            // answer (after a timeout) is taken by the next call, never paired with a newer
+            // request.
+            if !self.requested {
+                self.attached
+                    .link()
+                    .send_hold(hold(HoldOp::Request, 0, 0, 0))?;
+                self.requested = true;
+            }
+            match self.attached.link().recv_hold(left())? {
                 Some(m) if m.op == HoldOp::Granted => {
+                    self.requested = false;
                     self.written.note_remote_signal(m.frame)?;
                     let held = Held {
                         frame: m.frame,
@@ -524,21 +576,39 @@ impl Subscriber {
                     self.held = Some(held);
                     return Ok(Some(held));
                 }
+                Some(m) if m.op == HoldOp::Nothing => {
+                    self.requested = false;
+                    // Nothing new: wait for the publisher's next frame notice, then ask again.
+                    let link = self.attached.link();
+                    let seen = link.last_seen();
+                    if link.latest(seen, left())?.is_none() {
+                        return Ok(None);
+                    }
+                }
+                // Not an answer: a notice that this consumer now gets the newest frames.
                 Some(m) if m.op == HoldOp::Demoted => {
                     log::info!("subscriber: demoted to the newest frames by the publisher");
+                    self.demoted = true;
                 }
-                Some(_) | None => {}
+                Some(_) => {
+                    return Err(IpcError::UnexpectedMessage {
+                        expected: "the publisher's answer to a hold",
+                        got: super::wire::MessageKind::Hold,
+                    }
+                    .into())
+                }
+                None => return Ok(None),
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if left().is_zero() {
                 return Ok(None);
             }
-            // Nothing new: wait for the publisher's next frame notice.
-            let seen = link.last_seen();
-            link.latest(
-                seen,
-                deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now())),
-            )?;
         }
+    }
+
+    /// Whether the publisher demoted this lossless consumer to the newest frames (it held
+    /// the publisher back past its timeout).
+    pub fn demoted(&self) -> bool {
+        self.demoted
     }
 
     /// Submits `submit`, reading `held`'s slot: it waits on the GPU (at `submit.wait_stage`)

@@ -500,21 +500,30 @@ impl Link {
 
     /// Sends a fan-out hold message. They are few (one each way per frame held) and the peer
     /// reads them at once; one the socket has no room for within [`NOTICE_GRACE`] is a
-    /// [`crate::Error::Timeout`] (nothing half-sent stays behind: a message is sent whole or
-    /// not at all). [`IpcError::PeerClosed`] once the other side is gone.
+    /// [`crate::Error::Timeout`]. [`IpcError::PeerClosed`] once the other side is gone.
     #[cfg_attr(not(test), allow(dead_code))] // the fan-out publisher (issue 37) comes next
     pub(crate) fn send_hold(&self, msg: HoldMessage) -> Result<()> {
-        match self.channel.try_send(&Message::Hold(msg), NOTICE_GRACE) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(Error::Timeout {
-                what: "room in the socket for a hold message",
-                timeout_ns: NOTICE_GRACE.as_nanos() as u64,
-            }),
-            Err(e) => {
-                if matches!(e, IpcError::PeerClosed { .. }) {
-                    self.mark_closed();
+        // A socket full of notices the peer has not read yet: it reads them while it waits
+        // for this answer, so room comes soon.
+        let deadline = Instant::now() + NOTICE_GRACE;
+        loop {
+            match self.channel.try_send(&Message::Hold(msg), NOTICE_GRACE) {
+                Ok(true) => return Ok(()),
+                Ok(false) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(200));
                 }
-                Err(e.into())
+                Ok(false) => {
+                    return Err(Error::Timeout {
+                        what: "room in the socket for a hold message",
+                        timeout_ns: NOTICE_GRACE.as_nanos() as u64,
+                    })
+                }
+                Err(e) => {
+                    if matches!(e, IpcError::PeerClosed { .. }) {
+                        self.mark_closed();
+                    }
+                    return Err(e.into());
+                }
             }
         }
     }

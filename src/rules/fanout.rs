@@ -216,13 +216,19 @@ impl SlotBook {
         Ok(hold)
     }
 
-    /// Ends consumer `id`'s hold of `frame`: its read timeline reaches the hold's read value
-    /// when its GPU read is done (it has scheduled that signal).
-    pub(crate) fn release(&mut self, id: ConsumerId, frame: u64) -> Result<(), HoldRefused> {
+    /// Ends consumer `id`'s hold of `frame` whose read value is `read_value` (the consumer
+    /// says both; anything but its hold is refused, changing nothing): its read timeline
+    /// reaches that value when its GPU read is done (it has scheduled that signal).
+    pub(crate) fn release(
+        &mut self,
+        id: ConsumerId,
+        frame: u64,
+        read_value: u64,
+    ) -> Result<(), HoldRefused> {
         let c = self.consumers.get_mut(&id).ok_or(HoldRefused::NotHeld)?;
         let h = c
             .hold
-            .filter(|h| h.frame == frame)
+            .filter(|h| h.frame == frame && h.read_value == read_value)
             .ok_or(HoldRefused::NotHeld)?;
         c.hold = None;
         let slot = &mut self.slots[h.slot];
@@ -329,7 +335,12 @@ mod tests {
             let p = write(&mut b);
             assert_ne!(p.slot, h.slot, "frame {} went into the held slot", p.frame);
         }
-        b.release(1, 1).unwrap();
+        assert_eq!(
+            b.release(1, 1, 2),
+            Err(HoldRefused::NotHeld),
+            "a wrong read value"
+        );
+        b.release(1, 1, 1).unwrap();
         // The next write of that slot waits on the GPU for the read released.
         let next = (0..3)
             .map(|_| write(&mut b))
@@ -368,9 +379,9 @@ mod tests {
         write(&mut b);
         assert_eq!(b.begin_write(), Err(Blocked::Lossless(vec![7])));
         assert_eq!(b.hold(7).unwrap().frame, 1);
-        b.release(7, 1).unwrap();
+        b.release(7, 1, 1).unwrap();
         assert_eq!(b.hold(7).unwrap().frame, 2);
-        b.release(7, 2).unwrap();
+        b.release(7, 2, 2).unwrap();
         let p = write(&mut b);
         assert_eq!(p.frame, 4);
         assert!(b.demote(7) && !b.demote(7));
@@ -450,7 +461,7 @@ mod tests {
                     Op::Release(c) => {
                         let c = u64::from(c);
                         if let Some(h) = held.remove(&c) {
-                            b.release(c, h.frame).unwrap();
+                            b.release(c, h.frame, h.read_value).unwrap();
                         }
                     }
                     Op::Demote(c) => {
