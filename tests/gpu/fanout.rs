@@ -223,3 +223,110 @@ fn a_publisher_serves_consumers_that_hold_the_newest_frame() {
     drop(publisher);
     common::assert_clean(bridge.vulkan());
 }
+
+/// Wrong elements seen by one consumer read held back on the GPU (a gate the test opens)
+/// while the publisher writes 20 more frames: with the publisher's GPU wait (`acquire`), the
+/// slot being read is never written before the read is done; without it (the negative
+/// control), the read sees other frames' data.
+fn gated_read(bridge: &cuvk::Bridge, gpu_wait: bool) -> u32 {
+    use cuvk::vulkan::{Semaphore, SemaphoreDesc, SemaphoreOp};
+    let name = format!("gpu-fanout-gate-{gpu_wait}-{}", std::process::id());
+    let desc = PublisherDesc {
+        slots: 3,
+        bytes: (ELEMENTS * 4) as u64,
+        element: U32,
+    };
+    let mut publisher = Publisher::new(&name, bridge, desc).unwrap();
+    let kernels = Kernels::load(bridge.cuda()).unwrap();
+    let stream = bridge.cuda().new_stream().unwrap();
+    let vk = bridge.vulkan();
+    let mut sub = Subscriber::attach(&name, vk, false, T).unwrap();
+    wait_for("the consumer never attached", || publisher.consumers() == 1);
+    publish(&mut publisher, &kernels, &stream, 1);
+    let held = sub.hold(T).unwrap().expect("frame 1 to hold");
+    let result = checker::result_buffer(vk).unwrap();
+    let slots: Vec<&dyn AsVkBuffer> = sub
+        .slots()
+        .iter()
+        .map(|b| &**b as &dyn AsVkBuffer)
+        .collect();
+    let checker = Checker::for_buffers(vk, &slots, &result, 1).unwrap();
+    drop(slots);
+    let gate = Semaphore::new(vk, SemaphoreDesc::LOCAL_TIMELINE).unwrap();
+    let slot = sub.slots()[held.slot()].clone();
+    // SAFETY: the slot, checker and gate live until the read is waited for below; the gate is
+    // signalled from the host below.
+    unsafe {
+        let cmd = checker
+            .record(
+                0,
+                held.slot(),
+                held.frame() as u32,
+                Some(&*slot as &dyn AsVkBuffer),
+            )
+            .unwrap();
+        let cmds = [cmd];
+        let waits = [SemaphoreOp::wait(
+            &gate,
+            1,
+            vk::PipelineStageFlags::COMPUTE_SHADER,
+        )];
+        let submit = FrameSubmit {
+            fence: checker.fence(0),
+            waits: &waits,
+            ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+        };
+        sub.submit_read(&held, &submit).unwrap();
+    }
+    // The release reaches the publisher's book before it writes on.
+    std::thread::sleep(Duration::from_millis(50));
+    for _ in 0..20 {
+        let frame = publisher.begin_frame(T).unwrap();
+        if gpu_wait {
+            publisher.acquire(&frame, &stream).unwrap();
+        }
+        let s = publisher.slot(frame.slot()).unwrap();
+        kernels
+            .fill(
+                &stream,
+                s.kernel_arg(),
+                ELEMENTS as u64,
+                frame.number() as u32,
+            )
+            .unwrap();
+        publisher.release(&frame, &stream).unwrap();
+    }
+    if gpu_wait {
+        // The stream waits on the GPU for the gated read: open the gate first.
+        gate.signal_host(1).unwrap();
+        stream.synchronize().unwrap();
+    } else {
+        stream.synchronize().unwrap();
+        gate.signal_host(1).unwrap();
+    }
+    sub.wait_read(&held, T).unwrap();
+    checker.wait_fenced().unwrap();
+    drop(checker);
+    let (bad, checks, _) = checker::read_result(&result).unwrap();
+    assert_eq!(checks, 1);
+    drop(sub);
+    drop(publisher);
+    bad
+}
+
+#[test]
+fn a_slow_read_is_never_overwritten_and_the_control_shows_it_would_be() {
+    let _g = common::serial();
+    let Some(bridge) = common::bridge("fanout_gate") else {
+        return;
+    };
+    let ordered = gated_read(&bridge, true);
+    let control = gated_read(&bridge, false);
+    eprintln!("fanout_gate: {ordered} wrong with the publisher's GPU wait, {control} without");
+    assert_eq!(ordered, 0, "the publisher wrote a slot being read");
+    assert!(
+        control > 0,
+        "the negative control saw no overwrite: the test cannot fail"
+    );
+    common::assert_clean(bridge.vulkan());
+}
