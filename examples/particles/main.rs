@@ -25,6 +25,7 @@
 #[path = "../common/window.rs"]
 mod driver;
 mod engine;
+mod fanout;
 mod serve;
 mod sortlast;
 mod window;
@@ -513,6 +514,14 @@ fn main() -> ExitCode {
     if args.iter().any(|a| a == "--gpus") {
         // Several GPUs, one process each: sort-last rendering on NCCL (sortlast.rs).
         return sortlast::main(args, sortlast::default_shaders());
+    }
+    if args.iter().any(|a| a == "--publish") {
+        // The simulation, served to any number of viewers (fanout.rs, cuvk::ipc::Publisher).
+        return fanout::publish_main(args);
+    }
+    if args.iter().any(|a| a == "--view") {
+        // One viewer of a published simulation (fanout.rs, cuvk::ipc::Subscriber).
+        return fanout::view_main(args, sortlast::default_shaders());
     }
     if args.iter().any(|a| a == "--serve") {
         // A viewer of a simulation in another process (serve.rs, cuvk::ipc).

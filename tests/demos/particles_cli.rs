@@ -188,6 +188,19 @@ fn bad_input_gives_a_clear_message_and_a_failing_exit() {
             vec!["--headless", "--hud", "maybe", "--out", out],
             "--hud must be on or off",
         ),
+        (vec!["--publish"], "--publish needs a value"),
+        (
+            vec!["--publish", "galaxies", "--particles", "0"],
+            "--publish needs a name and at least 1 particle",
+        ),
+        (
+            vec!["--view", "galaxies", "--size", "0x10", "--out", out],
+            "--size must look like 1280x720",
+        ),
+        (
+            vec!["--serve", "galaxies", "--bogus"],
+            "--serve takes --particles",
+        ),
     ];
     for (argv, expect) in cases {
         let o = run_demo(&argv);
