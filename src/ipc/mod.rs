@@ -31,6 +31,9 @@ mod frames;
 #[cfg(target_os = "linux")]
 #[cfg_attr(not(feature = "ipc-objects"), allow(dead_code))]
 mod publish;
+#[cfg(target_os = "linux")]
+#[cfg_attr(not(feature = "ipc-objects"), allow(dead_code))]
+mod subscribe;
 // The handle step a Windows transport will use (type-checked; no transport in this release).
 #[cfg(windows)]
 #[allow(dead_code)]
@@ -44,9 +47,11 @@ pub use error::IpcError;
 #[cfg(target_os = "linux")]
 pub use frames::{FrameClient, FrameServer};
 #[cfg(all(target_os = "linux", feature = "ipc-objects"))]
-pub use publish::{Held, Publisher, PublisherDesc, Subscriber};
+pub use publish::{Publisher, PublisherDesc};
 #[cfg(all(target_os = "linux", feature = "ipc-objects"))]
 pub use share::{Attached, Link, Server};
+#[cfg(all(target_os = "linux", feature = "ipc-objects"))]
+pub use subscribe::{CudaSubscriber, Held, Subscriber};
 pub use wire::{BufferInfo, ImageShape, MessageKind};
 #[cfg(feature = "ipc-objects")]
 pub use wire::{ImageInfo, TimelineInfo, TimelineRole};

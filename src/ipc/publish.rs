@@ -20,16 +20,14 @@ use std::time::{Duration, Instant};
 use cudarc::driver::CudaStream;
 
 use super::error::IpcError;
-use super::share::{Attached, Link, Server};
+use super::share::{Link, Server};
 use super::wire::{HoldMessage, HoldOp, TimelineRole};
 use crate::error::{FrameStep, Result, SyncError};
 use crate::interop::frame::{check_current, next_issuer_id};
 use crate::interop::{Bridge, BufferUsage, SharedBuffer, SharedSemaphore};
 use crate::rules::fanout::{Blocked, ConsumerId, Delivery, HoldRefused, SlotBook, WritePlan};
-use crate::vulkan::{
-    BoundBuffer, Semaphore, SemaphoreDesc, SemaphoreKind, SemaphoreOp, VulkanContext,
-};
-use crate::{ElementFormat, Frame, FrameSubmit};
+use crate::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, VulkanContext};
+use crate::{ElementFormat, Frame};
 
 /// How often the service thread looks for new consumers and reads their messages.
 const SERVICE_TICK: Duration = Duration::from_millis(2);
@@ -254,7 +252,7 @@ impl Drop for Publisher {
     }
 }
 
-fn hold(op: HoldOp, frame: u64, slot: u32, value: u64) -> HoldMessage {
+pub(super) fn hold(op: HoldOp, frame: u64, slot: u32, value: u64) -> HoldMessage {
     HoldMessage {
         op,
         frame,
@@ -415,244 +413,5 @@ fn on_message(book: &mut SlotBook, id: ConsumerId, c: &mut Consumer, m: HoldMess
             got: super::wire::MessageKind::Hold,
         }
         .into()),
-    }
-}
-
-/// A frame a [`Subscriber`] holds: read slot [`Self::slot`] after the GPU wait its
-/// submission carries ([`Subscriber::submit_read`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Held {
-    frame: u64,
-    slot: usize,
-    read_value: u64,
-}
-
-impl Held {
-    /// The frame's number (the publisher's `written` value for it).
-    pub fn frame(&self) -> u64 {
-        self.frame
-    }
-    /// The slot it is in.
-    pub fn slot(&self) -> usize {
-        self.slot
-    }
-}
-
-/// A consumer that reads frames with Vulkan (a viewer).
-pub struct Subscriber {
-    vk: Arc<VulkanContext>,
-    written: Arc<Semaphore>,
-    read: Arc<Semaphore>,
-    slots: Vec<Arc<BoundBuffer>>,
-    held: Option<Held>,
-    /// Whether the waits on a gone publisher's timeline were released.
-    released: bool,
-    /// A hold request sent and not yet answered.
-    requested: bool,
-    /// Whether the publisher demoted this (lossless) consumer to the newest frames.
-    demoted: bool,
-    attached: Attached,
-}
-
-impl std::fmt::Debug for Subscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscriber")
-            .field("slots", &self.slots.len())
-            .field("held", &self.held)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Subscriber {
-    /// Attaches to the publisher `name` from `vk`'s device (checked against the
-    /// publisher's), importing its slots and timelines; `every_frame` asks for every frame
-    /// (the publisher waits for this consumer, at most its timeout, then demotes it).
-    pub fn attach(
-        name: &str,
-        vk: &Arc<VulkanContext>,
-        every_frame: bool,
-        timeout: Duration,
-    ) -> Result<Self> {
-        let info = vk.info();
-        let mut attached =
-            Attached::connect(name, info.device_uuid, Some(info.driver_uuid), timeout)?;
-        let id_of = |role| {
-            attached
-                .timelines()
-                .find(|t| t.role == role)
-                .map(|t| t.id)
-                .ok_or(IpcError::NoSuchObject {
-                    id: u32::from(role == TimelineRole::Attacher),
-                    kind: super::wire::MessageKind::Timeline,
-                })
-        };
-        let (written_id, read_id) = (
-            id_of(TimelineRole::Publisher)?,
-            id_of(TimelineRole::Attacher)?,
-        );
-        let written = attached.import_vulkan_timeline(written_id, vk)?;
-        let read = attached.import_vulkan_timeline(read_id, vk)?;
-        let ids: Vec<u32> = attached.buffers().map(|b| b.id).collect();
-        let slots = ids
-            .into_iter()
-            .map(|id| attached.import_vulkan_buffer(id, vk).map(Arc::new))
-            .collect::<Result<Vec<_>>>()?;
-        attached
-            .link()
-            .send_hold(hold(HoldOp::Subscribe, 0, 0, u64::from(every_frame)))?;
-        Ok(Self {
-            vk: vk.clone(),
-            written,
-            read,
-            slots,
-            held: None,
-            released: false,
-            requested: false,
-            demoted: false,
-            attached,
-        })
-    }
-
-    /// The publisher's slots, imported (frame in [`Held::slot`]).
-    pub fn slots(&self) -> &[Arc<BoundBuffer>] {
-        &self.slots
-    }
-
-    /// Holds the newest frame (or the next, lossless), waiting at most `timeout` for one
-    /// newer than the last held; `Ok(None)` if none came. Refused while a frame is held.
-    /// [`IpcError::PeerClosed`] once the publisher is gone.
-    pub fn hold(&mut self, timeout: Duration) -> Result<Option<Held>> {
-        let held = self.hold_inner(timeout);
-        if let Err(e) = &held {
-            if matches!(e, crate::Error::Ipc(IpcError::PeerClosed { .. })) {
-                self.release_waits()?;
-            }
-        }
-        held
-    }
-
-    /// After the publisher is gone: releases this consumer's queue waits on `written` (a
-    /// host signal above every frame it announced), so its submissions complete.
-    fn release_waits(&mut self) -> Result<()> {
-        let above = self.written.highest_signal();
-        if self.released || above == 0 {
-            return Ok(());
-        }
-        self.written.release_after_peer_lost(above + 1)?;
-        self.released = true;
-        Ok(())
-    }
-
-    fn hold_inner(&mut self, timeout: Duration) -> Result<Option<Held>> {
-        if let Some(h) = self.held {
-            return Err(SyncError::FrameOutOfOrder {
-                frame: h.frame,
-                last_step: FrameStep::Begin,
-                reason: FrameStep::Begin,
-            }
-            .into());
-        }
-        let deadline = Instant::now().checked_add(timeout);
-        let left = || deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
-        loop {
-            // One request at a time: every answer is to the request outstanding, so a late
-            // answer (after a timeout) is taken by the next call, never paired with a newer
-            // request.
-            if !self.requested {
-                self.attached
-                    .link()
-                    .send_hold(hold(HoldOp::Request, 0, 0, 0))?;
-                self.requested = true;
-            }
-            match self.attached.link().recv_hold(left())? {
-                Some(m) if m.op == HoldOp::Granted => {
-                    self.requested = false;
-                    self.written.note_remote_signal(m.frame)?;
-                    let held = Held {
-                        frame: m.frame,
-                        slot: m.slot as usize,
-                        read_value: m.value,
-                    };
-                    self.held = Some(held);
-                    return Ok(Some(held));
-                }
-                Some(m) if m.op == HoldOp::Nothing => {
-                    self.requested = false;
-                    // Nothing new: wait for the publisher's next frame notice, then ask again.
-                    let link = self.attached.link();
-                    let seen = link.last_seen();
-                    if link.latest(seen, left())?.is_none() {
-                        return Ok(None);
-                    }
-                }
-                // Not an answer: a notice that this consumer now gets the newest frames.
-                Some(m) if m.op == HoldOp::Demoted => {
-                    log::info!("subscriber: demoted to the newest frames by the publisher");
-                    self.demoted = true;
-                }
-                Some(_) => {
-                    return Err(IpcError::UnexpectedMessage {
-                        expected: "the publisher's answer to a hold",
-                        got: super::wire::MessageKind::Hold,
-                    }
-                    .into())
-                }
-                None => return Ok(None),
-            }
-            if left().is_zero() {
-                return Ok(None);
-            }
-        }
-    }
-
-    /// Whether the publisher demoted this lossless consumer to the newest frames (it held
-    /// the publisher back past its timeout).
-    pub fn demoted(&self) -> bool {
-        self.demoted
-    }
-
-    /// Submits `submit`, reading `held`'s slot: it waits on the GPU (at `submit.wait_stage`)
-    /// for the frame written and signals this consumer's read timeline after it; the
-    /// publisher is told, and may write the slot again once that signal ran.
-    ///
-    /// # Safety
-    /// As [`VulkanContext::submit_with_semaphores`]: executable command buffers of this
-    /// device whose resources live until the read timeline reaches the hold's value.
-    pub unsafe fn submit_read(&mut self, held: &Held, submit: &FrameSubmit<'_>) -> Result<()> {
-        if self.held != Some(*held) {
-            return Err(SyncError::WrongFrame {
-                frame: held.frame,
-                current: self.held.map_or(0, |h| h.frame),
-                reason: FrameStep::Submit,
-            }
-            .into());
-        }
-        self.written.check_scheduled(held.frame)?;
-        let mut waits = vec![SemaphoreOp::wait(
-            &self.written,
-            held.frame,
-            submit.wait_stage,
-        )];
-        waits.extend_from_slice(submit.waits);
-        let mut signals = vec![SemaphoreOp::signal(&self.read, held.read_value)];
-        signals.extend_from_slice(submit.signals);
-        // SAFETY: forwarded; the wait is for a value the publisher announced.
-        unsafe {
-            self.vk
-                .submit_with_semaphores(submit.command_buffers, &waits, &signals, submit.fence)
-        }?;
-        self.held = None;
-        self.attached.link().send_hold(hold(
-            HoldOp::Released,
-            held.frame,
-            held.slot as u32,
-            held.read_value,
-        ))
-    }
-
-    /// Waits on the host, at most `timeout`, until this consumer's read of `held` is done.
-    pub fn wait_read(&self, held: &Held, timeout: Duration) -> Result<()> {
-        self.read.check_scheduled(held.read_value)?;
-        self.read.wait_host(held.read_value, timeout)
     }
 }

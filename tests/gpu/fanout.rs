@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cuvk::ash::vk;
-use cuvk::ipc::{Publisher, PublisherDesc, Subscriber};
+use cuvk::ipc::{CudaSubscriber, Publisher, PublisherDesc, Subscriber};
 use cuvk::vulkan::AsVkBuffer;
 use cuvk::{ElementFormat, FrameSubmit};
 use cuvk_dev::checker::{self, Checker};
@@ -186,6 +186,40 @@ fn a_consumer_killed_mid_read_leaves_the_publisher_and_the_others_running() {
     common::assert_clean(bridge.vulkan());
 }
 
+/// A CUDA consumer on its own thread: holds frames until `stop`, counts each one's wrong
+/// elements with a kernel on its stream; (wrong elements, frames held).
+fn consume_cuda(
+    name: String,
+    cuda: Arc<cuvk::cudarc::driver::CudaContext>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(u64, u64)> {
+    std::thread::spawn(move || {
+        let mut sub = CudaSubscriber::attach(&name, &cuda, false, T).unwrap();
+        let kernels = Kernels::load(&cuda).unwrap();
+        let stream = cuda.new_stream().unwrap();
+        let (mut bad, mut held_count) = (0u64, 0u64);
+        while !stop.load(Ordering::Acquire) {
+            let Some(held) = sub.hold(Duration::from_millis(200)).unwrap() else {
+                continue;
+            };
+            sub.acquire(&held, &stream).unwrap();
+            let slot = &sub.slots()[held.slot()];
+            bad += kernels
+                .count_not_equal(
+                    &stream,
+                    slot.device_ptr_ref(),
+                    ELEMENTS as u64,
+                    held.frame() as u32,
+                )
+                .unwrap();
+            sub.release(&held, &stream).unwrap();
+            held_count += 1;
+        }
+        stream.synchronize().unwrap();
+        (bad, held_count)
+    })
+}
+
 #[test]
 fn a_publisher_serves_consumers_that_hold_the_newest_frame() {
     let _g = common::serial();
@@ -194,7 +228,7 @@ fn a_publisher_serves_consumers_that_hold_the_newest_frame() {
     };
     let name = format!("gpu-fanout-{}", std::process::id());
     let desc = PublisherDesc {
-        slots: 4, // two consumers + 2
+        slots: 5, // three consumers + 2
         bytes: (ELEMENTS * 4) as u64,
         element: U32,
     };
@@ -205,12 +239,17 @@ fn a_publisher_serves_consumers_that_hold_the_newest_frame() {
     let consumers: Vec<_> = (0..2)
         .map(|_| consume(name.clone(), bridge.vulkan().clone(), stop.clone()))
         .collect();
+    let recorder = consume_cuda(name.clone(), bridge.cuda().clone(), stop.clone());
     wait_for("the consumers never attached", || {
-        publisher.consumers() == 2
+        publisher.consumers() == 3
     });
     publish(&mut publisher, &kernels, &stream, 500);
     stream.synchronize().unwrap();
     stop.store(true, Ordering::Release);
+    let (bad, held) = recorder.join().unwrap();
+    eprintln!("fanout: the CUDA consumer held {held} of 500 frames, {bad} wrong");
+    assert_eq!(bad, 0, "the CUDA consumer read a frame being written");
+    assert!(held > 0);
     for (i, c) in consumers.into_iter().enumerate() {
         let (bad, checks, held) = c.join().unwrap();
         eprintln!("fanout: consumer {i} held {held} of 500 frames, {checks} checks, {bad} wrong");
