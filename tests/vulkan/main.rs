@@ -20,3 +20,4 @@ mod pool;
 mod repo;
 mod semaphore;
 mod shaders;
+mod spheres;

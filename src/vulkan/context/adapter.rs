@@ -28,6 +28,8 @@ pub(super) struct DevicePlan {
     pub(super) extensions: Vec<&'static CStr>,
     pub(super) sparse_binding: bool,
     pub(super) buffer_device_address: bool,
+    /// `shaderInt64` and `shaderBufferInt64Atomics`, enabled where supported.
+    pub(super) int64_atomics: bool,
 }
 
 impl DevicePlan {
@@ -70,7 +72,9 @@ impl DevicePlan {
         // SAFETY: valid instance and physical device (1.2, checked); the chain is well formed.
         unsafe { instance.get_physical_device_features2(pd, &mut f2) };
         let sparse_feature = f2.features.sparse_binding == vk::TRUE;
+        let shader_int64 = f2.features.shader_int64 == vk::TRUE;
         let buffer_device_address = f12.buffer_device_address == vk::TRUE;
+        let int64_atomics = shader_int64 && f12.shader_buffer_int64_atomics == vk::TRUE;
         if f12.timeline_semaphore != vk::TRUE {
             return Err(crate::Capability::TimelineSemaphore.into());
         }
@@ -84,6 +88,7 @@ impl DevicePlan {
             extensions,
             sparse_binding,
             buffer_device_address,
+            int64_atomics,
         })
     }
 
@@ -94,10 +99,13 @@ impl DevicePlan {
         queue_family_index: u32,
     ) -> Result<ash::Device> {
         let names: Vec<*const i8> = self.extensions.iter().map(|e| e.as_ptr()).collect();
-        let features = vk::PhysicalDeviceFeatures::default().sparse_binding(self.sparse_binding);
+        let features = vk::PhysicalDeviceFeatures::default()
+            .sparse_binding(self.sparse_binding)
+            .shader_int64(self.int64_atomics);
         let mut enable12 = vk::PhysicalDeviceVulkan12Features::default()
             .timeline_semaphore(true)
-            .buffer_device_address(self.buffer_device_address);
+            .buffer_device_address(self.buffer_device_address)
+            .shader_buffer_int64_atomics(self.int64_atomics);
         let priorities = [1.0f32];
         let queue_info = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(queue_family_index)

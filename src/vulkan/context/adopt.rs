@@ -160,6 +160,7 @@ impl VulkanContext {
             // Not known for an engine's device: sparse views are not offered there.
             sparse_binding: false,
             buffer_device_address: existing.buffer_device_address_enabled,
+            int64_atomics: false,
             owned: false,
             keep_alive,
         })

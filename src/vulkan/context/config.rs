@@ -70,6 +70,10 @@ pub struct Capabilities {
     pub sparse_binding: bool,
     /// The `bufferDeviceAddress` feature is enabled: shared buffers get device addresses.
     pub buffer_device_address: bool,
+    /// `shaderInt64` and `shaderBufferInt64Atomics` are enabled: shaders may keep 64-bit
+    /// minima (the depth-composited particle mode packs depth over colour in a `u64`). A device
+    /// an engine made ([`crate::vulkan::VulkanContext::from_existing`]) reports `false`.
+    pub int64_atomics: bool,
     /// `VK_NVX_binary_import` is enabled and buffers have device addresses: CUDA kernels can
     /// be launched inside Vulkan command buffers ([`crate::vulkan::CuModule`]).
     pub cuda_kernels: bool,

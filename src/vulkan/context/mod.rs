@@ -72,6 +72,7 @@ struct Parts {
     enabled: Vec<CString>,
     sparse_binding: bool,
     buffer_device_address: bool,
+    int64_atomics: bool,
     owned: bool,
     keep_alive: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
@@ -142,6 +143,7 @@ impl VulkanContext {
             enabled: plan.extensions.iter().map(|&e| e.to_owned()).collect(),
             sparse_binding: plan.sparse_binding,
             buffer_device_address: plan.buffer_device_address,
+            int64_atomics: plan.int64_atomics,
             owned: true,
             keep_alive: None,
         })
@@ -168,6 +170,7 @@ impl VulkanContext {
             external_memory_host: ext.memory_host.is_some(),
             sparse_binding: parts.sparse_binding,
             buffer_device_address: parts.buffer_device_address,
+            int64_atomics: parts.int64_atomics,
             cuda_kernels,
             image_handles: cuda_kernels && ext.image_view_handle.is_some(),
         };
