@@ -537,6 +537,10 @@ enum CuvkRule
    */
   CUVK_RULE_UNSUPPORTED_NCCL = 2061,
   /**
+   * The device has no 64-bit buffer atomics.
+   */
+  CUVK_RULE_UNSUPPORTED_ATOMIC64 = 2062,
+  /**
    * A wgpu object that is not on the Vulkan backend.
    */
   CUVK_RULE_WGPU_WRONG_BACKEND = 2817,

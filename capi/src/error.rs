@@ -324,6 +324,9 @@ pub enum CuvkRule {
     /// No NCCL library on this machine.
     CuvkRuleUnsupportedNccl = 0x080D,
 
+    /// The device has no 64-bit buffer atomics.
+    CuvkRuleUnsupportedAtomic64 = 0x080E,
+
     /// A wgpu object that is not on the Vulkan backend.
     CuvkRuleWgpuWrongBackend = 0x0B01,
 

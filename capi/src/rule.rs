@@ -167,6 +167,7 @@ c_rules![
     CuvkRuleLaunchImageHandleToNonInteger,
     CuvkRuleUnsupportedLinearFilter,
     CuvkRuleUnsupportedNccl,
+    CuvkRuleUnsupportedAtomic64,
     CuvkRuleWgpuWrongBackend,
     CuvkRuleWgpuNoRawEncoder,
     CuvkRuleWgpuMissingFeatures,

@@ -68,6 +68,8 @@ pub struct Options {
     /// Where CUDA waits for Vulkan's release of a frame (the pacer's `AcquireWait`).
     pub acquire: cuvk::AcquireWait,
     pub shader_dir: PathBuf,
+    /// Lit opaque spheres, nearest per pixel (`--composite depth`), instead of the glow.
+    pub opaque: bool,
 }
 
 /// The shader files the demo reads at start-up.
@@ -77,10 +79,20 @@ pub struct Shaders {
     pub splat: Vec<u8>,
     pub resolve: Vec<u8>,
     pub hud: Vec<u8>,
+    pub spheres: Vec<u8>,
+    pub spheres_resolve: Vec<u8>,
     pub particles_cu: String,
 }
 
 impl Shaders {
+    /// The canvas's opaque mode's two shaders.
+    pub fn spheres(&self) -> cuvk_dev::canvas::SphereShaders<'_> {
+        cuvk_dev::canvas::SphereShaders {
+            spheres: &self.spheres,
+            resolve: &self.spheres_resolve,
+        }
+    }
+
     /// The canvas's three shaders.
     pub fn canvas(&self) -> CanvasShaders<'_> {
         CanvasShaders {
@@ -100,6 +112,8 @@ impl Shaders {
             splat: read("particles_splat.spv")?,
             resolve: read("particles_resolve.spv")?,
             hud: read("particles_hud.spv")?,
+            spheres: read("particles_spheres.spv")?,
+            spheres_resolve: read("particles_spheres_resolve.spv")?,
             particles_cu: String::from_utf8(read("particles.cu")?)
                 .context("particles.cu is not UTF-8")?,
         })
@@ -419,13 +433,16 @@ impl Engine {
                 }
             }
         };
-        let canvas = Canvas::new(
+        let mut canvas = Canvas::new(
             &alloc,
             &shaders.canvas(),
             &store.draw_buffers(),
             opts.width,
             opts.height,
         )?;
+        if opts.opaque {
+            canvas.enable_spheres(&shaders.spheres(), &store.draw_buffers())?;
+        }
         let sim = vulkan_sim_pipeline(&vk, &shaders.sim, &store, k)?;
         let cmds = CommandSlots::new(&vk, 2 * k)?;
         let (queries, timestamp_ns) = timestamp_queries(&vk, 4 * 2 * k as u32)?;
@@ -489,6 +506,10 @@ impl Engine {
             width,
             height,
         )?;
+        if self.opts.opaque {
+            let draw = self.store.draw_buffers();
+            self.canvas.enable_spheres(&self.shaders.spheres(), &draw)?;
+        }
         self.opts.width = width;
         self.opts.height = height;
         Ok(())
@@ -832,7 +853,11 @@ impl Engine {
                 hud: hud.as_ref(),
                 exposure: None,
             };
-            cv.record(d, cmd, &draw, &barrier);
+            if cv.is_opaque() {
+                cv.record_opaque(d, cmd, &draw, &barrier);
+            } else {
+                cv.record(d, cmd, &draw, &barrier);
+            }
             d.cmd_write_timestamp(
                 cmd,
                 vk::PipelineStageFlags::ALL_COMMANDS,

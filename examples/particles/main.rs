@@ -82,6 +82,7 @@ fn parse() -> anyhow::Result<Args> {
             frames_in_flight: 3,
             acquire: cuvk::AcquireWait::Gpu,
             shader_dir: default_shaders,
+            opaque: false,
         },
         sim_forced: false,
         frames: 450,
@@ -150,6 +151,15 @@ fn parse() -> anyhow::Result<Args> {
                     )));
                 }
                 a.opts.frames_in_flight = k as u32;
+            }
+            "--composite" => {
+                a.opts.opaque = match value(&arg, &mut it)?.as_str() {
+                    "add" => false,
+                    "depth" => true,
+                    v => bail!(usage(format!(
+                        "--composite must be add or depth, not '{v}'"
+                    ))),
+                };
             }
             "--acquire" => {
                 a.opts.acquire = match value(&arg, &mut it)?.as_str() {

@@ -1000,6 +1000,14 @@ crate::error::table::refusals! {
             /// CUDA kernels cannot run inside this device's Vulkan queues.
             UnsupportedInlineKernels = 0x080B
         },
+        /// The device has no 64-bit buffer atomics (`shaderInt64`,
+        /// `shaderBufferInt64Atomics`), which the opaque, depth-composited particle mode keeps
+        /// its nearest samples with.
+        #[error("the device has no 64-bit buffer atomics (shaderInt64 + shaderBufferInt64Atomics)")]
+        Atomic64 => {
+            /// The device has no 64-bit buffer atomics.
+            UnsupportedAtomic64 = 0x080E
+        },
     }
 }
 

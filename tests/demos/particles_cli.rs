@@ -93,6 +93,58 @@ fn headless_vulkan_frames_show_the_particles_where_the_simulation_puts_them() {
     }
 }
 
+/// `--composite depth` (issue 38): the galaxies as lit opaque spheres, the same picture for
+/// the same seed, and spheres where the glow mode lights pixels.
+#[test]
+fn headless_opaque_spheres_are_drawn_deterministically() {
+    if !vulkan_present() {
+        eprintln!("SKIP: no Vulkan device");
+        return;
+    }
+    let (a, b) = (temp_dir("opaque-a"), temp_dir("opaque-b"));
+    for dir in [&a, &b] {
+        let out = run_demo(&[
+            "--headless",
+            "--sim",
+            "vulkan",
+            "--composite",
+            "depth",
+            "--frames",
+            "20",
+            "--particles",
+            "20000",
+            "--size",
+            "320x240",
+            "--hud",
+            "off",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        if String::from_utf8_lossy(&out.stderr).contains("64-bit buffer atomics") {
+            eprintln!("SKIP: the device has no 64-bit buffer atomics");
+            return;
+        }
+        assert!(
+            out.status.success(),
+            "demo failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (w, h, rgba) = particles::read_png(&a.join("frame_00020.png"));
+    assert_eq!((w, h), (320, 240));
+    // Background is a dark blue gradient; a sphere is brighter than it in some channel.
+    let lit = rgba
+        .chunks(4)
+        .filter(|p| p[0] > 60 || p[1] > 60 || p[2] > 80)
+        .count();
+    assert!(lit > 500, "only {lit} pixels show spheres");
+    let again = particles::read_png(&b.join("frame_00020.png")).2;
+    assert!(rgba == again, "the same run drew two different pictures");
+    for d in [a, b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
 #[test]
 fn the_hud_writes_its_text_in_the_top_left_corner_and_nowhere_else() {
     if !vulkan_present() {
@@ -187,6 +239,10 @@ fn bad_input_gives_a_clear_message_and_a_failing_exit() {
         (
             vec!["--headless", "--hud", "maybe", "--out", out],
             "--hud must be on or off",
+        ),
+        (
+            vec!["--headless", "--composite", "sum", "--out", out],
+            "--composite must be add or depth",
         ),
         (vec!["--publish"], "--publish needs a value"),
         (

@@ -16,6 +16,9 @@ use crate::camera::OrbitCamera;
 use crate::{ComputePipeline, PrivateAllocator, PrivateBuffer};
 
 pub mod hud;
+mod spheres;
+
+pub use spheres::SphereShaders;
 
 const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
 
@@ -191,6 +194,8 @@ pub struct Canvas {
     // Bound in the descriptor sets above: the canvas's own HDR counts, or the caller's
     // (`with_hdr`).
     hdr: Hdr,
+    /// The opaque mode, once enabled.
+    spheres: Option<spheres::Spheres>,
     _glow: [PrivateBuffer; 2],
     _font: PrivateBuffer,
     text: PrivateBuffer,
@@ -293,6 +298,7 @@ impl Canvas {
             hud,
             hud_set,
             hdr,
+            spheres: None,
             _glow: glow,
             _font: font,
             text,
