@@ -34,7 +34,7 @@ use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::cuda::CudaDeviceChoice;
 use cuvk::cudarc::driver::{sys, CudaEvent, CudaFunction, LaunchConfig, PushKernelArg};
-use cuvk::nccl::{Communicator, NcclId, ReduceOp};
+use cuvk::nccl::{Communicator, DepthCompositor, NcclId, ReduceOp};
 use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer, Validation};
 use cuvk::{Bridge, BridgeConfig, BufferUsage, FrameSubmit, SharedBuffer, StreamOrder};
 use cuvk_dev::canvas::{self, Canvas};
@@ -64,6 +64,9 @@ struct Config {
     shader_dir: PathBuf,
     bench: bool,
     net: bool,
+    /// `--composite depth`: opaque spheres, the nearest sample per pixel (ncclMin), instead
+    /// of the glow's summed counts.
+    opaque: bool,
     rank_timeout: Duration,
     fail_at: Option<(usize, u64)>,
     /// Rank 0 writes its timings here (the bench's launcher reads them).
@@ -86,6 +89,7 @@ fn parse(args: Vec<String>, shader_dir: PathBuf) -> anyhow::Result<Config> {
         shader_dir,
         bench: false,
         net: false,
+        opaque: false,
         rank_timeout: Duration::from_secs(10),
         fail_at: None,
         report: None,
@@ -116,6 +120,15 @@ fn parse(args: Vec<String>, shader_dir: PathBuf) -> anyhow::Result<Config> {
             "--headless" => {}
             "--bench" => c.bench = true,
             "--net" => c.net = true,
+            "--composite" => {
+                c.opaque = match it.next().as_deref() {
+                    Some("add") => false,
+                    Some("depth") => true,
+                    v => bail!(usage(format!(
+                        "--composite must be add or depth, not {v:?}"
+                    ))),
+                }
+            }
             "--hud" => {
                 c.hud = match it.next().as_deref() {
                     Some("on") => true,
@@ -148,7 +161,8 @@ fn parse(args: Vec<String>, shader_dir: PathBuf) -> anyhow::Result<Config> {
             }
             other => bail!(usage(format!(
                 "--gpus mode takes --gpus --particles --frames --size --seed --out --hud \
-                 --shaders --save-every --bench --net --rank-timeout --fail-at, not '{other}'"
+                 --shaders --save-every --bench --net --composite --rank-timeout --fail-at, not \
+                 '{other}'"
             ))),
         }
     }
@@ -486,13 +500,19 @@ fn run_rank(
     );
     let particles = Particles::new(&bridge, cfg.particles, rank, world)?;
     let (w, h) = (cfg.width, cfg.height);
-    let mut hdr: SharedBuffer<u32> =
-        bridge.create_buffer(2 * (w * h) as usize, BufferUsage::STORAGE_BUFFER)?;
-    // Every rank must sum pictures of one size: checked with the others before any frame.
-    comm.agree_on_len(hdr.len(), cfg.rank_timeout)?;
+    // 8 bytes per pixel in both modes: the glow's two u32 counts (summed as one u64: the low
+    // count never carries, it is at most the particle count), or the opaque mode's packed
+    // sample (depth over colour, the minimum kept: `DepthCompositor`).
+    let mut hdr: SharedBuffer<u64> =
+        bridge.create_buffer((w * h) as usize, BufferUsage::STORAGE_BUFFER)?;
+    // Every rank must composite pictures of one size: checked with the others before any frame.
+    let compositor = DepthCompositor::new(&comm, w, h, cfg.rank_timeout)?;
     particles.init(&stream, &init, 1, cfg.seed)?;
-    // SAFETY: the HDR buffer is `2 w h` u32 of live memory on this GPU.
-    unsafe { sys::cuMemsetD32Async(hdr.cuda_ptr(), 0, hdr.len(), stream.cu_stream()) }.result()?;
+    // Empty: no counts, or no sample (all ones).
+    let empty: u32 = if cfg.opaque { u32::MAX } else { 0 };
+    // SAFETY: the HDR buffer is `w h` u64 (`2 w h` u32) of live memory on this GPU.
+    unsafe { sys::cuMemsetD32Async(hdr.cuda_ptr(), empty, 2 * hdr.len(), stream.cu_stream()) }
+        .result()?;
     let order = StreamOrder::new(&bridge)?;
     let pos_marks = [order.marks(), order.marks()];
     let hdr_marks = order.marks();
@@ -506,7 +526,10 @@ fn run_rank(
         .map(|b| b as &dyn AsVkBuffer)
         .collect();
     // SAFETY: `hdr` outlives the canvas (dropped after it, below) and its commands (waited for).
-    let canvas = unsafe { Canvas::with_hdr(&alloc, &shaders.canvas(), &draw, w, h, &hdr) }?;
+    let mut canvas = unsafe { Canvas::with_hdr(&alloc, &shaders.canvas(), &draw, w, h, &hdr) }?;
+    if cfg.opaque {
+        canvas.enable_spheres(&shaders.spheres(), &draw)?;
+    }
     let mut cmds = CommandSlots::new(&vk, 4)?;
     let params = sim::Params::new(cfg.particles as u32);
     let d = vk.device();
@@ -588,8 +611,10 @@ fn run_rank(
             let cmd = cmds.begin(2 * cs)?;
             barrier(cmd, vk::AccessFlags::MEMORY_WRITE);
             cmd_acquire_buffers(d, cmd, qf, &shared, compute, rw);
-            if rank != 0 {
-                d.cmd_fill_buffer(cmd, hdr.vk_buffer(), 0, vk::WHOLE_SIZE, 0);
+            // Every rank but 0 starts each frame empty (rank 0's resolve empties its own; in
+            // the opaque mode every rank empties, a cheap fill, so no frame depends on it).
+            if rank != 0 || cfg.opaque {
+                d.cmd_fill_buffer(cmd, hdr.vk_buffer(), 0, vk::WHOLE_SIZE, empty);
                 barrier(cmd, vk::AccessFlags::TRANSFER_WRITE);
             }
             for (c, &(_, len)) in particles.chunks.iter().enumerate() {
@@ -603,7 +628,11 @@ fn run_rank(
                     hud: None,
                     exposure: Some(exposure),
                 };
-                canvas.record_splat(d, cmd, &frame);
+                if cfg.opaque {
+                    canvas.record_spheres(cmd, &frame);
+                } else {
+                    canvas.record_splat(d, cmd, &frame);
+                }
             }
             cmd_release_buffers(d, cmd, qf, &shared, compute, rw);
             d.end_command_buffer(cmd)?;
@@ -620,7 +649,11 @@ fn run_rank(
         // NCCL: every rank's counts summed into rank 0's, after this rank's splat.
         order.cuda_acquire(&hdr_marks, &stream)?;
         e2.record(&stream)?;
-        let cuda_value = comm.reduce_into(&mut hdr, ReduceOp::Sum, 0, &order, &hdr_marks)?;
+        let cuda_value = if cfg.opaque {
+            compositor.composite(&comm, &mut hdr, 0, &order, &hdr_marks)?
+        } else {
+            comm.reduce_into(&mut hdr, ReduceOp::Sum, 0, &order, &hdr_marks)?
+        };
         e3.record(&stream)?;
         if rank == 0 {
             let save = f + 1 == cfg.frames || (cfg.save_every > 0 && (f + 1) % cfg.save_every == 0);
@@ -640,7 +673,11 @@ fn run_rank(
                     hud: lines.as_ref(),
                     exposure: Some(exposure),
                 };
-                canvas.record_resolve(d, cmd, &frame, &barrier);
+                if cfg.opaque {
+                    canvas.record_sphere_resolve(d, cmd, &frame, &barrier);
+                } else {
+                    canvas.record_resolve(d, cmd, &frame, &barrier);
+                }
                 cmd_release_buffers(d, cmd, qf, &hdr_only, compute, rw);
                 barrier(cmd, vk::AccessFlags::SHADER_WRITE);
                 if save {

@@ -19,7 +19,10 @@
 //! [`Communicator::init`], where every rank is known to be there, or run one collective
 //! together first.
 
+mod composite;
 mod ffi;
+
+pub use composite::{DepthCompositor, EMPTY_SAMPLE};
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};

@@ -45,18 +45,18 @@ fn serve_without_a_name_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--serve needs a name"));
 }
 
-#[test]
-fn two_gpus_draw_exactly_the_one_gpu_picture() {
-    if !two_gpus("multi_gpu_picture") {
-        return;
-    }
+/// Pixels below the HUD panel that differ between `--gpus 1` and `--gpus 2` pictures of
+/// composite `mode`, and the lit pixels of the one-GPU picture.
+fn one_vs_two_gpus(mode: &str) -> (usize, usize) {
     let mut pictures = Vec::new();
     for gpus in ["1", "2"] {
-        let dir = temp_dir(&format!("multi{gpus}"));
+        let dir = temp_dir(&format!("multi{gpus}-{mode}"));
         let d = dir.to_str().unwrap();
         let out = run_demo(&[
             "--gpus",
             gpus,
+            "--composite",
+            mode,
             "--particles",
             "4000000",
             "--frames",
@@ -64,16 +64,14 @@ fn two_gpus_draw_exactly_the_one_gpu_picture() {
             "--out",
             d,
         ]);
-        assert!(out.status.success(), "--gpus {gpus} failed");
+        assert!(
+            out.status.success(),
+            "--gpus {gpus} --composite {mode} failed"
+        );
         pictures.push(read_png(&dir.join(format!("multi_{gpus}gpu_0040.png"))));
     }
     let (w, h, one) = &pictures[0];
     let (_, _, two) = &pictures[1];
-    let differ = one
-        .chunks(4)
-        .zip(two.chunks(4))
-        .filter(|(a, b)| a != b)
-        .count();
     // The HUD's second line names the GPU count: compare the picture below the HUD panel.
     let hud_rows = 6 * (h / 360).max(1) + (3 * 10 + 5) * (h / 360).max(1) + 2;
     let below: usize = one
@@ -82,19 +80,34 @@ fn two_gpus_draw_exactly_the_one_gpu_picture() {
         .skip(hud_rows as usize)
         .map(|(a, b)| a.chunks(4).zip(b.chunks(4)).filter(|(x, y)| x != y).count())
         .sum();
-    eprintln!("multi_gpu_picture: {differ} pixels differ in all, {below} below the HUD");
-    assert_eq!(
-        below, 0,
-        "sort-last sums are integers: the pictures must match exactly"
-    );
     let lit = one
         .chunks(4)
         .filter(|p| p[0] as u32 + p[1] as u32 + p[2] as u32 > 60)
         .count();
-    assert!(
-        lit > 10_000,
-        "a picture of galaxies, not a black frame ({lit} lit pixels)"
-    );
+    (below, lit)
+}
+
+#[test]
+fn two_gpus_draw_exactly_the_one_gpu_picture() {
+    if !two_gpus("multi_gpu_picture") {
+        return;
+    }
+    // The glow sums integer counts (ncclSum); the opaque mode keeps the nearest packed sample
+    // (ncclMin): both are exact whatever the split.
+    for mode in ["add", "depth"] {
+        let (below, lit) = one_vs_two_gpus(mode);
+        eprintln!(
+            "multi_gpu_picture --composite {mode}: {below} pixels differ below the HUD, {lit} lit"
+        );
+        assert_eq!(
+            below, 0,
+            "--composite {mode}: the pictures must match exactly"
+        );
+        assert!(
+            lit > 10_000,
+            "--composite {mode}: a picture of galaxies, not a black frame ({lit} lit pixels)"
+        );
+    }
 }
 
 #[test]
