@@ -20,6 +20,7 @@ layout(push_constant) uniform Push {
     float radius;     // world units
     uint first;       // particles [first, count) are drawn (a rank's share)
     float focal;      // pixels per world unit at depth 1 (height / (2 tan(fov / 2)))
+    float depth_scale; // far / (far - near): clip z per unit towards the eye, per unit of clip w
 } pc;
 
 // The order-preserving key of a float (composite.rs `depth_key`).
@@ -47,25 +48,29 @@ void main() {
     for (uint i = pc.first + gl_GlobalInvocationID.x; i < pc.count; i += stride) {
         vec4 p = pos[i];
         vec4 clip = pc.view_proj * vec4(p.xyz, 1.0);
-        if (clip.w <= 0.0) continue;
+        // Written so that a NaN fails every test: such a particle is skipped.
+        if (!(clip.w > pc.radius)) continue;
         vec3 ndc = clip.xyz / clip.w;
-        if (ndc.z < 0.0 || ndc.z > 1.0) continue;
+        if (!(ndc.z >= 0.0 && ndc.z <= 1.0)) continue;
         vec2 centre = (ndc.xy * 0.5 + 0.5) * vec2(pc.width, pc.height);
-        float r = min(pc.radius * pc.focal / clip.w, float(MAX_R));
-        if (r < 0.5) r = 0.5;
+        if (!(abs(centre.x) < 1.0e6 && abs(centre.y) < 1.0e6)) continue;
+        // At least the pixels around the centre: a distant sphere never vanishes.
+        float r = clamp(pc.radius * pc.focal / clip.w, 0.71, float(MAX_R));
         int ri = int(ceil(r));
         float key = max(p.w, 0.0) / (max(p.w, 0.0) + 1.0);
         vec3 base = palette(key);
         for (int dy = -ri; dy <= ri; dy++) {
             for (int dx = -ri; dx <= ri; dx++) {
                 vec2 px = floor(centre) + vec2(dx, dy) + 0.5;
-                if (px.x < 0.0 || px.y < 0.0 || px.x >= float(pc.width) || px.y >= float(pc.height)) continue;
+                if (!(px.x >= 0.0 && px.y >= 0.0 && px.x < float(pc.width) && px.y < float(pc.height))) continue;
                 vec2 o = (px - centre) / r;
                 float rr = dot(o, o);
                 if (rr > 1.0) continue;
-                // The sphere's surface there: its normal, and its depth pulled towards the eye.
+                // The sphere's surface there: its normal, and its depth — the centre's, moved
+                // towards the eye by n.z radii, through the projection.
                 vec3 n = vec3(o.x, -o.y, sqrt(1.0 - rr));
-                float depth = ndc.z - n.z * pc.radius / clip.w * 0.5;
+                float dw = n.z * pc.radius;
+                float depth = (clip.z - dw * pc.depth_scale) / (clip.w - dw);
                 float diffuse = max(dot(n, LIGHT), 0.0);
                 float rim = pow(1.0 - n.z, 3.0);
                 vec3 colour = base * (0.18 + 0.82 * diffuse) + vec3(0.25) * rim;

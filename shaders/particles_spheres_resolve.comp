@@ -15,9 +15,7 @@ layout(push_constant) uniform Push {
     uint clear;  // 1: reset the samples to empty after reading them
 } pc;
 
-void main() {
-    uint i = gl_GlobalInvocationID.x;
-    if (i >= pc.width * pc.height) return;
+void resolve(uint i) {
     uint64_t s = samples[i];
     vec3 c;
     if (s == 0xFFFFFFFFFFFFFFFFul) {
@@ -31,4 +29,11 @@ void main() {
     uvec3 b = uvec3(clamp(c, 0.0, 1.0) * 255.0 + 0.5);
     if (pc.bgra != 0u) b = b.bgr;
     pixels[i] = b.r | (b.g << 8) | (b.b << 16) | (255u << 24);
+}
+
+void main() {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint i = gl_GlobalInvocationID.x; i < pc.width * pc.height; i += stride) {
+        resolve(i);
+    }
 }

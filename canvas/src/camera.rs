@@ -83,6 +83,17 @@ fn view_axes(eye: Vec3) -> [Vec3; 3] {
     [s, u, f]
 }
 
+/// The cameras' near and far planes.
+pub const NEAR: f32 = 0.05;
+/// See [`NEAR`].
+pub const FAR: f32 = 100.0;
+
+/// How a point's clip-space z changes as it moves towards the eye by one unit, per unit of
+/// clip w (`FAR / (FAR - NEAR)`): the sphere pass pulls a surface point's depth with it.
+pub fn depth_scale() -> f32 {
+    FAR / (FAR - NEAR)
+}
+
 /// View-projection matrix (Vulkan clip space: depth 0..1, y down) of an eye looking at the
 /// origin, for `aspect`.
 fn look_at(eye: Vec3, aspect: f32) -> Mat4 {
@@ -93,7 +104,7 @@ fn look_at(eye: Vec3, aspect: f32) -> Mat4 {
         [s[2], u[2], -f[2], 0.0],
         [-dot(s, eye), -dot(u, eye), dot(f, eye), 1.0],
     ];
-    let (near, far) = (0.05f32, 100.0f32);
+    let (near, far) = (NEAR, FAR);
     let t = 1.0 / (FOV_Y / 2.0).tan();
     let proj: Mat4 = [
         [t / aspect, 0.0, 0.0, 0.0],

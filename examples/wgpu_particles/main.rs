@@ -569,6 +569,7 @@ fn bench(args: &mut Args) -> anyhow::Result<()> {
                 frames_in_flight: args.k,
                 acquire: cuvk::AcquireWait::Gpu,
                 shader_dir: shader_dir.clone(),
+                opaque: false,
             };
             let mut e = engine::Engine::new(&native, &shaders, opts)?;
             let mut starts = Vec::new();

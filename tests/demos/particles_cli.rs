@@ -140,7 +140,31 @@ fn headless_opaque_spheres_are_drawn_deterministically() {
     assert!(lit > 500, "only {lit} pixels show spheres");
     let again = particles::read_png(&b.join("frame_00020.png")).2;
     assert!(rgba == again, "the same run drew two different pictures");
-    for d in [a, b] {
+    // The flag took: the glow of the same frame is another picture.
+    let glow = temp_dir("opaque-glow");
+    let out = run_demo(&[
+        "--headless",
+        "--sim",
+        "vulkan",
+        "--composite",
+        "add",
+        "--frames",
+        "20",
+        "--particles",
+        "20000",
+        "--size",
+        "320x240",
+        "--hud",
+        "off",
+        "--out",
+        glow.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(
+        particles::read_png(&glow.join("frame_00020.png")).2 != rgba,
+        "--composite depth drew the glow"
+    );
+    for d in [a, b, glow] {
         let _ = std::fs::remove_dir_all(d);
     }
 }

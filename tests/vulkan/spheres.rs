@@ -25,6 +25,7 @@ struct SpherePush {
     radius: f32,
     first: u32,
     focal: f32,
+    depth_scale: f32,
 }
 
 #[repr(C)]
@@ -66,6 +67,7 @@ fn draw(
         radius: 0.12,
         first: range.start,
         focal: H as f32 / (2.0 * camera.tan_half_fov()),
+        depth_scale: cuvk_dev::sim::particles::depth_scale(),
     };
     let mut cmds = CommandSlots::new(vk, 1)?;
     let d = vk.device();
@@ -153,6 +155,68 @@ fn two_halves_composite_to_the_whole_picture_bit_for_bit() {
     assert!(
         missing > 100,
         "one third alone matched the whole picture: {missing} pixels differ"
+    );
+    cuvk_dev::testing::assert_clean(&vk);
+}
+
+/// Two spheres seen overlapping, the back one 1.5 units behind with its centre on the front
+/// one's rim: the front one's colour wins there (its rim is nearer than the back one's
+/// centre), and the back one's where only it is drawn. A depth pulled towards the eye by too
+/// much (the first cut pulled it about 100 times too far) lets the back centre win the rim.
+#[test]
+fn the_nearer_surface_wins_where_spheres_overlap() {
+    let _shared = cuvk_dev::testing::shared();
+    let Some(vk) = cuvk_dev::testing::vulkan("spheres_overlap") else {
+        return;
+    };
+    if !vk.info().capabilities.int64_atomics {
+        eprintln!(
+            "SKIP spheres_overlap: no 64-bit buffer atomics on {}",
+            vk.info().name
+        );
+        return;
+    }
+    let alloc = PrivateAllocator::new(&vk).unwrap();
+    let [right, _, forward] = OrbitCamera::default().axes();
+    let at = |base: [f32; 3], ahead: f32, side: f32, key: f32| {
+        let p: Vec<f32> = (0..3)
+            .map(|i| base[i] + ahead * forward[i] + side * right[i])
+            .collect();
+        [p[0], p[1], p[2], key]
+    };
+    // Front: magenta (key 0), at the origin; back: blue (key 100), 1.5 units further, its
+    // centre 0.11 to the side (the front sphere's radius is 0.12).
+    let pos = [at([0.0; 3], 0.0, 0.0, 0.0), at([0.0; 3], 1.5, 0.11, 100.0)];
+    let storage = cuvk::ash::vk::BufferUsageFlags::STORAGE_BUFFER
+        | cuvk::ash::vk::BufferUsageFlags::TRANSFER_DST;
+    let mut positions = PrivateBuffer::gpu_only(&alloc, "positions", 32, storage).unwrap();
+    let mut up = PrivateBuffer::upload(&alloc, "upload", 32).unwrap();
+    up.write(&pos).unwrap();
+    vk.copy_buffer(&up, 0, &mut positions, 0, 32).unwrap();
+    let both = draw(&vk, &alloc, &positions, 0..2, None).unwrap();
+    let back = draw(&vk, &alloc, &positions, 1..2, None).unwrap();
+    let front = draw(&vk, &alloc, &positions, 0..1, None).unwrap();
+    let colour = |s: u64| s as u32 & 0x00FF_FFFF;
+    // Where both drew, the front one's sample and colour; elsewhere each alone.
+    let mut overlap = 0;
+    for i in 0..both.len() {
+        match (front[i] != u64::MAX, back[i] != u64::MAX) {
+            (true, true) => {
+                overlap += 1;
+                assert_eq!(
+                    both[i], front[i],
+                    "pixel {i}: the back sphere won over the front"
+                );
+                assert!(front[i] < back[i]);
+            }
+            (true, false) => assert_eq!(both[i], front[i]),
+            (false, true) => assert_eq!(colour(both[i]), colour(back[i])),
+            (false, false) => assert_eq!(both[i], u64::MAX),
+        }
+    }
+    assert!(
+        overlap > 0,
+        "the spheres do not overlap: the test shows nothing"
     );
     cuvk_dev::testing::assert_clean(&vk);
 }

@@ -33,6 +33,7 @@ struct SpherePush {
     radius: f32,
     first: u32,
     focal: f32,
+    depth_scale: f32,
 }
 
 #[repr(C)]
@@ -116,6 +117,7 @@ impl Canvas {
             radius: RADIUS,
             first: frame.first,
             focal: h as f32 / (2.0 * frame.camera.tan_half_fov()),
+            depth_scale: crate::camera::depth_scale(),
         };
         // SAFETY: forwarded from the caller; the set belongs to the pipeline and its buffers
         // outlive the commands.

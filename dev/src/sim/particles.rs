@@ -258,7 +258,7 @@ pub fn step_cpu(p: &Params, pos: &mut [[f32; 4]], vel: &mut [[f32; 4]]) {
     }
 }
 
-pub use cuvk_canvas::camera::{project, Camera, OrbitCamera};
+pub use cuvk_canvas::camera::{depth_scale, project, Camera, OrbitCamera};
 
 /// One galaxy as `init_particles` in particles.cu reads it.
 #[repr(C)]
