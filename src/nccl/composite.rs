@@ -25,11 +25,15 @@ pub struct DepthCompositor {
 
 impl DepthCompositor {
     /// A compositor for `width`×`height` pictures, agreed with every other rank (a
-    /// collective: every rank calls it, waiting at most `timeout` for the others); ranks of
-    /// different sizes are refused on every rank ([`crate::PeerError::SizeMismatch`]).
+    /// collective: every rank calls it, waiting at most `timeout` in all for the others);
+    /// ranks of different widths or heights are refused on every rank
+    /// ([`crate::PeerError::SizeMismatch`]).
     pub fn new(comm: &Communicator, width: u32, height: u32, timeout: Duration) -> Result<Self> {
-        let pixels = u64::from(width) * u64::from(height);
-        comm.agree_on_len(pixels as usize, timeout)?;
+        // Width and height both: 640×360 and 360×640 have as many pixels.
+        let deadline = std::time::Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
+        comm.agree_on_len(width as usize, left())?;
+        comm.agree_on_len(height as usize, left())?;
         Ok(Self { width, height })
     }
 

@@ -330,8 +330,12 @@ impl Canvas {
         // SAFETY: forwarded from the caller.
         unsafe {
             self.splat
-                .update_descriptor_set(set, &[particles, &self.hdr])
+                .update_descriptor_set(set, &[particles, &self.hdr])?;
+            if let Some(s) = &self.spheres {
+                s.set_particles(slot, particles, &self.hdr)?;
+            }
         }
+        Ok(())
     }
 
     /// Records drawing `frame` into [`Self::pixels`]. `barrier(cmd, src)` must record a full

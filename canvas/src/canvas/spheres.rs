@@ -53,6 +53,25 @@ pub(super) struct Spheres {
     resolve_set: vk::DescriptorSet,
 }
 
+impl Spheres {
+    /// Points the sphere pass's slot `slot` at `particles`.
+    ///
+    /// # Safety
+    /// No pending command buffer may use the slot's descriptor set.
+    pub(super) unsafe fn set_particles(
+        &self,
+        slot: usize,
+        particles: &dyn AsVkBuffer,
+        samples: &dyn AsVkBuffer,
+    ) -> cuvk::Result<()> {
+        match self.draw_sets.get(slot) {
+            // SAFETY: forwarded from the caller.
+            Some(&set) => unsafe { self.draw.update_descriptor_set(set, &[particles, samples]) },
+            None => Ok(()),
+        }
+    }
+}
+
 impl Canvas {
     /// Turns on the opaque mode: the sphere pass over `particles` (the same slots as the
     /// canvas's), and its resolve. Refused (`Capability`) where the device has no 64-bit
