@@ -578,7 +578,9 @@ impl DeviceMemory {
             type_index,
             dedicated.is_some().then_some(&mut dedicated_info),
         )?;
-        Self::finish(ctx, memory, size, type_index, dedicated, MEMORY_HANDLE_TYPE)
+        let mut me = Self::finish(ctx, memory, size, type_index, dedicated, MEMORY_HANDLE_TYPE)?;
+        me.device_address = ctx.info().capabilities.buffer_device_address;
+        Ok(me)
     }
 
     /// The resource a dedicated allocation was made for.
@@ -782,6 +784,13 @@ fn import_platform(
             .push_next(&mut import);
         if let Some(d) = dedicated {
             alloc = alloc.push_next(d);
+        }
+        // As for allocations: imported memory can back buffers with device addresses too (a
+        // buffer whose usage has SHADER_DEVICE_ADDRESS needs memory allocated with the flag).
+        let mut flags =
+            vk::MemoryAllocateFlagsInfo::default().flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
+        if ctx.info().capabilities.buffer_device_address {
+            alloc = alloc.push_next(&mut flags);
         }
         // SAFETY: the caller of DeviceMemory::import promised the handle refers to compatible
         // memory of at least `size` bytes.

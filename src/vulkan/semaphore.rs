@@ -277,6 +277,15 @@ impl Semaphore {
         }
     }
 
+    /// A value the counter is known to have reached (a lower bound of [`Self::value`]): what
+    /// cuvk's books say — host signals, completed waits, queue submissions known complete —
+    /// without reading the counter, which on an exported timeline would leave the validation
+    /// layer's phantom signal (see [`Self::wait_host`]). What an importer starts its books at.
+    pub(crate) fn known_value(&self) -> u64 {
+        self.refresh_reached();
+        self.ledger.reached()
+    }
+
     /// The current counter value (timeline only).
     ///
     /// On a timeline that is exported or imported, a read under the Khronos validation layer
