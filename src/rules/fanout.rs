@@ -144,8 +144,14 @@ impl SlotBook {
 
     /// Adds a consumer (a new connection id).
     pub(crate) fn add(&mut self, id: ConsumerId, delivery: Delivery) {
-        // A lossless consumer owns what is published from now on, not the past.
-        let last_frame = self.newest.map_or(0, |(f, _)| f);
+        // Both start at the newest frame published (a viewer that attaches to a paused
+        // publisher sees its picture; a frame published between the attach and the
+        // subscription is not lost): a lossless consumer owns it and what follows, not older
+        // frames still in slots.
+        let last_frame = match delivery {
+            Delivery::Latest => 0,
+            Delivery::EveryFrame => self.newest.map_or(0, |(f, _)| f.saturating_sub(1)),
+        };
         self.consumers.insert(
             id,
             Consumer {
@@ -320,6 +326,23 @@ mod tests {
         let p = b.begin_write().unwrap();
         assert!(b.published());
         p
+    }
+
+    /// Found on the GPU: a consumer whose subscription arrived after the publisher's frames
+    /// held nothing until the next one (a paused publisher showed no picture).
+    #[test]
+    fn a_consumer_that_comes_late_holds_the_newest_frame_published() {
+        for delivery in [Delivery::Latest, Delivery::EveryFrame] {
+            let mut b = SlotBook::new(4);
+            for _ in 0..3 {
+                write(&mut b);
+            }
+            b.add(7, delivery);
+            let h = b.hold(7).unwrap();
+            assert_eq!(h.frame, 3, "{delivery:?}");
+            b.release(7, 3, h.read_value).unwrap();
+            assert_eq!(b.hold(7), Err(HoldRefused::NothingNew), "{delivery:?}");
+        }
     }
 
     #[test]
