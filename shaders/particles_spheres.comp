@@ -78,6 +78,10 @@ void main() {
                 uint rgba = c.r | (c.g << 8) | (c.b << 16) | (c.a << 24);
                 uint64_t sample_ = (uint64_t(depth_key(depth)) << 32) | uint64_t(rgba);
                 uint at = uint(px.y) * pc.width + uint(px.x);
+                // The kept value only ever falls: one seen at or below ours (even a stale one)
+                // means ours cannot win, and the atomic is skipped. In a dense core most
+                // spheres are behind, and their atomics would queue on the same pixels.
+                if (samples[at] <= sample_) continue;
                 atomicMin(samples[at], sample_);
             }
         }
