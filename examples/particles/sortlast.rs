@@ -22,7 +22,9 @@
 //! Options (besides --particles, --frames, --size, --seed, --out, --hud, --shaders):
 //! --gpus N, --bench, --net (NCCL forced onto its network transport: NCCL_P2P_DISABLE=1
 //! NCCL_SHM_DISABLE=1, a stand-in for several nodes), --save-every K, --rank-timeout SECS (10),
-//! --fail-at RANK:FRAME (that rank aborts at that frame: the others must stop in time).
+//! --fail-at RANK:FRAME (that rank aborts at that frame: the others must stop in time),
+//! --composite add|depth (summed glow, or opaque spheres composited by depth),
+//! --schedule reduce|scatter (depth: one ncclReduce, or reduce-scatter then gather).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -34,7 +36,7 @@ use anyhow::{bail, Context};
 use cuvk::ash::vk;
 use cuvk::cuda::CudaDeviceChoice;
 use cuvk::cudarc::driver::{sys, CudaEvent, CudaFunction, LaunchConfig, PushKernelArg};
-use cuvk::nccl::{Communicator, DepthCompositor, NcclId, ReduceOp};
+use cuvk::nccl::{Communicator, CompositeSchedule, CompositeTo, DepthCompositor, NcclId, ReduceOp};
 use cuvk::vulkan::{cmd_acquire_buffers, cmd_release_buffers, AsVkBuffer, Validation};
 use cuvk::{Bridge, BridgeConfig, BufferUsage, FrameSubmit, SharedBuffer, StreamOrder};
 use cuvk_dev::canvas::{self, Canvas};
@@ -67,6 +69,8 @@ struct Config {
     /// `--composite depth`: opaque spheres, the nearest sample per pixel (ncclMin), instead
     /// of the glow's summed counts.
     opaque: bool,
+    /// `--schedule reduce|scatter`: how `--composite depth` combines the ranks' pictures.
+    schedule: CompositeSchedule,
     rank_timeout: Duration,
     fail_at: Option<(usize, u64)>,
     /// Rank 0 writes its timings here (the bench's launcher reads them).
@@ -90,6 +94,7 @@ fn parse(args: Vec<String>, shader_dir: PathBuf) -> anyhow::Result<Config> {
         bench: false,
         net: false,
         opaque: false,
+        schedule: CompositeSchedule::Reduce,
         rank_timeout: Duration::from_secs(10),
         fail_at: None,
         report: None,
@@ -129,6 +134,15 @@ fn parse(args: Vec<String>, shader_dir: PathBuf) -> anyhow::Result<Config> {
                     ))),
                 }
             }
+            "--schedule" => {
+                c.schedule = match it.next().as_deref() {
+                    Some("reduce") => CompositeSchedule::Reduce,
+                    Some("scatter") => CompositeSchedule::ReduceScatter,
+                    v => bail!(usage(format!(
+                        "--schedule must be reduce or scatter, not {v:?}"
+                    ))),
+                }
+            }
             "--hud" => {
                 c.hud = match it.next().as_deref() {
                     Some("on") => true,
@@ -161,7 +175,7 @@ fn parse(args: Vec<String>, shader_dir: PathBuf) -> anyhow::Result<Config> {
             }
             other => bail!(usage(format!(
                 "--gpus mode takes --gpus --particles --frames --size --seed --out --hud \
-                 --shaders --save-every --bench --net --composite --rank-timeout --fail-at, not \
+                 --shaders --save-every --bench --net --composite --schedule --rank-timeout --fail-at, not \
                  '{other}'"
             ))),
         }
@@ -506,7 +520,8 @@ fn run_rank(
     let mut hdr: SharedBuffer<u64> =
         bridge.create_buffer((w * h) as usize, BufferUsage::STORAGE_BUFFER)?;
     // Every rank must composite pictures of one size: checked with the others before any frame.
-    let compositor = DepthCompositor::new(&comm, w, h, cfg.rank_timeout)?;
+    let compositor =
+        DepthCompositor::new(&comm, w, h, cfg.rank_timeout)?.with_schedule(cfg.schedule);
     particles.init(&stream, &init, 1, cfg.seed)?;
     // Empty: no counts, or no sample (all ones).
     let empty: u32 = if cfg.opaque { u32::MAX } else { 0 };
@@ -650,7 +665,7 @@ fn run_rank(
         order.cuda_acquire(&hdr_marks, &stream)?;
         e2.record(&stream)?;
         let cuda_value = if cfg.opaque {
-            compositor.composite(&comm, &mut hdr, 0, &order, &hdr_marks)?
+            compositor.composite(&comm, &mut hdr, CompositeTo::Rank(0), &order, &hdr_marks)?
         } else {
             comm.reduce_into(&mut hdr, ReduceOp::Sum, 0, &order, &hdr_marks)?
         };

@@ -46,6 +46,12 @@ type AllReduce = unsafe extern "C" fn(
     Comm,
     *mut c_void,
 ) -> NcclResult;
+type AllGather =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, *mut c_void) -> NcclResult;
+type Send =
+    unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, *mut c_void) -> NcclResult;
+type Recv = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, *mut c_void) -> NcclResult;
+type Group = unsafe extern "C" fn() -> NcclResult;
 
 /// The loaded library and its functions.
 pub(crate) struct Nccl {
@@ -59,6 +65,13 @@ pub(crate) struct Nccl {
     pub(crate) get_last_error: GetLastError,
     pub(crate) reduce: Reduce,
     pub(crate) all_reduce: AllReduce,
+    /// `ncclReduceScatter` (the signature of `ncclAllReduce`, the count per rank).
+    pub(crate) reduce_scatter: AllReduce,
+    pub(crate) all_gather: AllGather,
+    pub(crate) send: Send,
+    pub(crate) recv: Recv,
+    pub(crate) group_start: Group,
+    pub(crate) group_end: Group,
 }
 
 /// Names tried in order: the override, the runtime soname, the development link.
@@ -105,6 +118,12 @@ fn load() -> Result<Nccl, String> {
             get_last_error: get(&lib, "ncclGetLastError")?,
             reduce: get(&lib, "ncclReduce")?,
             all_reduce: get(&lib, "ncclAllReduce")?,
+            reduce_scatter: get(&lib, "ncclReduceScatter")?,
+            all_gather: get(&lib, "ncclAllGather")?,
+            send: get(&lib, "ncclSend")?,
+            recv: get(&lib, "ncclRecv")?,
+            group_start: get(&lib, "ncclGroupStart")?,
+            group_end: get(&lib, "ncclGroupEnd")?,
             _lib: lib,
         })
     }

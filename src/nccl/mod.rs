@@ -22,7 +22,7 @@
 mod composite;
 mod ffi;
 
-pub use composite::{DepthCompositor, EMPTY_SAMPLE};
+pub use composite::{CompositeSchedule, CompositeTo, DepthCompositor, EMPTY_SAMPLE};
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -306,35 +306,68 @@ impl Communicator {
         order: &StreamOrder,
         marks: &UseMarks,
     ) -> Result<u64> {
-        // Held to the release: this rank's collectives reach NCCL in one order.
-        let st = self.live()?;
-        self.check_buffer(buffer)?;
-        if root >= self.world {
-            return Err(PeerError::RankOutOfRange {
+        self.check_root(root)?;
+        self.enqueue(buffer, order, marks, |c| {
+            // SAFETY: `c.ptr` is `c.len` elements of T on this communicator's GPU, read and
+            // (root) written in place on `c.stream` (see `enqueue`).
+            let code = unsafe {
+                (c.nccl.reduce)(
+                    c.ptr,
+                    c.ptr,
+                    c.len,
+                    T::DATA_TYPE,
+                    op as i32,
+                    root as i32,
+                    c.comm,
+                    c.stream,
+                )
+            };
+            check(c.nccl, code, "ncclReduce", c.comm)
+        })
+    }
+
+    /// [`PeerError::RankOutOfRange`] unless `root` is one of the ranks.
+    fn check_root(&self, root: usize) -> Result<()> {
+        if root < self.world {
+            Ok(())
+        } else {
+            Err(PeerError::RankOutOfRange {
                 rank: root,
                 world: self.world,
             }
-            .into());
+            .into())
         }
+    }
+
+    /// Enqueues `calls` — NCCL calls on `buffer`, in place — on the communicator's stream,
+    /// ordered on the GPU after Vulkan's last use of `buffer` (`marks` on `order`); returns
+    /// the `cuda_done` value released after them, for Vulkan's next use to wait on. Holds
+    /// the communicator's lock throughout: this rank's collectives reach NCCL in one order.
+    /// A buffer on another GPU is refused before anything is enqueued.
+    fn enqueue<T: NcclElement>(
+        &self,
+        buffer: &mut SharedBuffer<T>,
+        order: &StreamOrder,
+        marks: &UseMarks,
+        calls: impl FnOnce(&Enqueue) -> Result<()>,
+    ) -> Result<u64> {
+        let st = self.live()?;
+        self.check_buffer(buffer)?;
         order.cuda_acquire(marks, &self.stream)?;
-        let ptr = buffer.cuda_ptr();
-        // SAFETY: `buffer` is `len` elements of T on this communicator's GPU (checked), read
-        // and (root) written in place after Vulkan's last use (acquired above); it stays alive
-        // until the release below is reached (the caller's marks and the buffer's drop wait).
-        let code = unsafe {
-            (self.nccl.reduce)(
-                ptr as *const c_void,
-                ptr as *mut c_void,
-                buffer.len(),
-                T::DATA_TYPE,
-                op as i32,
-                root as i32,
-                st.comm,
-                self.stream.cu_stream() as *mut c_void,
-            )
+        let c = Enqueue {
+            nccl: self.nccl,
+            comm: st.comm,
+            stream: self.stream.cu_stream() as *mut c_void,
+            ptr: buffer.cuda_ptr() as *mut c_void,
+            len: buffer.len(),
         };
-        check(self.nccl, code, "ncclReduce", st.comm)?;
-        order.cuda_release(&[marks], &self.stream)
+        // The buffer stays alive until the release below is reached (the caller's marks and
+        // the buffer's drop wait for it); a failed enqueue still releases, so that nothing
+        // waits on a value never signalled.
+        let enqueued = calls(&c);
+        let released = order.cuda_release(&[marks], &self.stream);
+        enqueued?;
+        released
     }
 
     /// Waits on the host, at most `timeout`, for the `cuda_done` value a collective released
@@ -427,6 +460,16 @@ impl Drop for Communicator {
     fn drop(&mut self) {
         self.abort("dropped");
     }
+}
+
+/// What [`Communicator::enqueue`]'s calls work on: a live communicator (locked), its stream,
+/// and the buffer (`len` elements on the communicator's GPU, acquired from Vulkan).
+struct Enqueue {
+    nccl: &'static ffi::Nccl,
+    comm: ffi::Comm,
+    stream: *mut c_void,
+    ptr: *mut c_void,
+    len: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

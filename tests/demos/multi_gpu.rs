@@ -46,13 +46,14 @@ fn serve_without_a_name_is_a_usage_error() {
 }
 
 /// Pixels below the HUD panel that differ between `--gpus 1` and `--gpus 2` pictures of
-/// composite `mode`, and the lit pixels of the one-GPU picture.
-fn one_vs_two_gpus(mode: &str) -> (usize, usize) {
+/// composite `mode` (the two-GPU run with `two_gpu_args` too), and the lit pixels of the
+/// one-GPU picture.
+fn one_vs_two_gpus(mode: &str, two_gpu_args: &[&str]) -> (usize, usize) {
     let mut pictures = Vec::new();
     for gpus in ["1", "2"] {
-        let dir = temp_dir(&format!("multi{gpus}-{mode}"));
+        let dir = temp_dir(&format!("multi{gpus}-{mode}{}", two_gpu_args.join("")));
         let d = dir.to_str().unwrap();
-        let out = run_demo(&[
+        let mut args = vec![
             "--gpus",
             gpus,
             "--composite",
@@ -63,7 +64,11 @@ fn one_vs_two_gpus(mode: &str) -> (usize, usize) {
             "40",
             "--out",
             d,
-        ]);
+        ];
+        if gpus == "2" {
+            args.extend_from_slice(two_gpu_args);
+        }
+        let out = run_demo(&args);
         assert!(
             out.status.success(),
             "--gpus {gpus} --composite {mode} failed"
@@ -93,9 +98,15 @@ fn two_gpus_draw_exactly_the_one_gpu_picture() {
         return;
     }
     // The glow sums integer counts (ncclSum); the opaque mode keeps the nearest packed sample
-    // (ncclMin): both are exact whatever the split.
-    for mode in ["add", "depth"] {
-        let (below, lit) = one_vs_two_gpus(mode);
+    // (ncclMin): both are exact whatever the split, the schedule and NCCL's transport.
+    for (mode, two_gpu_args) in [
+        ("add", &[][..]),
+        ("depth", &[][..]),
+        ("depth", &["--schedule", "scatter"][..]),
+        ("depth", &["--net"][..]),
+    ] {
+        let (below, lit) = one_vs_two_gpus(mode, two_gpu_args);
+        let mode = format!("{mode} {}", two_gpu_args.join(" "));
         eprintln!(
             "multi_gpu_picture --composite {mode}: {below} pixels differ below the HUD, {lit} lit"
         );

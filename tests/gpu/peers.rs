@@ -322,4 +322,132 @@ mod nccl {
             "{free_before} -> {free_after}"
         );
     }
+
+    /// Rank `rank`'s samples: a deterministic mix of drawn and empty pixels.
+    fn samples(rank: usize, n: usize) -> Vec<u64> {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (rank as u64 + 1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x % 5 == 0 {
+                    cuvk::nccl::EMPTY_SAMPLE
+                } else {
+                    x >> 8
+                }
+            })
+            .collect()
+    }
+
+    /// The compositor (issue 38): with either schedule, to one rank or to all, the destination
+    /// holds the per-pixel minimum of both ranks' samples, bit for bit — on a picture whose
+    /// pixel count is odd (a band per rank and a tail); its refusals change nothing and the
+    /// next composite works; ranks of different shapes (same pixel count) are refused on both.
+    #[test]
+    fn the_depth_compositor_keeps_the_nearest_sample_with_either_schedule() {
+        use cuvk::nccl::{CompositeSchedule, CompositeTo, DepthCompositor};
+        let _g = common::serial();
+        let Some(bridge) = common::bridge("depth_compositor") else {
+            return;
+        };
+        let Some(peer) = common::peer_gpu("depth_compositor", &bridge) else {
+            return;
+        };
+        let Some(id) = nccl_or_skip("depth_compositor") else {
+            return;
+        };
+        let peer_bridge = cuvk::Bridge::new(cuvk::BridgeConfig {
+            cuda_device: cuvk::cuda::CudaDeviceChoice::Ordinal(peer.ordinal()),
+            ..Default::default()
+        })
+        .unwrap();
+        let bridges = [&bridge, &peer_bridge];
+        let (w, h) = (641u32, 359u32); // 230,119 pixels: odd
+        let n = (w * h) as usize;
+        let (a, b) = (samples(0, n), samples(1, n));
+        let nearest: Vec<u64> = a.iter().zip(&b).map(|(x, y)| *x.min(y)).collect();
+        let own = bridge.cuda().clone();
+        let results = two_ranks([own, peer], id, |rank, comm| {
+            let br = bridges[rank];
+            let mine = if rank == 0 { &a } else { &b };
+            // Shapes of one pixel count, refused on both ranks; then the real one.
+            let shape = if rank == 0 { (w, h) } else { (h, w) };
+            let mismatch = DepthCompositor::new(&comm, shape.0, shape.1, WAIT).map(|_| ());
+            let compositor = DepthCompositor::new(&comm, w, h, WAIT).unwrap();
+            let order = StreamOrder::new(br).unwrap();
+            let marks = order.marks();
+            let mut buffer: SharedBuffer<u64> =
+                br.create_buffer(n, BufferUsage::STORAGE_BUFFER).unwrap();
+            // Refused before NCCL: another length, a rank outside; nothing enqueued.
+            let mut short: SharedBuffer<u64> = br
+                .create_buffer(n - 1, BufferUsage::STORAGE_BUFFER)
+                .unwrap();
+            let refusals = [
+                compositor
+                    .composite(&comm, &mut short, CompositeTo::All, &order, &marks)
+                    .unwrap_err(),
+                compositor
+                    .composite(&comm, &mut buffer, CompositeTo::Rank(2), &order, &marks)
+                    .unwrap_err(),
+            ];
+            let enqueued_by_refusals = order.last_cuda();
+            let mut got = Vec::new();
+            for schedule in [CompositeSchedule::Reduce, CompositeSchedule::ReduceScatter] {
+                let c = compositor.with_schedule(schedule);
+                for to in [CompositeTo::Rank(1), CompositeTo::All] {
+                    comm.stream().memcpy_htod(mine, &mut buffer).unwrap();
+                    let value = c.composite(&comm, &mut buffer, to, &order, &marks).unwrap();
+                    comm.wait_cuda(&order, value, WAIT).unwrap();
+                    let out = comm.stream().clone_dtoh(&buffer).unwrap();
+                    got.push((schedule, to, out));
+                }
+            }
+            (rank, mismatch, refusals, enqueued_by_refusals, got)
+        });
+        for (rank, mismatch, refusals, enqueued, got) in results {
+            let e = mismatch.unwrap_err();
+            assert_eq!(
+                e.rule(),
+                Some(cuvk::Rule::PeerSizeMismatch),
+                "rank {rank}: {e}"
+            );
+            assert_eq!(
+                refusals[0].rule(),
+                Some(cuvk::Rule::PeerSizeMismatch),
+                "{}",
+                refusals[0]
+            );
+            assert!(
+                matches!(
+                    refusals[1],
+                    Error::Peer(PeerError::RankOutOfRange { rank: 2, world: 2 })
+                ),
+                "{}",
+                refusals[1]
+            );
+            assert_eq!(
+                enqueued, 0,
+                "rank {rank}: a refused composite enqueues nothing"
+            );
+            let mine = if rank == 0 { &a } else { &b };
+            for (schedule, to, out) in got {
+                let here = to == CompositeTo::All || to == CompositeTo::Rank(rank);
+                if here {
+                    let wrong = out.iter().zip(&nearest).filter(|(x, y)| x != y).count();
+                    assert_eq!(
+                        wrong, 0,
+                        "rank {rank}, {schedule:?} to {to:?}: {wrong} of {n} samples wrong"
+                    );
+                } else if schedule == CompositeSchedule::Reduce {
+                    assert!(
+                        out == *mine,
+                        "rank {rank}: a reduce to another rank only reads"
+                    );
+                }
+            }
+            eprintln!("depth_compositor: rank {rank}: 4 composites of {n} samples exact");
+        }
+        common::assert_clean(bridge.vulkan());
+    }
 }
