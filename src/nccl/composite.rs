@@ -199,58 +199,45 @@ fn all_gather(c: &super::Enqueue, rank: usize, band: usize) -> Result<()> {
 /// Every rank's band to `root` (point-to-point sends in one NCCL group).
 fn gather(c: &super::Enqueue, rank: usize, world: usize, root: usize, band: usize) -> Result<()> {
     // SAFETY: no arguments; the group is ended below on every path.
-    check(
-        c.nccl,
-        unsafe { (c.nccl.group_start)() },
-        "ncclGroupStart",
-        c.comm,
-    )?;
+    let started = unsafe { (c.nccl.group_start)() };
+    check(c.nccl, started, "ncclGroupStart", c.comm)?;
     let mut result = Ok(());
     for peer in (0..world).filter(|&p| p != root) {
-        let (code, call) = if rank == root {
+        let step = if rank == root {
             // SAFETY: band `peer` of the buffer (within `c.len`), written on `c.stream`.
-            (
-                unsafe {
-                    (c.nccl.recv)(
-                        at(c, peer * band),
-                        band,
-                        UINT64,
-                        peer as i32,
-                        c.comm,
-                        c.stream,
-                    )
-                },
-                "ncclRecv",
-            )
+            let code = unsafe {
+                (c.nccl.recv)(
+                    at(c, peer * band),
+                    band,
+                    UINT64,
+                    peer as i32,
+                    c.comm,
+                    c.stream,
+                )
+            };
+            check(c.nccl, code, "ncclRecv", c.comm)
         } else if peer == rank {
             // SAFETY: this rank's band (within `c.len`), read on `c.stream`.
-            (
-                unsafe {
-                    (c.nccl.send)(
-                        at(c, rank * band),
-                        band,
-                        UINT64,
-                        root as i32,
-                        c.comm,
-                        c.stream,
-                    )
-                },
-                "ncclSend",
-            )
+            let code = unsafe {
+                (c.nccl.send)(
+                    at(c, rank * band),
+                    band,
+                    UINT64,
+                    root as i32,
+                    c.comm,
+                    c.stream,
+                )
+            };
+            check(c.nccl, code, "ncclSend", c.comm)
         } else {
             continue;
         };
-        result = check(c.nccl, code, call, c.comm);
-        if result.is_err() {
+        if step.is_err() {
+            result = step;
             break;
         }
     }
     // SAFETY: ends the group started above.
-    let ended = check(
-        c.nccl,
-        unsafe { (c.nccl.group_end)() },
-        "ncclGroupEnd",
-        c.comm,
-    );
-    result.and(ended)
+    let ended = unsafe { (c.nccl.group_end)() };
+    result.and(check(c.nccl, ended, "ncclGroupEnd", c.comm))
 }

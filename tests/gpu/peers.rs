@@ -331,7 +331,7 @@ mod nccl {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                if x % 5 == 0 {
+                if x.is_multiple_of(5) {
                     cuvk::nccl::EMPTY_SAMPLE
                 } else {
                     x >> 8

@@ -1,0 +1,306 @@
+//! Fan-out (issue 37): what consumers cost a publisher. One `cuvk::ipc::Publisher` writes
+//! frames with CUDA (a memset of the slot: the cheapest writer, so that what is left is the
+//! protocol's cost) while 0, 1, 2, 4 and 8 consumer processes attach, hold the newest frame,
+//! copy it out with CUDA and release it; then one consumer stopped (SIGSTOP) among 8, and
+//! consumers killed (SIGKILL) and replaced while the publisher runs. Side by side in one run:
+//! a 4 KiB frame and a 1,000,000-particle frame (16 MB), K = consumers + 2.
+//!
+//!     cargo run --release --example bench_fanout [-- --frames 3000]
+//!
+//! Columns: the publisher's host time per frame (begin_frame → acquire → write → release:
+//! no host wait is in it, so p99 shows any), its frame period (wall time / frames, the
+//! stream synchronised at the end), vs no consumer; the frames the consumers held; attach
+//! (connect, receive descriptors, import into CUDA, map) per consumer, all attaching at
+//! once.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use cuvk::cudarc::driver::{result, CudaContext};
+use cuvk::ipc::{CudaSubscriber, IpcError, Publisher, PublisherDesc};
+use cuvk::{Bridge, BridgeConfig, ElementFormat};
+use cuvk_dev::stats::median;
+
+const U32: ElementFormat = ElementFormat {
+    code: ElementFormat::UINT,
+    bits: 32,
+    lanes: 1,
+    columns: 1,
+};
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A consumer process: attaches, prints its attach time, holds and copies frames until the
+/// publisher goes, prints the frames it held.
+fn consumer(name: &str) -> anyhow::Result<()> {
+    let cuda = CudaContext::new(0)?;
+    let start = Instant::now();
+    let mut sub = CudaSubscriber::attach(name, &cuda, false, WAIT)?;
+    println!("ATTACH {}", start.elapsed().as_secs_f64() * 1e3);
+    let stream = cuda.new_stream()?;
+    let bytes = sub.slots()[0].size() as usize;
+    let scratch = stream.alloc_zeros::<u8>(bytes)?;
+    let (scratch_ptr, _sync) = cuvk::cudarc::driver::DevicePtr::device_ptr(&scratch, &stream);
+    let mut held = 0u64;
+    loop {
+        match sub.hold(Duration::from_millis(100)) {
+            Ok(Some(h)) => {
+                sub.acquire(&h, &stream)?;
+                let src = sub.slots()[h.slot()].device_ptr();
+                // SAFETY: both ranges are `bytes` long on this GPU; the copy runs on `stream`
+                // after the frame is written (acquire) and before the read is released.
+                unsafe { result::memcpy_dtod_async(scratch_ptr, src, bytes, stream.cu_stream()) }?;
+                sub.release(&h, &stream)?;
+                held += 1;
+            }
+            Ok(None) => {}
+            Err(cuvk::Error::Ipc(IpcError::PeerClosed { .. })) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    stream.synchronize()?;
+    println!("HELD {held}");
+    Ok(())
+}
+
+struct Consumers {
+    children: Vec<Child>,
+}
+
+impl Consumers {
+    fn spawn(name: &str, n: usize) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe()?;
+        let children = (0..n)
+            .map(|_| {
+                Command::new(&exe)
+                    .args(["--consumer", name])
+                    .stdout(Stdio::piped())
+                    .spawn()
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Self { children })
+    }
+
+    /// (attach ms of each, frames held in all) once they have exited.
+    fn finish(self) -> anyhow::Result<(Vec<f64>, u64)> {
+        let (mut attach, mut held) = (Vec::new(), 0);
+        for mut c in self.children {
+            let out = c.stdout.take().context("no stdout")?;
+            for line in BufReader::new(out).lines() {
+                let line = line?;
+                if let Some(v) = line.strip_prefix("ATTACH ") {
+                    attach.push(v.parse()?);
+                } else if let Some(v) = line.strip_prefix("HELD ") {
+                    held += v.parse::<u64>()?;
+                }
+            }
+            let _ = c.wait()?;
+        }
+        Ok((attach, held))
+    }
+}
+
+/// What happens to consumers during a run.
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    /// One of them is stopped (SIGSTOP) for the whole run.
+    Stopped,
+    /// Every `n` frames one is killed (SIGKILL) and a new one started.
+    KilledEvery(u64),
+}
+
+struct Row {
+    frame: &'static str,
+    consumers: usize,
+    fault: Fault,
+    slots: u32,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    period_us: f64,
+    held: u64,
+    attach_ms: Vec<f64>,
+    kills: u64,
+    bytes: u64,
+}
+
+fn run(
+    bridge: &Bridge,
+    frame: &'static str,
+    bytes: u64,
+    consumers: usize,
+    fault: Fault,
+    frames: u64,
+) -> anyhow::Result<Row> {
+    let name = format!("bench-fanout-{}-{consumers}", std::process::id());
+    let slots = (consumers as u32 + 2).max(3);
+    let mut publisher = Publisher::new(
+        &name,
+        bridge,
+        PublisherDesc {
+            slots,
+            bytes,
+            element: U32,
+        },
+    )?;
+    let stream = bridge.cuda().new_stream()?;
+    let mut group = Consumers::spawn(&name, consumers)?;
+    let deadline = Instant::now() + WAIT;
+    while publisher.consumers() < consumers {
+        if Instant::now() > deadline {
+            bail!("{consumers} consumers did not attach within {WAIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if fault == Fault::Stopped {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(group.children[0].id() as i32, libc::SIGSTOP) };
+    }
+    let mut times = Vec::with_capacity(frames as usize);
+    let mut kills = 0;
+    let start = Instant::now();
+    for n in 0..frames {
+        let t = Instant::now();
+        let f = publisher.begin_frame(WAIT)?;
+        publisher.acquire(&f, &stream)?;
+        let slot = publisher.slot(f.slot()).context("slot")?;
+        // SAFETY: the slot is `bytes` long on this GPU, written on `stream` after every read
+        // of it released (acquire) and before the frame is published (release).
+        unsafe {
+            cuvk::cudarc::driver::sys::cuMemsetD32Async(
+                slot.cuda_ptr(),
+                n as u32,
+                (bytes / 4) as usize,
+                stream.cu_stream(),
+            )
+            .result()
+        }?;
+        publisher.release(&f, &stream)?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+        if let Fault::KilledEvery(every) = fault {
+            if n % every == every - 1 {
+                let mut victim = group.children.remove(0);
+                let killed = victim.kill();
+                victim.wait()?;
+                killed?;
+                kills += 1;
+                let mut fresh = Consumers::spawn(&name, 1)?;
+                group.children.append(&mut fresh.children);
+            }
+        }
+    }
+    stream.synchronize()?;
+    let period_us = start.elapsed().as_secs_f64() * 1e6 / frames as f64;
+    if fault == Fault::Stopped {
+        // SAFETY: as above.
+        unsafe { libc::kill(group.children[0].id() as i32, libc::SIGCONT) };
+    }
+    drop(publisher);
+    let (attach_ms, held) = group.finish()?;
+    let warm = times.len() / 10;
+    let mut steady = times[warm..].to_vec();
+    steady.sort_by(f64::total_cmp);
+    let pick = |q: f64| steady[((steady.len() - 1) as f64 * q) as usize];
+    Ok(Row {
+        frame,
+        consumers,
+        fault,
+        slots,
+        p50_us: pick(0.5),
+        p99_us: pick(0.99),
+        max_us: steady.last().copied().unwrap_or(0.0),
+        period_us,
+        held,
+        attach_ms,
+        kills,
+        bytes,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    cuvk_dev::logger::init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--consumer") {
+        return consumer(args.get(i + 1).context("--consumer NAME")?);
+    }
+    let frames: u64 = args
+        .iter()
+        .position(|a| a == "--frames")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse())
+        .transpose()
+        .context("--frames takes a number")?
+        .unwrap_or(3000);
+    let bridge = Bridge::new(BridgeConfig::default())?;
+    println!("device: {}", bridge.vulkan().info().name);
+    let mut rows = Vec::new();
+    for (frame, bytes) in [("4 KiB", 4096u64), ("1M particles (16 MB)", 16_000_000)] {
+        for consumers in [0, 1, 2, 4, 8] {
+            rows.push(run(&bridge, frame, bytes, consumers, Fault::None, frames)?);
+        }
+        rows.push(run(&bridge, frame, bytes, 8, Fault::Stopped, frames)?);
+        rows.push(run(
+            &bridge,
+            frame,
+            bytes,
+            4,
+            Fault::KilledEvery(30),
+            frames,
+        )?);
+    }
+    // Attach of a 256 MiB slot set (4 slots of 64 MiB), 8 consumers at once.
+    let big = run(&bridge, "256 MiB slot set", 64 << 20, 2, Fault::None, 200)?;
+    let big8 = run(&bridge, "256 MiB slot set", 26_843_544, 8, Fault::None, 200)?;
+    println!("\n| frame | consumers | K | publisher host µs/frame p50 | p99 | max | frame period µs | vs 0 consumers | vs 1 consumer | frames held (all consumers) | attach ms median / max |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let base = |frame: &str, c: usize| {
+        rows.iter()
+            .find(|r| r.frame == frame && r.consumers == c && r.fault == Fault::None)
+            .map(|r| r.period_us)
+    };
+    for r in &rows {
+        let who = match r.fault {
+            Fault::None => r.consumers.to_string(),
+            Fault::Stopped => format!("{} (1 stopped)", r.consumers),
+            Fault::KilledEvery(n) => format!(
+                "{} (1 killed every {n} frames: {} kills)",
+                r.consumers, r.kills
+            ),
+        };
+        let vs = |b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}x", r.period_us / b));
+        let mut a = r.attach_ms.clone();
+        let attach = if a.is_empty() {
+            "-".to_string()
+        } else {
+            let max = a.iter().copied().fold(0.0, f64::max);
+            format!("{:.2} / {max:.2}", median(std::mem::take(&mut a)))
+        };
+        println!(
+            "| {} | {who} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {attach} |",
+            r.frame,
+            r.slots,
+            r.p50_us,
+            r.p99_us,
+            r.max_us,
+            r.period_us,
+            vs(base(r.frame, 0)),
+            vs(base(r.frame, 1)),
+            r.held
+        );
+    }
+    for r in [big, big8] {
+        let mut a = r.attach_ms.clone();
+        let max = a.iter().copied().fold(0.0, f64::max);
+        println!(
+            "attach of {} slots x {:.1} MiB ({:.0} MiB) by {} consumers at once: median {:.2} ms, max {max:.2} ms",
+            r.slots,
+            r.bytes as f64 / (1 << 20) as f64,
+            (r.bytes * u64::from(r.slots)) as f64 / (1 << 20) as f64,
+            r.consumers,
+            median(std::mem::take(&mut a))
+        );
+    }
+    Ok(())
+}
