@@ -30,6 +30,36 @@ const U32: ElementFormat = ElementFormat {
     columns: 1,
 };
 const WAIT: Duration = Duration::from_secs(30);
+/// How long the publisher runs while consumers are killed around it.
+const KILL_RUN: Duration = Duration::from_secs(8);
+
+/// Kills consumers of `name` one after the other until `stop`: each is started, killed at a
+/// random moment, and waited for. Returns the kills.
+fn killer(name: &str, seed: u64, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<u64> {
+    use std::sync::atomic::Ordering;
+    let mut x = seed | 1;
+    let mut kills = 0;
+    while !stop.load(Ordering::Acquire) {
+        let mut group = Consumers::spawn(name, 1)?;
+        let mut child = group.children.remove(0);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Half of them once attached (it said so), half at any moment before.
+        if x.is_multiple_of(2) {
+            if let Some(out) = child.stdout.take() {
+                let mut line = String::new();
+                let _ = BufReader::new(out).read_line(&mut line);
+            }
+        }
+        std::thread::sleep(Duration::from_micros(x % 5000));
+        let killed = child.kill();
+        child.wait()?;
+        killed?;
+        kills += 1;
+    }
+    Ok(kills)
+}
 
 /// A consumer process: attaches, prints its attach time, holds and copies frames until the
 /// publisher goes, prints the frames it held.
@@ -107,8 +137,12 @@ enum Fault {
     None,
     /// One of them is stopped (SIGSTOP) for the whole run.
     Stopped,
-    /// Every `n` frames one is killed (SIGKILL) and a new one started.
-    KilledEvery(u64),
+    /// `lanes` more consumers each killed (SIGKILL) at a random moment within 5 ms of its
+    /// attach (half of them before it finished attaching), and replaced, again and again for
+    /// [`KILL_RUN`].
+    Killed {
+        lanes: usize,
+    },
 }
 
 struct Row {
@@ -124,47 +158,25 @@ struct Row {
     attach_ms: Vec<f64>,
     kills: u64,
     bytes: u64,
+    frames: u64,
 }
 
-fn run(
-    bridge: &Bridge,
-    frame: &'static str,
+/// Publishes frames while `more(frames so far, start)`: each a memset of its slot. Each
+/// frame's host time goes into `times`; returns the frame period (µs, the stream
+/// synchronised at the end) and the frames published.
+fn publish(
+    publisher: &mut Publisher,
+    stream: &std::sync::Arc<cuvk::cudarc::driver::CudaStream>,
     bytes: u64,
-    consumers: usize,
-    fault: Fault,
-    frames: u64,
-) -> anyhow::Result<Row> {
-    let name = format!("bench-fanout-{}-{consumers}", std::process::id());
-    let slots = (consumers as u32 + 2).max(3);
-    let mut publisher = Publisher::new(
-        &name,
-        bridge,
-        PublisherDesc {
-            slots,
-            bytes,
-            element: U32,
-        },
-    )?;
-    let stream = bridge.cuda().new_stream()?;
-    let mut group = Consumers::spawn(&name, consumers)?;
-    let deadline = Instant::now() + WAIT;
-    while publisher.consumers() < consumers {
-        if Instant::now() > deadline {
-            bail!("{consumers} consumers did not attach within {WAIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    if fault == Fault::Stopped {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(group.children[0].id() as i32, libc::SIGSTOP) };
-    }
-    let mut times = Vec::with_capacity(frames as usize);
-    let mut kills = 0;
+    times: &mut Vec<f64>,
+    more: impl Fn(u64, Instant) -> bool,
+) -> anyhow::Result<(f64, u64)> {
     let start = Instant::now();
-    for n in 0..frames {
+    let mut n = 0u64;
+    while more(n, start) {
         let t = Instant::now();
         let f = publisher.begin_frame(WAIT)?;
-        publisher.acquire(&f, &stream)?;
+        publisher.acquire(&f, stream)?;
         let slot = publisher.slot(f.slot()).context("slot")?;
         // SAFETY: the slot is `bytes` long on this GPU, written on `stream` after every read
         // of it released (acquire) and before the frame is published (release).
@@ -177,22 +189,81 @@ fn run(
             )
             .result()
         }?;
-        publisher.release(&f, &stream)?;
+        publisher.release(&f, stream)?;
         times.push(t.elapsed().as_secs_f64() * 1e6);
-        if let Fault::KilledEvery(every) = fault {
-            if n % every == every - 1 {
-                let mut victim = group.children.remove(0);
-                let killed = victim.kill();
-                victim.wait()?;
-                killed?;
-                kills += 1;
-                let mut fresh = Consumers::spawn(&name, 1)?;
-                group.children.append(&mut fresh.children);
-            }
-        }
+        n += 1;
     }
     stream.synchronize()?;
-    let period_us = start.elapsed().as_secs_f64() * 1e6 / frames as f64;
+    Ok((start.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64, n))
+}
+
+fn run(
+    bridge: &Bridge,
+    frame: &'static str,
+    bytes: u64,
+    consumers: usize,
+    fault: Fault,
+    frames: u64,
+) -> anyhow::Result<Row> {
+    let name = format!("bench-fanout-{}-{consumers}", std::process::id());
+    // K = consumers + 2, counting those being killed around the run.
+    let passing = match fault {
+        Fault::Killed { lanes } => lanes,
+        _ => 0,
+    };
+    let slots = ((consumers + passing) as u32 + 2).max(3);
+    let mut publisher = Publisher::new(
+        &name,
+        bridge,
+        PublisherDesc {
+            slots,
+            bytes,
+            element: U32,
+        },
+    )?;
+    let stream = bridge.cuda().new_stream()?;
+    let group = Consumers::spawn(&name, consumers)?;
+    let deadline = Instant::now() + WAIT;
+    while publisher.consumers() < consumers {
+        if Instant::now() > deadline {
+            bail!("{consumers} consumers did not attach within {WAIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if fault == Fault::Stopped {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(group.children[0].id() as i32, libc::SIGSTOP) };
+    }
+    let mut times = Vec::with_capacity(frames as usize);
+    let stop_killing = std::sync::atomic::AtomicBool::new(false);
+    let killing = matches!(fault, Fault::Killed { .. });
+    let (kills, period_us, frames_run) = std::thread::scope(|scope| -> anyhow::Result<_> {
+        let killers: Vec<_> = match fault {
+            Fault::Killed { lanes } => (0..lanes)
+                .map(|lane| {
+                    let (name, stop) = (&name, &stop_killing);
+                    scope.spawn(move || killer(name, 0x9E37_79B9 + lane as u64, stop))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let publishing = publish(&mut publisher, &stream, bytes, &mut times, |n, start| {
+            if killing {
+                start.elapsed() < KILL_RUN
+            } else {
+                n < frames
+            }
+        });
+        stop_killing.store(true, std::sync::atomic::Ordering::Release);
+        let mut kills = 0;
+        for k in killers {
+            kills += k
+                .join()
+                .map_err(|_| anyhow::anyhow!("a killer panicked"))??;
+        }
+        let (period_us, n) = publishing?;
+        Ok((kills, period_us, n))
+    })?;
     if fault == Fault::Stopped {
         // SAFETY: as above.
         unsafe { libc::kill(group.children[0].id() as i32, libc::SIGCONT) };
@@ -216,6 +287,7 @@ fn run(
         attach_ms,
         kills,
         bytes,
+        frames: frames_run,
     })
 }
 
@@ -246,7 +318,7 @@ fn main() -> anyhow::Result<()> {
             frame,
             bytes,
             4,
-            Fault::KilledEvery(30),
+            Fault::Killed { lanes: 4 },
             frames,
         )?);
     }
@@ -264,9 +336,9 @@ fn main() -> anyhow::Result<()> {
         let who = match r.fault {
             Fault::None => r.consumers.to_string(),
             Fault::Stopped => format!("{} (1 stopped)", r.consumers),
-            Fault::KilledEvery(n) => format!(
-                "{} (1 killed every {n} frames: {} kills)",
-                r.consumers, r.kills
+            Fault::Killed { lanes } => format!(
+                "{} (+{lanes} killed and replaced: {} kills in {} frames)",
+                r.consumers, r.kills, r.frames
             ),
         };
         let vs = |b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}x", r.period_us / b));

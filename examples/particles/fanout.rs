@@ -40,7 +40,7 @@ pub fn view_main(args: Vec<String>, shader_dir: PathBuf) -> ExitCode {
 
 fn publish(args: Vec<String>) -> anyhow::Result<()> {
     let (mut name, mut particles, mut slots, mut frames) =
-        (String::new(), 1_000_000u64, 5u64, u64::MAX);
+        (String::new(), 1_000_000u64, 8u64, u64::MAX);
     let mut f = Flags::new(args);
     while let Some(a) = f.next_flag() {
         match a.as_str() {
@@ -103,8 +103,24 @@ fn publish(args: Vec<String>) -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let mut previous: Option<usize> = None;
+    let mut crowded = false;
     for _ in 0..frames {
-        let frame = publisher.begin_frame(WAIT)?;
+        // More viewers holding frames than K - 2: the simulation waits for a slot (each
+        // viewer holds one frame at a time and lets it go within a frame of its own).
+        let frame = match publisher.begin_frame(WAIT) {
+            Err(e) if e.rule() == Some(cuvk::Rule::SyncSlotsHeld) => {
+                if !crowded {
+                    eprintln!(
+                        "{e}: waiting for a slot (--slots {} serves more)",
+                        slots + 2
+                    );
+                    crowded = true;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            }
+            other => other?,
+        };
         publisher.acquire(&frame, &stream)?;
         let f = frame.number();
         let out = publisher.slot(frame.slot()).context("slot")?.kernel_arg();
@@ -178,8 +194,15 @@ fn view(c: &ViewerArgs) -> anyhow::Result<()> {
     // Each viewer its own camera: a start along the orbit from its process id.
     let start = u64::from(std::process::id() % 360);
     for drawn in 1..=c.frames {
-        let Some(held) = sub.hold(WAIT)? else {
-            bail!("no frame from the publisher in {} s", WAIT.as_secs());
+        let held = match sub.hold(WAIT) {
+            Ok(Some(held)) => held,
+            Ok(None) => bail!("no frame from the publisher in {} s", WAIT.as_secs()),
+            // The simulation ended (or was killed): this viewer's run ends with it.
+            Err(cuvk::Error::Ipc(cuvk::ipc::IpcError::PeerClosed { .. })) => {
+                println!("the publisher ended; {} frames drawn", drawn - 1);
+                break;
+            }
+            Err(e) => return Err(e.into()),
         };
         let cs = (drawn % 2) as usize;
         if let Some(prev) = in_slot[cs].take() {

@@ -274,6 +274,12 @@ pub struct Listener {
     path: Option<PathBuf>,
 }
 
+impl AsFd for Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.listener.as_fd()
+    }
+}
+
 impl Listener {
     /// Listens on `name`: `\0cuvk-<name>` in the abstract namespace, or the path `name` where
     /// it has a `/` (an existing file there is refused, not replaced).

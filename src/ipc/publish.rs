@@ -1,23 +1,31 @@
-//! Fan-out (issue 37; first cut, not yet run on a GPU): a [`Publisher`] owns K slots and
-//! every timeline, any number of [`Subscriber`]s attach, hold the newest frame (or every
-//! frame), read it on the GPU and release it; nobody waits for anybody on the host. The book
-//! is `rules::fanout`'s; the design is `docs/FANOUT.md`.
+//! Fan-out (issue 37): a [`Publisher`] owns K slots and every timeline, any number of
+//! [`Subscriber`]s attach, hold the newest frame (or every frame), read it on the GPU and
+//! release it; nobody waits for anybody on the host. The book is `rules::fanout`'s; the
+//! design is `docs/FANOUT.md`.
 //!
 //! - `written` (the publisher's CUDA stream signals frame N written) and one `read` timeline
 //!   per consumer (made when it attaches, sent to it alone; it signals it when its read of a
 //!   held frame is done). The publisher's next write of a slot waits on the GPU for the reads
 //!   of it released since.
-//! - A service thread accepts consumers and answers their holds at once from the book; a
-//!   consumer gone (its socket closed, killed or not) is removed and its read timeline
+//! - A service thread owns the consumers' connections: it sleeps in `poll` on them, the
+//!   listener and a wake-up eventfd, accepts consumers, answers their holds from the book and
+//!   tells those waiting for a frame that one was published. The publisher's thread only
+//!   takes the book's lock briefly and writes the eventfd once per frame: its cost per frame
+//!   does not grow with the consumers, and no socket I/O happens under the lock.
+//! - A consumer gone (its socket closed, killed or not) is removed and its read timeline
 //!   released from the host past every value it was given.
+//!
+//! [`Subscriber`]: super::Subscriber
 
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaStream;
+use rustix::event::{PollFd, PollFlags};
 
 use super::error::IpcError;
 use super::share::{Link, Server};
@@ -29,22 +37,31 @@ use crate::rules::fanout::{Blocked, ConsumerId, Delivery, HoldRefused, SlotBook,
 use crate::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, VulkanContext};
 use crate::{ElementFormat, Frame};
 
-/// How often the service thread looks for new consumers and reads their messages.
-const SERVICE_TICK: Duration = Duration::from_millis(2);
+/// How long `begin_frame` sleeps while lossless consumers hold every free slot.
+const LOSSLESS_TICK: Duration = Duration::from_micros(200);
+/// The longest the service thread sleeps in `poll` (it is woken for everything else).
+const SERVICE_IDLE: Duration = Duration::from_millis(100);
 
-/// A consumer as the publisher sees it.
-struct Consumer {
+/// A consumer's connection, owned by the service thread.
+struct Connection {
     link: Link,
-    read: SharedSemaphore,
     /// Whether it said how it takes frames (once, first).
     subscribed: bool,
+    /// It was answered `Nothing`: it waits for the next frame's notice.
+    waiting: bool,
 }
 
-/// What the publisher's thread and its service thread share.
+/// What the publisher's thread and its service thread share (under one lock, held briefly:
+/// no socket I/O under it).
 struct Shared {
     book: SlotBook,
-    consumers: BTreeMap<ConsumerId, Consumer>,
+    /// Every consumer's read timeline (the publisher's stream waits on them).
+    reads: BTreeMap<ConsumerId, SharedSemaphore>,
     next_consumer: ConsumerId,
+    /// The newest frame published.
+    published: u64,
+    /// Lossless consumers demoted by `begin_frame`, for the service thread to tell.
+    demoted: Vec<ConsumerId>,
 }
 
 fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -69,6 +86,8 @@ pub struct Publisher {
     shared: Arc<Mutex<Shared>>,
     stop: Arc<AtomicBool>,
     service: Option<JoinHandle<()>>,
+    /// Wakes the service thread (a frame published, a consumer demoted, the publisher gone).
+    wake: Arc<OwnedFd>,
     written: SharedSemaphore,
     slots: Vec<SharedBuffer<u8>>,
     /// The frame begun and its plan.
@@ -79,7 +98,7 @@ impl std::fmt::Debug for Publisher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Publisher")
             .field("slots", &self.slots.len())
-            .field("consumers", &lock(&self.shared).consumers.len())
+            .field("consumers", &lock(&self.shared).reads.len())
             .finish_non_exhaustive()
     }
 }
@@ -118,16 +137,33 @@ impl Publisher {
         }
         let shared = Arc::new(Mutex::new(Shared {
             book: SlotBook::new(k as usize),
-            consumers: BTreeMap::new(),
+            reads: BTreeMap::new(),
             next_consumer: 1,
+            published: 0,
+            demoted: Vec::new(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(
+            rustix::event::eventfd(
+                0,
+                rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+            )
+            .map_err(|e| IpcError::io("eventfd", &e.into()))?,
+        );
         let service = {
-            let (shared, stop) = (shared.clone(), stop.clone());
-            let (vk, cuda) = (bridge.vulkan().clone(), bridge.cuda().clone());
+            let service = Service {
+                server,
+                vk: bridge.vulkan().clone(),
+                cuda: bridge.cuda().clone(),
+                shared: shared.clone(),
+                stop: stop.clone(),
+                wake: wake.clone(),
+                connections: BTreeMap::new(),
+                notified: 0,
+            };
             std::thread::Builder::new()
                 .name(format!("cuvk-publish-{name}"))
-                .spawn(move || serve(&server, &vk, &cuda, &shared, &stop))
+                .spawn(move || service.run())
                 .map_err(|e| IpcError::io("spawning the service thread", &e))?
         };
         Ok(Self {
@@ -135,6 +171,7 @@ impl Publisher {
             shared,
             stop,
             service: Some(service),
+            wake,
             written,
             slots,
             begun: None,
@@ -148,7 +185,7 @@ impl Publisher {
 
     /// Consumers attached now.
     pub fn consumers(&self) -> usize {
-        lock(&self.shared).consumers.len()
+        lock(&self.shared).reads.len()
     }
 
     /// The next frame to write, in a slot no consumer holds. Never waits for a latest-frame
@@ -182,17 +219,17 @@ impl Publisher {
                         for id in ids {
                             if shared.book.demote(id) {
                                 log::info!("publisher: consumer {id} held every frame past {timeout:?}: latest-frame now");
-                                if let Some(c) = shared.consumers.get(&id) {
-                                    let _ = c.link.send_hold(hold(HoldOp::Demoted, 0, 0, 0));
-                                }
+                                shared.demoted.push(id);
                             }
                         }
+                        drop(shared);
+                        wake(&self.wake);
                         continue;
                     }
                 }
             }
             drop(shared);
-            std::thread::sleep(SERVICE_TICK);
+            std::thread::sleep(LOSSLESS_TICK);
         }
     }
 
@@ -203,8 +240,8 @@ impl Publisher {
         let shared = lock(&self.shared);
         for &(id, value) in &plan.gpu_waits {
             // A consumer gone meanwhile had its read timeline released past `value`.
-            if let Some(c) = shared.consumers.get(&id) {
-                c.read.cuda.wait(stream, value)?;
+            if let Some(read) = shared.reads.get(&id) {
+                read.cuda.wait(stream, value)?;
             }
         }
         Ok(())
@@ -216,12 +253,14 @@ impl Publisher {
         let (n, _) = self.check(frame, FrameStep::CudaRelease)?;
         self.written.cuda.signal(stream, n)?;
         self.begun = None;
-        let mut shared = lock(&self.shared);
-        shared.book.published();
-        for c in shared.consumers.values() {
-            // A consumer gone is removed by the service thread.
-            let _ = c.link.notify(n);
+        {
+            let mut shared = lock(&self.shared);
+            shared.book.published();
+            shared.published = n;
         }
+        // The service thread tells the consumers waiting for a frame: one write, however
+        // many consumers there are.
+        wake(&self.wake);
         Ok(())
     }
 
@@ -246,6 +285,7 @@ impl Drop for Publisher {
             log::error!("publisher: its last frames were not written within {budget:?}: {e}");
         }
         self.stop.store(true, Ordering::Release);
+        wake(&self.wake);
         if let Some(t) = self.service.take() {
             let _ = t.join();
         }
@@ -261,110 +301,234 @@ pub(super) fn hold(op: HoldOp, frame: u64, slot: u32, value: u64) -> HoldMessage
     }
 }
 
-/// The service thread: takes new consumers, answers holds, removes the consumers gone.
-fn serve(
-    server: &Server,
-    vk: &Arc<VulkanContext>,
-    cuda: &Arc<cudarc::driver::CudaContext>,
-    shared: &Mutex<Shared>,
-    stop: &AtomicBool,
-) {
-    // The next consumer's read timeline, made before it comes (so accepting never allocates
-    // under the lock).
-    let mut spare: Option<SharedSemaphore> = None;
-    while !stop.load(Ordering::Acquire) {
-        if spare.is_none() {
-            let made = Semaphore::new(vk, SemaphoreDesc::SHARED_TIMELINE).and_then(|vulkan| {
-                let cuda = crate::interop::import_semaphore(cuda, &vulkan)?;
-                Ok(SharedSemaphore { vulkan, cuda })
-            });
-            match made {
-                Ok(s) => spare = Some(s),
-                Err(e) => {
-                    log::error!("publisher: cannot make a read timeline: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
-                    continue;
-                }
-            }
-        }
-        if let Some(read) = spare.take() {
-            match server.accept_with(Duration::ZERO, Some(&read.vulkan)) {
-                Ok(link) => {
-                    let mut s = lock(shared);
-                    let id = s.next_consumer;
-                    s.next_consumer += 1;
-                    // Latest-frame until the consumer's first message says otherwise.
-                    s.book.add(id, Delivery::Latest);
-                    s.consumers.insert(
-                        id,
-                        Consumer {
-                            link,
-                            read,
-                            subscribed: false,
-                        },
-                    );
-                    log::info!("publisher: consumer {id} attached");
-                }
-                Err(e) if e.kind() == crate::ErrorKind::Timeout => spare = Some(read),
-                Err(e) => {
-                    log::warn!("publisher: a consumer failed to attach: {e}");
-                    spare = Some(read);
-                }
-            }
-        }
-        answer(shared);
-        std::thread::sleep(SERVICE_TICK);
-    }
+/// Wakes the service thread (an eventfd write; a full counter is still a wake-up).
+fn wake(fd: &OwnedFd) {
+    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
 }
 
-/// Answers every consumer's waiting messages; removes those gone.
-fn answer(shared: &Mutex<Shared>) {
-    let mut s = lock(shared);
-    let Shared {
-        book, consumers, ..
-    } = &mut *s;
-    let mut gone = Vec::new();
-    for (&id, c) in consumers.iter_mut() {
-        loop {
-            match c.link.recv_hold(Duration::ZERO) {
-                Ok(None) => break,
-                Ok(Some(m)) => {
-                    if let Err(e) = on_message(book, id, c, m) {
-                        log::warn!("publisher: consumer {id}: {e}; dropping it");
+/// The service thread's state: the consumers' connections are its alone.
+struct Service {
+    server: Server,
+    vk: Arc<VulkanContext>,
+    cuda: Arc<cudarc::driver::CudaContext>,
+    shared: Arc<Mutex<Shared>>,
+    stop: Arc<AtomicBool>,
+    wake: Arc<OwnedFd>,
+    connections: BTreeMap<ConsumerId, Connection>,
+    /// The newest frame the waiting consumers were told of.
+    notified: u64,
+}
+
+impl Service {
+    /// Until the publisher stops: sleeps in `poll` on the listener, every connection and the
+    /// wake-up eventfd; takes new consumers, answers holds, tells the waiting of new frames,
+    /// removes the consumers gone.
+    fn run(mut self) {
+        // The next consumer's read timeline, made before it comes (so accepting never
+        // allocates while a consumer waits for its answer).
+        let mut spare: Option<SharedSemaphore> = None;
+        while !self.stop.load(Ordering::Acquire) {
+            if spare.is_none() {
+                match self.read_timeline() {
+                    Ok(s) => spare = Some(s),
+                    Err(e) => {
+                        log::error!("publisher: cannot make a read timeline: {e}");
+                        std::thread::sleep(SERVICE_IDLE);
+                        continue;
+                    }
+                }
+            }
+            let (listener, readable) = self.poll();
+            if listener {
+                if let Some(read) = spare.take() {
+                    spare = self.accept(read);
+                }
+            }
+            self.answer(&readable);
+        }
+    }
+
+    fn read_timeline(&self) -> Result<SharedSemaphore> {
+        let vulkan = Semaphore::new(&self.vk, SemaphoreDesc::SHARED_TIMELINE)?;
+        let cuda = crate::interop::import_semaphore(&self.cuda, &vulkan)?;
+        Ok(SharedSemaphore { vulkan, cuda })
+    }
+
+    /// Sleeps until something happens (at most [`SERVICE_IDLE`]): whether the listener is
+    /// readable, and the consumers whose connections are (or hung up).
+    fn poll(&self) -> (bool, Vec<ConsumerId>) {
+        let ids: Vec<ConsumerId> = self.connections.keys().copied().collect();
+        let events = PollFlags::IN;
+        let mut fds = Vec::with_capacity(ids.len() + 2);
+        fds.push(PollFd::new(&*self.wake, events));
+        let listener = self.server.listener_fd();
+        fds.push(PollFd::new(&listener, events));
+        let links: Vec<_> = self
+            .connections
+            .values()
+            .map(|c| c.link.poll_fd())
+            .collect();
+        for fd in &links {
+            fds.push(PollFd::new(fd, events));
+        }
+        let idle = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: SERVICE_IDLE.as_nanos() as _,
+        };
+        if let Err(e) = rustix::event::poll(&mut fds, Some(&idle)) {
+            if e != rustix::io::Errno::INTR {
+                log::warn!("publisher: poll: {e}");
+            }
+            return (false, Vec::new());
+        }
+        let ready = |f: &PollFd<'_>| !f.revents().is_empty();
+        if ready(&fds[0]) {
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(&*self.wake, &mut count);
+        }
+        let listener = ready(&fds[1]);
+        let readable = ids
+            .iter()
+            .zip(&fds[2..])
+            .filter(|(_, f)| ready(f))
+            .map(|(&id, _)| id)
+            .collect();
+        (listener, readable)
+    }
+
+    /// Takes a consumer that is connecting (if it still is), giving it `read`; returns the
+    /// read timeline if it was not used.
+    fn accept(&mut self, read: SharedSemaphore) -> Option<SharedSemaphore> {
+        match self.server.accept_with(Duration::ZERO, Some(&read.vulkan)) {
+            Ok(link) => {
+                let mut s = lock(&self.shared);
+                let id = s.next_consumer;
+                s.next_consumer += 1;
+                // Latest-frame until the consumer's first message says otherwise.
+                s.book.add(id, Delivery::Latest);
+                s.reads.insert(id, read);
+                drop(s);
+                self.connections.insert(
+                    id,
+                    Connection {
+                        link,
+                        subscribed: false,
+                        waiting: false,
+                    },
+                );
+                log::info!("publisher: consumer {id} attached");
+                None
+            }
+            Err(e) if e.kind() == crate::ErrorKind::Timeout => Some(read),
+            Err(e) => {
+                log::warn!("publisher: a consumer failed to attach: {e}");
+                Some(read)
+            }
+        }
+    }
+
+    /// Reads what the `readable` consumers sent (no lock held), applies it to the book (under
+    /// the lock, briefly), sends the answers and the notices of a new frame (no lock held),
+    /// and removes the consumers gone.
+    fn answer(&mut self, readable: &[ConsumerId]) {
+        let mut gone = Vec::new();
+        let mut received = Vec::new();
+        for &id in readable {
+            let Some(c) = self.connections.get_mut(&id) else {
+                continue;
+            };
+            loop {
+                match c.link.recv_hold(Duration::ZERO) {
+                    Ok(None) => break,
+                    Ok(Some(m)) => received.push((id, m)),
+                    Err(_) => {
                         gone.push(id);
                         break;
                     }
                 }
-                Err(_) => {
+            }
+        }
+        let mut answers = Vec::new();
+        let (published, demoted) = {
+            let mut s = lock(&self.shared);
+            for (id, m) in received {
+                if gone.contains(&id) {
+                    continue;
+                }
+                let Some(c) = self.connections.get_mut(&id) else {
+                    continue;
+                };
+                match on_message(&mut s, id, c, m) {
+                    Ok(Some(answer)) => answers.push((id, answer)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        log::warn!("publisher: consumer {id}: {e}; dropping it");
+                        gone.push(id);
+                    }
+                }
+            }
+            (s.published, std::mem::take(&mut s.demoted))
+        };
+        for (id, answer) in answers {
+            if let Some(c) = self.connections.get(&id) {
+                if c.link.send_hold(answer).is_err() {
                     gone.push(id);
-                    break;
                 }
             }
         }
-    }
-    // Every gone consumer's timeline is released first, then they are dropped with the lock
-    // let go: a read timeline's drop waits (bounded) for our stream's last use of it, which
-    // may be a wait on another gone consumer's timeline that is released here.
-    let mut dropped = Vec::with_capacity(gone.len());
-    for id in gone {
-        let Some(c) = consumers.remove(&id) else {
-            continue;
-        };
-        // Past every value it was given to signal: no GPU wait of ours can hang on it.
-        if let Some(given) = book.remove(id) {
-            if let Err(e) = c.read.vulkan.release_after_peer_lost(given + 1) {
-                log::error!("publisher: releasing consumer {id}'s read timeline: {e}");
+        for id in demoted {
+            if let Some(c) = self.connections.get(&id) {
+                let _ = c.link.send_hold(hold(HoldOp::Demoted, 0, 0, 0));
             }
         }
-        log::info!("publisher: consumer {id} gone");
-        dropped.push(c);
+        if published > self.notified {
+            self.notified = published;
+            for (&id, c) in self.connections.iter_mut().filter(|(_, c)| c.waiting) {
+                c.waiting = false;
+                if c.link.notify(published).is_err() {
+                    gone.push(id);
+                }
+            }
+        }
+        if !gone.is_empty() {
+            self.remove(gone);
+        }
     }
-    drop(s);
-    drop(dropped);
+
+    /// Removes the consumers gone: every one's read timeline is released first, then they
+    /// are dropped with the lock let go (a read timeline's drop waits, bounded, for our
+    /// stream's last use of it, which may be a wait on another gone consumer's timeline that
+    /// is released here).
+    fn remove(&mut self, mut gone: Vec<ConsumerId>) {
+        gone.sort_unstable();
+        gone.dedup();
+        let mut dropped = Vec::with_capacity(gone.len());
+        {
+            let mut s = lock(&self.shared);
+            for id in gone {
+                let link = self.connections.remove(&id);
+                let read = s.reads.remove(&id);
+                // Past every value it was given to signal: no GPU wait of ours can hang on it.
+                if let (Some(given), Some(read)) = (s.book.remove(id), &read) {
+                    if let Err(e) = read.vulkan.release_after_peer_lost(given + 1) {
+                        log::error!("publisher: releasing consumer {id}'s read timeline: {e}");
+                    }
+                }
+                log::info!("publisher: consumer {id} gone");
+                dropped.push((link, read));
+            }
+        }
+        drop(dropped);
+    }
 }
 
-/// One message from consumer `id`.
-fn on_message(book: &mut SlotBook, id: ConsumerId, c: &mut Consumer, m: HoldMessage) -> Result<()> {
+/// One message from consumer `id`: the answer to send it, if any.
+fn on_message(
+    s: &mut Shared,
+    id: ConsumerId,
+    c: &mut Connection,
+    m: HoldMessage,
+) -> Result<Option<HoldMessage>> {
     let out_of_turn = |expected| IpcError::UnexpectedMessage {
         expected,
         got: super::wire::MessageKind::Hold,
@@ -379,34 +543,42 @@ fn on_message(book: &mut SlotBook, id: ConsumerId, c: &mut Consumer, m: HoldMess
             } else {
                 Delivery::Latest
             };
-            book.remove(id);
-            book.add(id, delivery);
-            Ok(())
+            s.book.remove(id);
+            s.book.add(id, delivery);
+            Ok(None)
         }
-        HoldOp::Request => {
-            let answer = match book.hold(id) {
-                Ok(h) => hold(HoldOp::Granted, h.frame, h.slot as u32, h.read_value),
-                Err(HoldRefused::NothingNew) => hold(HoldOp::Nothing, 0, 0, 0),
-                Err(refused) => {
-                    return Err(IpcError::UnexpectedMessage {
-                        expected: match refused {
-                            HoldRefused::AlreadyHolding { .. } => "a release of the frame held",
-                            _ => "a hold request from a consumer",
-                        },
-                        got: super::wire::MessageKind::Hold,
-                    }
-                    .into())
-                }
-            };
-            c.link.send_hold(answer)
-        }
+        HoldOp::Request => match s.book.hold(id) {
+            Ok(h) => Ok(Some(hold(
+                HoldOp::Granted,
+                h.frame,
+                h.slot as u32,
+                h.read_value,
+            ))),
+            Err(HoldRefused::NothingNew) => {
+                // It waits for the next frame's notice.
+                c.waiting = true;
+                Ok(Some(hold(HoldOp::Nothing, 0, 0, 0)))
+            }
+            Err(refused) => Err(IpcError::UnexpectedMessage {
+                expected: match refused {
+                    HoldRefused::AlreadyHolding { .. } => "a release of the frame held",
+                    _ => "a hold request from a consumer",
+                },
+                got: super::wire::MessageKind::Hold,
+            }
+            .into()),
+        },
         HoldOp::Released => {
             // Only the hold's own frame and read value: a value past it would push the
             // release after its death below what it scheduled.
-            book.release(id, m.frame, m.value)
+            s.book
+                .release(id, m.frame, m.value)
                 .map_err(|_| out_of_turn("a release of the frame held, with its read value"))?;
             // The consumer scheduled its read-timeline signal: our waits may name it.
-            c.read.vulkan.note_remote_signal(m.value)
+            match s.reads.get(&id) {
+                Some(read) => read.vulkan.note_remote_signal(m.value).map(|()| None),
+                None => Ok(None),
+            }
         }
         HoldOp::Granted | HoldOp::Nothing | HoldOp::Demoted => Err(IpcError::UnexpectedMessage {
             expected: "a consumer's request",

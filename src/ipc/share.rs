@@ -66,6 +66,11 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
+    /// The listening socket, for a service thread's `poll` (readable: a client connects).
+    pub(crate) fn listener_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.listener.as_fd()
+    }
+
     /// Listens under `name` (an abstract socket name, or a path where it has a `/`) for
     /// clients of `vk`'s device.
     pub fn bind(name: &str, vk: &Arc<VulkanContext>) -> Result<Self> {
@@ -556,6 +561,12 @@ impl Link {
         IpcError::PeerClosed {
             partial: self.closed_partial,
         }
+    }
+
+    /// The connection's socket, for a service thread's `poll` (readable: a message came or
+    /// the other side hung up).
+    pub(crate) fn poll_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.channel.as_fd()
     }
 
     /// The newest value the other side announced so far.

@@ -44,7 +44,8 @@ fn consume_frames(
     drop(slots);
     let mut last: [Option<cuvk::ipc::Held>; 2] = [None, None];
     let mut held_count = 0u64;
-    while !stop.load(Ordering::Acquire) {
+    // At least one frame, even if the publisher is done by now (it holds the newest).
+    while held_count == 0 || !stop.load(Ordering::Acquire) {
         let held = match sub.hold(Duration::from_millis(200)) {
             Ok(Some(held)) => held,
             Ok(None) => continue,
@@ -194,11 +195,13 @@ fn consume_cuda(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<(u64, u64)> {
     std::thread::spawn(move || {
-        let mut sub = CudaSubscriber::attach(&name, &cuda, false, T).unwrap();
+        // Compiled before attaching: the publisher starts once every consumer is there.
         let kernels = Kernels::load(&cuda).unwrap();
+        let mut sub = CudaSubscriber::attach(&name, &cuda, false, T).unwrap();
         let stream = cuda.new_stream().unwrap();
         let (mut bad, mut held_count) = (0u64, 0u64);
-        while !stop.load(Ordering::Acquire) {
+        // At least one frame, even if the publisher is done by now (it holds the newest).
+        while held_count == 0 || !stop.load(Ordering::Acquire) {
             let Some(held) = sub.hold(Duration::from_millis(200)).unwrap() else {
                 continue;
             };
