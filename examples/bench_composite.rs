@@ -2,7 +2,8 @@
 //! (depth over RGBA8, the nearest kept: `cuvk::nccl::DepthCompositor`), at 1080p and 4K, for
 //! both schedules (one `ncclReduce`/`ncclAllReduce`, or `ncclReduceScatter` then a gather) to
 //! one rank and to all, on NVLink and on NCCL's network transport (`NCCL_P2P_DISABLE=1
-//! NCCL_SHM_DISABLE=1`: a stand-in for several nodes), side by side in one run.
+//! NCCL_SHM_DISABLE=1`: a stand-in for several nodes; as started, and with 4 threads × 4
+//! sockets per peer), side by side in one run.
 //!
 //!     cargo run --release --example bench_composite            (needs 2 GPUs)
 //!
@@ -171,12 +172,22 @@ fn main() -> anyhow::Result<()> {
     }
     println!("NCCL {}", cuvk::nccl::version()?);
     let mut table = Vec::new();
-    for (transport, net) in [("NVLink", false), ("network (P2P, SHM off)", true)] {
+    // The network transport as NCCL starts it, then with more sockets and threads per peer
+    // (what a TCP-only cluster would tune first).
+    for (transport, net, sockets) in [
+        ("NVLink", false, None),
+        ("network (P2P, SHM off)", true, None),
+        ("network, 4 threads x 4 sockets", true, Some("4")),
+    ] {
         let mut cmd = Command::new(std::env::current_exe()?);
         cmd.args(["--rows", "--iters", &iters.to_string()]);
         if net {
             cmd.env("NCCL_P2P_DISABLE", "1")
                 .env("NCCL_SHM_DISABLE", "1");
+        }
+        if let Some(n) = sockets {
+            cmd.env("NCCL_SOCKET_NTHREADS", n)
+                .env("NCCL_NSOCKS_PERTHREAD", n);
         }
         let out = cmd.output()?;
         if !out.status.success() {
