@@ -40,7 +40,7 @@ fn killer(name: &str, seed: u64, stop: &std::sync::atomic::AtomicBool) -> anyhow
     let mut x = seed | 1;
     let mut kills = 0;
     while !stop.load(Ordering::Acquire) {
-        let mut group = Consumers::spawn(name, 1)?;
+        let mut group = Consumers::spawn(name, 1, false)?;
         let mut child = group.children.remove(0);
         x ^= x << 13;
         x ^= x >> 7;
@@ -99,12 +99,21 @@ struct Consumers {
 }
 
 impl Consumers {
-    fn spawn(name: &str, n: usize) -> anyhow::Result<Self> {
+    /// `n` consumer processes of `name`; in namespaces of their own (PID, IPC, mount, as
+    /// containers have them) where `contained`.
+    fn spawn(name: &str, n: usize, contained: bool) -> anyhow::Result<Self> {
         let exe = std::env::current_exe()?;
         let children = (0..n)
             .map(|_| {
-                Command::new(&exe)
-                    .args(["--consumer", name])
+                let mut cmd = if contained {
+                    let mut c = Command::new("unshare");
+                    c.args(["--pid", "--ipc", "--mount", "--fork", "--mount-proc"])
+                        .arg(&exe);
+                    c
+                } else {
+                    Command::new(&exe)
+                };
+                cmd.args(["--consumer", name])
                     .stdout(Stdio::piped())
                     .spawn()
             })
@@ -137,6 +146,9 @@ enum Fault {
     None,
     /// One of them is stopped (SIGSTOP) for the whole run.
     Stopped,
+    /// None, but each consumer in PID, IPC and mount namespaces of its own (`unshare`), the
+    /// socket a path in a directory they share.
+    Contained,
     /// `lanes` more consumers each killed (SIGKILL) at a random moment within 5 ms of its
     /// attach (half of them before it finished attaching), and replaced, again and again for
     /// [`KILL_RUN`].
@@ -205,7 +217,16 @@ fn run(
     fault: Fault,
     frames: u64,
 ) -> anyhow::Result<Row> {
-    let name = format!("bench-fanout-{}-{consumers}", std::process::id());
+    let name = if fault == Fault::Contained {
+        // What containers share: a directory (a volume), not the abstract socket namespace.
+        let dir = std::env::temp_dir().join(format!("cuvk-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        dir.join(format!("fanout-{consumers}"))
+            .display()
+            .to_string()
+    } else {
+        format!("bench-fanout-{}-{consumers}", std::process::id())
+    };
     // K = consumers + 2, counting those being killed around the run.
     let passing = match fault {
         Fault::Killed { lanes } => lanes,
@@ -222,7 +243,7 @@ fn run(
         },
     )?;
     let stream = bridge.cuda().new_stream()?;
-    let group = Consumers::spawn(&name, consumers)?;
+    let group = Consumers::spawn(&name, consumers, fault == Fault::Contained)?;
     let deadline = Instant::now() + WAIT;
     while publisher.consumers() < consumers {
         if Instant::now() > deadline {
@@ -313,6 +334,13 @@ fn main() -> anyhow::Result<()> {
             rows.push(run(&bridge, frame, bytes, consumers, Fault::None, frames)?);
         }
         rows.push(run(&bridge, frame, bytes, 8, Fault::Stopped, frames)?);
+        // As root (unshare needs it): the same consumers as containers would run them.
+        for consumers in [1, 8] {
+            match run(&bridge, frame, bytes, consumers, Fault::Contained, frames) {
+                Ok(r) => rows.push(r),
+                Err(e) => println!("namespaces ({consumers} consumers): {e:#}"),
+            }
+        }
         rows.push(run(
             &bridge,
             frame,
@@ -336,6 +364,7 @@ fn main() -> anyhow::Result<()> {
         let who = match r.fault {
             Fault::None => r.consumers.to_string(),
             Fault::Stopped => format!("{} (1 stopped)", r.consumers),
+            Fault::Contained => format!("{} (own PID, IPC, mount namespaces)", r.consumers),
             Fault::Killed { lanes } => format!(
                 "{} (+{lanes} killed and replaced: {} kills in {} frames)",
                 r.consumers, r.kills, r.frames

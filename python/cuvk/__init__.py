@@ -20,7 +20,18 @@ which release the GIL) is the module docstring of the stub, cuvk/_cuvk.pyi, and
 python/README.md.
 """
 
-from ._cuvk import AttachedBuffer, Bridge, Frame, ParticleRenderer, Producer, SharedBuffer, __version__
+from ._cuvk import (
+    AttachedBuffer,
+    Bridge,
+    Frame,
+    HeldFrame,
+    ParticleRenderer,
+    Producer,
+    Publisher,
+    SharedBuffer,
+    Subscriber,
+    __version__,
+)
 from ._errors import (
     CuvkError,
     DriverError,
@@ -41,6 +52,9 @@ __all__ = [
     "Producer",
     "AttachedBuffer",
     "Frame",
+    "Publisher",
+    "Subscriber",
+    "HeldFrame",
     "CuvkError",
     "InvalidInputError",
     "UnsupportedError",

@@ -237,14 +237,15 @@ class AttachedBuffer:
         """``(2, ordinal)``: a CUDA device."""
 
 class Frame:
-    """A frame handed out by ``Producer.acquire``."""
+    """A frame handed out by ``Producer.acquire`` or ``Publisher.acquire``."""
 
     @property
     def number(self) -> int:
         """1, 2, ...: the frame's timeline value."""
     @property
     def slot(self) -> int:
-        """The index in ``Producer.slots`` it writes: ``number % len(slots)``."""
+        """The index in ``slots`` it writes (``Producer``: ``number % len(slots)``;
+        ``Publisher``: a slot no consumer holds)."""
     @property
     def previous_use(self) -> Optional[int]:
         """The last frame that wrote this slot (``number - K``), or None."""
@@ -282,6 +283,94 @@ class Producer:
         """The newest frame the viewer announced drawn (no wait)."""
     def release_waits(self) -> None:
         """After the viewer is gone: releases this process's stream waits on its timeline."""
+
+class Publisher:
+    """Frames this process writes (a simulation, a PyTorch job) for any number of consumers in
+    other processes — ``particles --view NAME`` viewers, ``cuvk.Subscriber``s, recorders —
+    each reading the newest frame (or every frame, if it asked), none able to slow this
+    process down:
+
+        bridge = cuvk.Bridge()
+        with cuvk.Publisher(bridge, "galaxies", (n, 4), "float32", slots=8) as pub:
+            slots = [torch.from_dlpack(s) for s in pub.slots]
+            stream = torch.cuda.current_stream()
+            while training:
+                frame = pub.acquire(stream)   # a slot no consumer holds; no host wait
+                slots[frame.slot].copy_(x)    # any work on `stream`
+                pub.release(frame, stream)    # consumers' reads wait for this, on the GPU
+
+    K = ``slots``: ``slots - 2`` consumers can hold frames at once (more raise
+    ``Sync.SlotsHeld`` from ``acquire``). ``frame.slot`` is the slot to write (not
+    ``number % K``: held slots are skipped)."""
+
+    def __init__(
+        self,
+        bridge: Bridge,
+        name: str,
+        shape: Union[int, Sequence[int]],
+        dtype: Any = None,
+        slots: int = 5,
+    ) -> None: ...
+    @property
+    def slots(self) -> List[AttachedBuffer]:
+        """The slots, typed ``shape``/``dtype``; a frame writes ``slots[frame.slot]``."""
+    @property
+    def device(self) -> int:
+        """The CUDA device ordinal."""
+    @property
+    def consumers(self) -> int:
+        """Consumers attached now."""
+    def acquire(self, stream: Stream = None, timeout: float = 30.0) -> Frame:
+        """The next frame, in a slot no consumer holds: ``stream`` waits on the GPU for the
+        consumers' reads of it. No host wait unless every-frame consumers hold every free slot
+        (then at most ``timeout`` seconds, GIL released, before they get the newest only)."""
+    def release(self, frame: Frame, stream: Stream = None) -> None:
+        """After writing ``frame`` on ``stream``: it signals the frame written. No host wait."""
+    def close(self) -> None:
+        """Stops publishing (bounded wait for the frames released): consumers see the end,
+        the name is free; tensors over the slots stay valid. Idempotent."""
+    def __enter__(self) -> "Publisher": ...
+    def __exit__(self, *exc: object) -> bool: ...
+
+class HeldFrame:
+    """A frame a ``Subscriber`` holds."""
+
+    @property
+    def number(self) -> int:
+        """The publisher's frame number."""
+    @property
+    def slot(self) -> int:
+        """The index in ``Subscriber.slots`` it is in."""
+
+class Subscriber:
+    """A consumer of a publisher in another process (``particles --publish NAME`` or a
+    ``cuvk.Publisher``), reading its frames as CuPy / PyTorch arrays with no copy:
+
+        sub = cuvk.Subscriber("galaxies")
+        stream = cupy.cuda.get_current_stream()
+        while (frame := sub.hold(stream, timeout=1.0)) is not None:
+            pos = cupy.from_dlpack(sub.slots[frame.slot])  # written: `stream` waited for it
+            centre = pos[:, :3].mean(axis=0)                # any reads on `stream`
+            sub.release(frame, stream)                      # the publisher may rewrite it
+
+    One frame is held at a time; the publisher never writes a slot whose read is not released
+    (on the GPU). ``hold`` raises ``IoError`` once the publisher is gone."""
+
+    def __init__(
+        self, name: str, device: int = 0, every_frame: bool = False, timeout: float = 30.0
+    ) -> None: ...
+    @property
+    def slots(self) -> List[AttachedBuffer]:
+        """The publisher's slots, mapped here, typed as it published them."""
+    @property
+    def device(self) -> int:
+        """The CUDA device ordinal."""
+    def hold(self, stream: Stream = None, timeout: float = 30.0) -> Optional[HeldFrame]:
+        """The next frame (newest; with ``every_frame`` the oldest not read), held until
+        ``release``: ``stream`` waits on the GPU until it is written. Waits on the host at most
+        ``timeout`` seconds (GIL released) for a new frame; None if none came."""
+    def release(self, frame: HeldFrame, stream: Stream = None) -> None:
+        """After reading ``frame`` on ``stream``: it signals the read done; no host wait."""
 
 class ParticleRenderer:
     """The particle demo's renderer, headless, drawing (N, 4) float32 particles straight

@@ -81,7 +81,7 @@ pub fn timeout_seconds(timeout: f64) -> PyResult<Duration> {
 }
 
 /// Reads `shape` (an int or a sequence of ints).
-fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+pub(crate) fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
     if let Ok(n) = shape.extract::<usize>() {
         return Ok(vec![n]);
     }
@@ -97,7 +97,7 @@ fn parse_shape(shape: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
 
 /// Reads `dtype`: None (float32), a name, or a dtype object (torch.float32, numpy.float32,
 /// numpy.dtype) by its str().
-fn parse_dtype(dtype: Option<&Bound<'_, PyAny>>) -> PyResult<DType> {
+pub(crate) fn parse_dtype(dtype: Option<&Bound<'_, PyAny>>) -> PyResult<DType> {
     let name = match dtype {
         None => "float32".to_owned(),
         Some(d) => match d.extract::<String>() {

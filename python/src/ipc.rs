@@ -24,17 +24,43 @@ use crate::dtype::DType;
 use crate::errors::{refusal, IntoPyResult};
 use crate::stream::{self, Convention, StreamArg};
 
-/// A viewer's buffer mapped here, and what it holds.
-struct AttachedCore {
-    range: MappedRange,
+/// Memory shared with another process — a viewer's buffer mapped here, or a publisher's
+/// slot — and what it holds.
+pub(crate) struct AttachedCore {
+    ptr: u64,
+    bytes: u64,
     element: ElementFormat,
     device: usize,
+    /// What keeps the memory alive (the mapping, or the publisher that owns the slot).
+    _keep: Box<dyn std::any::Any + Send + Sync>,
 }
 
 impl AttachedCore {
+    /// `bytes` at `ptr` on CUDA device `device`, typed `element`, alive while `keep` is.
+    pub(crate) fn new(
+        ptr: u64,
+        bytes: u64,
+        element: ElementFormat,
+        device: usize,
+        keep: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        Self {
+            ptr,
+            bytes,
+            element,
+            device,
+            _keep: keep,
+        }
+    }
+
+    /// A viewer's buffer, mapped here.
+    fn mapped(range: MappedRange, element: ElementFormat, device: usize) -> Self {
+        Self::new(range.device_ptr(), range.size(), element, device, Box::new(range))
+    }
+
     /// Rows, then values per row where there are several (DLPack's lanes are in its dtype).
     fn shape(&self) -> Vec<usize> {
-        let rows = (self.range.size() / self.element.row_bytes().max(1)) as usize;
+        let rows = (self.bytes / self.element.row_bytes().max(1)) as usize;
         match self.element.columns {
             1 => vec![rows],
             c => vec![rows, c as usize],
@@ -60,7 +86,7 @@ impl AttachedCore {
             bits: self.element.bits,
             lanes: self.element.lanes,
         });
-        init.set_data(self.range.device_ptr() as *mut std::ffi::c_void);
+        init.set_data(self.ptr as *mut std::ffi::c_void);
         // SAFETY: the data pointer is our live mapping, covered by the compact shape (whole
         // rows: checked when the description was received); the context (an Arc of the
         // mapping) keeps it alive until the consumer calls the deleter.
@@ -98,7 +124,7 @@ impl DlpackExporter for Exporter<'_> {
 /// the CUDA array interface) hold it, and it holds the mapping.
 #[pyclass(name = "AttachedBuffer", module = "cuvk", frozen)]
 pub struct PyAttachedBuffer {
-    core: Arc<AttachedCore>,
+    pub(crate) core: Arc<AttachedCore>,
 }
 
 #[pymethods]
@@ -106,13 +132,13 @@ impl PyAttachedBuffer {
     /// Size in bytes.
     #[getter]
     fn nbytes(&self) -> u64 {
-        self.core.range.size()
+        self.core.bytes
     }
 
     /// The CUDA device pointer.
     #[getter]
     fn ptr(&self) -> u64 {
-        self.core.range.device_ptr()
+        self.core.ptr
     }
 
     /// Rows, then values per row where there are several: `(n, 4)` for float4 positions.
@@ -152,7 +178,7 @@ impl PyAttachedBuffer {
         let d = PyDict::new(py);
         d.set_item("shape", PyTuple::new(py, self.core.shape())?)?;
         d.set_item("typestr", dtype.typestr())?;
-        d.set_item("data", (self.core.range.device_ptr(), false))?;
+        d.set_item("data", (self.core.ptr, false))?;
         d.set_item("strides", py.None())?;
         d.set_item("version", 3)?;
         d.set_item("stream", py.None())?;
@@ -186,7 +212,7 @@ impl PyAttachedBuffer {
             "cuvk.AttachedBuffer(shape={:?}, dtype={}, nbytes={})",
             self.core.shape(),
             self.dtype(),
-            self.core.range.size()
+            self.core.bytes
         )
     }
 }
@@ -206,7 +232,7 @@ fn dtype_of(e: ElementFormat) -> Option<DType> {
 /// A frame handed out by `Producer.acquire`: its number and the slot it writes.
 #[pyclass(name = "Frame", module = "cuvk", frozen)]
 pub struct PyFrame {
-    frame: Frame,
+    pub(crate) frame: Frame,
 }
 
 #[pymethods]
@@ -277,11 +303,7 @@ impl PyProducer {
         let slots = ranges
             .into_iter()
             .map(|(range, element)| {
-                let core = Arc::new(AttachedCore {
-                    range,
-                    element,
-                    device,
-                });
+                let core = Arc::new(AttachedCore::mapped(range, element, device));
                 Py::new(py, PyAttachedBuffer { core })
             })
             .collect::<PyResult<Vec<_>>>()?;
@@ -384,13 +406,13 @@ impl PyProducer {
 
 /// The stream's handle as an integer (a raw pointer is not `Send`: the GIL-free closures
 /// turn it back with [`raw`]).
-fn stream_handle(stream: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+pub(crate) fn stream_handle(stream: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     match stream::parse(stream, Convention::Cuvk)? {
         StreamArg::NoSync => Err(no_ordering()),
         StreamArg::Handle(h) => Ok(h),
     }
 }
 
-fn raw(handle: usize) -> cuvk::cudarc::driver::sys::CUstream {
+pub(crate) fn raw(handle: usize) -> cuvk::cudarc::driver::sys::CUstream {
     handle as cuvk::cudarc::driver::sys::CUstream
 }

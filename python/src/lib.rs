@@ -10,6 +10,7 @@ mod buffer;
 mod cai;
 mod dtype;
 mod errors;
+mod fanout;
 mod ipc;
 mod peer;
 mod render;
@@ -26,6 +27,9 @@ fn _cuvk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ipc::PyProducer>()?;
     m.add_class::<ipc::PyAttachedBuffer>()?;
     m.add_class::<ipc::PyFrame>()?;
+    m.add_class::<fanout::PyPublisher>()?;
+    m.add_class::<fanout::PySubscriber>()?;
+    m.add_class::<fanout::PyHeldFrame>()?;
     m.add_function(wrap_pyfunction!(bridge::buffer_nbytes, m)?)?;
     m.add_function(wrap_pyfunction!(stream::py_parse_stream, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -252,6 +252,16 @@ def test_stub_lists_every_module_function():
     assert functions == stubbed
 
 
+def test_a_subscriber_without_a_publisher_fails_typed_and_bounded():
+    import time
+
+    t = time.perf_counter()
+    with pytest.raises(cuvk.CuvkError) as e:
+        cuvk.Subscriber("no-such-publisher-%d" % id(t), timeout=0.5)
+    assert e.value.kind in ("NotFound", "Timeout", "Io")
+    assert time.perf_counter() - t < 10
+
+
 def test_a_producer_without_a_viewer_fails_typed_and_bounded():
     import time
 

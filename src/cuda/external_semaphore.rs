@@ -193,7 +193,7 @@ impl ExternalSemaphore {
         self.record_use(stream)
     }
 
-    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+    pub(crate) fn check_stream(&self, stream: &CudaStream) -> Result<()> {
         if Arc::ptr_eq(stream.context(), &self.ctx) {
             Ok(())
         } else {

@@ -236,12 +236,28 @@ impl Publisher {
     /// Before writing `frame`: `stream` waits on the GPU for every consumer's read of the
     /// frame's slot released since it was last written.
     pub fn acquire(&self, frame: &Frame, stream: &CudaStream) -> Result<()> {
+        self.written.cuda.check_stream(stream)?;
+        // SAFETY: a live stream (borrowed), of this publisher's context (checked).
+        unsafe { self.acquire_raw(frame, stream.cu_stream()) }
+    }
+
+    /// As [`Self::acquire`] on a raw stream (another library's, e.g. PyTorch's), checked to
+    /// be of this publisher's CUDA context.
+    ///
+    /// # Safety
+    /// `stream` must be null (the context's legacy default stream) or a live `CUstream`.
+    pub unsafe fn acquire_raw(
+        &self,
+        frame: &Frame,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<()> {
         let (_, plan) = self.check(frame, FrameStep::CudaAcquire)?;
         let shared = lock(&self.shared);
         for &(id, value) in &plan.gpu_waits {
             // A consumer gone meanwhile had its read timeline released past `value`.
             if let Some(read) = shared.reads.get(&id) {
-                read.cuda.wait(stream, value)?;
+                // SAFETY: forwarded from the caller.
+                unsafe { read.cuda.enqueue_raw(stream, value, false) }?;
             }
         }
         Ok(())
@@ -250,8 +266,23 @@ impl Publisher {
     /// After writing `frame`: `stream` signals it written; every consumer is told (their
     /// holds take it from now on).
     pub fn release(&mut self, frame: &Frame, stream: &CudaStream) -> Result<()> {
+        self.written.cuda.check_stream(stream)?;
+        // SAFETY: a live stream (borrowed), of this publisher's context (checked).
+        unsafe { self.release_raw(frame, stream.cu_stream()) }
+    }
+
+    /// As [`Self::release`] on a raw stream, checked to be of this publisher's CUDA context.
+    ///
+    /// # Safety
+    /// `stream` must be null (the context's legacy default stream) or a live `CUstream`.
+    pub unsafe fn release_raw(
+        &mut self,
+        frame: &Frame,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<()> {
         let (n, _) = self.check(frame, FrameStep::CudaRelease)?;
-        self.written.cuda.signal(stream, n)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { self.written.cuda.enqueue_raw(stream, n, true) }?;
         self.begun = None;
         {
             let mut shared = lock(&self.shared);
@@ -274,8 +305,16 @@ impl Publisher {
     }
 }
 
-impl Drop for Publisher {
-    fn drop(&mut self) {
+impl Publisher {
+    /// Stops serving: once every frame announced is written (bounded by the drop budget), the
+    /// consumers' connections and the listener close — each consumer sees the publisher end
+    /// (`PeerClosed`), and the name is free. The slots stay until the publisher drops, so
+    /// tensors made over them stay valid; frames published after this reach no one.
+    /// Idempotent; dropping the publisher does it.
+    pub fn close(&mut self) {
+        let Some(service) = self.service.take() else {
+            return;
+        };
         // Every frame announced is written before the consumers hear the publisher go (they
         // then release their waits on `written` from the host: past a frame still being
         // written, that would let their reads run over it).
@@ -286,9 +325,13 @@ impl Drop for Publisher {
         }
         self.stop.store(true, Ordering::Release);
         wake(&self.wake);
-        if let Some(t) = self.service.take() {
-            let _ = t.join();
-        }
+        let _ = service.join();
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

@@ -395,6 +395,46 @@ impl CudaSubscriber {
         self.written.wait(stream, held.frame)
     }
 
+    /// As [`Self::acquire`] on a raw stream (another library's: CuPy's, PyTorch's), checked
+    /// to be of this consumer's CUDA context.
+    ///
+    /// # Safety
+    /// `stream` must be null (the context's legacy default stream) or a live `CUstream`.
+    pub unsafe fn acquire_raw(
+        &self,
+        held: &Held,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<()> {
+        self.holds.check(held)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { self.written.enqueue_raw(stream, held.frame, false) }
+    }
+
+    /// As [`Self::release`] on a raw stream, checked to be of this consumer's CUDA context.
+    ///
+    /// # Safety
+    /// `stream` must be null (the context's legacy default stream) or a live `CUstream`.
+    pub unsafe fn release_raw(
+        &mut self,
+        held: &Held,
+        stream: cudarc::driver::sys::CUstream,
+    ) -> Result<()> {
+        self.holds.check(held)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { self.read.enqueue_raw(stream, held.read_value, true) }?;
+        self.holds.released(held)
+    }
+
+    /// The GPU this consumer reads on (its CUDA context's ordinal).
+    pub fn cuda_ordinal(&self) -> usize {
+        self.cuda.ordinal()
+    }
+
+    /// What each slot holds, as the publisher described it (in the order of [`Self::slots`]).
+    pub fn slot_elements(&self) -> Vec<crate::ElementFormat> {
+        self.holds.attached.buffers().map(|b| b.element).collect()
+    }
+
     /// After reading `held` on `stream`: `stream` signals this consumer's read timeline; the
     /// publisher is told.
     pub fn release(&mut self, held: &Held, stream: &CudaStream) -> Result<()> {
