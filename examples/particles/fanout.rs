@@ -104,7 +104,8 @@ fn publish(args: Vec<String>) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut previous: Option<usize> = None;
     let mut crowded = false;
-    for _ in 0..frames {
+    let mut published = 0u64;
+    while published < frames {
         // More viewers holding frames than K - 2: the simulation waits for a slot (each
         // viewer holds one frame at a time and lets it go within a frame of its own).
         let frame = match publisher.begin_frame(WAIT) {
@@ -156,6 +157,7 @@ fn publish(args: Vec<String>) -> anyhow::Result<()> {
             }
         }
         publisher.release(&frame, &stream)?;
+        published += 1;
         previous = Some(frame.slot());
         if f % 600 == 0 {
             println!(

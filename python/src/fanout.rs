@@ -33,7 +33,10 @@ fn slot_format(
             return Err(refusal(
                 "InvalidInput",
                 "Array.Shape",
-                format!("a slot is rows or (rows, columns), not {} dimensions", shape.len()),
+                format!(
+                    "a slot is rows or (rows, columns), not {} dimensions",
+                    shape.len()
+                ),
                 &[],
             ))
         }

@@ -55,7 +55,13 @@ impl AttachedCore {
 
     /// A viewer's buffer, mapped here.
     fn mapped(range: MappedRange, element: ElementFormat, device: usize) -> Self {
-        Self::new(range.device_ptr(), range.size(), element, device, Box::new(range))
+        Self::new(
+            range.device_ptr(),
+            range.size(),
+            element,
+            device,
+            Box::new(range),
+        )
     }
 
     /// Rows, then values per row where there are several (DLPack's lanes are in its dtype).

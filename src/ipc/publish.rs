@@ -152,7 +152,7 @@ impl Publisher {
         );
         let service = {
             let service = Service {
-                server,
+                server: Arc::new(server),
                 vk: bridge.vulkan().clone(),
                 cuda: bridge.cuda().clone(),
                 shared: shared.clone(),
@@ -160,6 +160,8 @@ impl Publisher {
                 wake: wake.clone(),
                 connections: BTreeMap::new(),
                 notified: 0,
+                handshake: None,
+                listener_rests_until: None,
             };
             std::thread::Builder::new()
                 .name(format!("cuvk-publish-{name}"))
@@ -263,8 +265,8 @@ impl Publisher {
         Ok(())
     }
 
-    /// After writing `frame`: `stream` signals it written; every consumer is told (their
-    /// holds take it from now on).
+    /// After writing `frame`: `stream` signals it written; the consumers' holds take it from
+    /// now on (those waiting for a frame are told by the service thread).
     pub fn release(&mut self, frame: &Frame, stream: &CudaStream) -> Result<()> {
         self.written.cuda.check_stream(stream)?;
         // SAFETY: a live stream (borrowed), of this publisher's context (checked).
@@ -351,7 +353,7 @@ fn wake(fd: &OwnedFd) {
 
 /// The service thread's state: the consumers' connections are its alone.
 struct Service {
-    server: Server,
+    server: Arc<Server>,
     vk: Arc<VulkanContext>,
     cuda: Arc<cudarc::driver::CudaContext>,
     shared: Arc<Mutex<Shared>>,
@@ -360,7 +362,21 @@ struct Service {
     connections: BTreeMap<ConsumerId, Connection>,
     /// The newest frame the waiting consumers were told of.
     notified: u64,
+    /// The handshake running on its own thread (one at a time): its result comes back here.
+    handshake: Option<Handshake>,
+    /// After a failed accept (a full descriptor table, say): the listener rests until then.
+    listener_rests_until: Option<Instant>,
 }
+
+/// A consumer's handshake, off the service thread: a slow or stopped client delays only the
+/// next attach, never the answers to the consumers already there.
+struct Handshake {
+    thread: JoinHandle<()>,
+    result: std::sync::mpsc::Receiver<(Result<Link>, SharedSemaphore)>,
+}
+
+/// How long the listener rests after an accept failed for another reason than a client gone.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 impl Service {
     /// Until the publisher stops: sleeps in `poll` on the listener, every connection and the
@@ -371,23 +387,33 @@ impl Service {
         // allocates while a consumer waits for its answer).
         let mut spare: Option<SharedSemaphore> = None;
         while !self.stop.load(Ordering::Acquire) {
-            if spare.is_none() {
+            let rested = self
+                .listener_rests_until
+                .is_none_or(|t| Instant::now() >= t);
+            if spare.is_none() && self.handshake.is_none() && rested {
                 match self.read_timeline() {
                     Ok(s) => spare = Some(s),
                     Err(e) => {
                         log::error!("publisher: cannot make a read timeline: {e}");
-                        std::thread::sleep(SERVICE_IDLE);
-                        continue;
+                        self.listener_rests_until = Instant::now().checked_add(ACCEPT_BACKOFF);
                     }
                 }
             }
-            let (listener, readable) = self.poll();
+            let listen = spare.is_some() && self.handshake.is_none() && rested;
+            let (listener, readable) = self.poll(listen);
             if listener {
                 if let Some(read) = spare.take() {
-                    spare = self.accept(read);
+                    self.start_handshake(read);
                 }
             }
+            if let Some(read) = self.finish_handshake() {
+                spare = Some(read);
+            }
             self.answer(&readable);
+        }
+        if let Some(h) = self.handshake.take() {
+            // Bounded by the handshake's own deadline (2 s): the name is free once it ends.
+            let _ = h.thread.join();
         }
     }
 
@@ -398,14 +424,16 @@ impl Service {
     }
 
     /// Sleeps until something happens (at most [`SERVICE_IDLE`]): whether the listener is
-    /// readable, and the consumers whose connections are (or hung up).
-    fn poll(&self) -> (bool, Vec<ConsumerId>) {
+    /// readable (asked only when `listen`), and the consumers whose connections are (or hung
+    /// up).
+    fn poll(&self, listen: bool) -> (bool, Vec<ConsumerId>) {
         let ids: Vec<ConsumerId> = self.connections.keys().copied().collect();
         let events = PollFlags::IN;
         let mut fds = Vec::with_capacity(ids.len() + 2);
         fds.push(PollFd::new(&*self.wake, events));
         let listener = self.server.listener_fd();
-        fds.push(PollFd::new(&listener, events));
+        let listener_events = if listen { events } else { PollFlags::empty() };
+        fds.push(PollFd::new(&listener, listener_events));
         let links: Vec<_> = self
             .connections
             .values()
@@ -415,12 +443,14 @@ impl Service {
             fds.push(PollFd::new(fd, events));
         }
         let idle = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: SERVICE_IDLE.as_nanos() as _,
+            tv_sec: SERVICE_IDLE.as_secs() as _,
+            tv_nsec: SERVICE_IDLE.subsec_nanos() as _,
         };
         if let Err(e) = rustix::event::poll(&mut fds, Some(&idle)) {
             if e != rustix::io::Errno::INTR {
                 log::warn!("publisher: poll: {e}");
+                // Not a spin: whatever failed, the next try is a while away.
+                std::thread::sleep(Duration::from_millis(10));
             }
             return (false, Vec::new());
         }
@@ -429,7 +459,7 @@ impl Service {
             let mut count = [0u8; 8];
             let _ = rustix::io::read(&*self.wake, &mut count);
         }
-        let listener = ready(&fds[1]);
+        let listener = listen && ready(&fds[1]);
         let readable = ids
             .iter()
             .zip(&fds[2..])
@@ -439,10 +469,50 @@ impl Service {
         (listener, readable)
     }
 
-    /// Takes a consumer that is connecting (if it still is), giving it `read`; returns the
-    /// read timeline if it was not used.
-    fn accept(&mut self, read: SharedSemaphore) -> Option<SharedSemaphore> {
-        match self.server.accept_with(Duration::ZERO, Some(&read.vulkan)) {
+    /// Accepts the connecting consumer and runs its handshake on a thread of its own, which
+    /// wakes the service thread when done.
+    fn start_handshake(&mut self, read: SharedSemaphore) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (server, wake_fd) = (self.server.clone(), self.wake.clone());
+        let spawned = std::thread::Builder::new()
+            .name("cuvk-publish-attach".into())
+            .spawn(move || {
+                let link = server.accept_with(Duration::ZERO, Some(&read.vulkan));
+                let _ = tx.send((link, read));
+                wake(&wake_fd);
+            });
+        match spawned {
+            Ok(thread) => {
+                self.handshake = Some(Handshake { thread, result: rx });
+            }
+            Err(e) => {
+                // The read timeline went with the closure; a new one is made next time.
+                log::warn!("publisher: cannot start a handshake thread: {e}");
+                self.listener_rests_until = Instant::now().checked_add(ACCEPT_BACKOFF);
+            }
+        }
+    }
+
+    /// Takes the consumer whose handshake finished, if one did; returns the read timeline
+    /// when it was not used.
+    fn finish_handshake(&mut self) -> Option<SharedSemaphore> {
+        let (link, read) = {
+            let h = self.handshake.as_ref()?;
+            match h.result.try_recv() {
+                Ok(done) => done,
+                Err(std::sync::mpsc::TryRecvError::Empty) => return None,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    // The thread ended without an answer (it panicked): try again later.
+                    self.handshake = None;
+                    self.listener_rests_until = Instant::now().checked_add(ACCEPT_BACKOFF);
+                    return None;
+                }
+            }
+        };
+        if let Some(h) = self.handshake.take() {
+            let _ = h.thread.join();
+        }
+        match link {
             Ok(link) => {
                 let mut s = lock(&self.shared);
                 let id = s.next_consumer;
@@ -465,6 +535,9 @@ impl Service {
             Err(e) if e.kind() == crate::ErrorKind::Timeout => Some(read),
             Err(e) => {
                 log::warn!("publisher: a consumer failed to attach: {e}");
+                // A listener that stays readable (accept failing on a full descriptor
+                // table) must not spin the service thread.
+                self.listener_rests_until = Instant::now().checked_add(ACCEPT_BACKOFF);
                 Some(read)
             }
         }
