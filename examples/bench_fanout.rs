@@ -171,6 +171,10 @@ struct Row {
     kills: u64,
     bytes: u64,
     frames: u64,
+    /// p99 µs of begin_frame, acquire, the write's enqueue, release.
+    phase_p99: [f64; 4],
+    /// How long the stream took to finish after the last frame's release (ms).
+    drain_ms: f64,
 }
 
 /// Publishes frames while `more(frames so far, start)`: each a memset of its slot. Each
@@ -180,15 +184,20 @@ fn publish(
     publisher: &mut Publisher,
     stream: &std::sync::Arc<cuvk::cudarc::driver::CudaStream>,
     bytes: u64,
-    times: &mut Vec<f64>,
+    times: &mut Vec<[f64; 5]>,
     more: impl Fn(u64, Instant) -> bool,
-) -> anyhow::Result<(f64, u64)> {
+) -> anyhow::Result<(f64, u64, f64)> {
     let start = Instant::now();
     let mut n = 0u64;
+    let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
     while more(n, start) {
         let t = Instant::now();
         let f = publisher.begin_frame(WAIT)?;
+        let begun = us(t);
+        let t1 = Instant::now();
         publisher.acquire(&f, stream)?;
+        let acquired = us(t1);
+        let t2 = Instant::now();
         let slot = publisher.slot(f.slot()).context("slot")?;
         // SAFETY: the slot is `bytes` long on this GPU, written on `stream` after every read
         // of it released (acquire) and before the frame is published (release).
@@ -201,12 +210,36 @@ fn publish(
             )
             .result()
         }?;
+        let written = us(t2);
+        let t3 = Instant::now();
         publisher.release(&f, stream)?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
+        times.push([us(t), begun, acquired, written, us(t3)]);
         n += 1;
     }
+    // What the GPU still had to do when the host was done: how far the stream ran behind.
+    let drain = Instant::now();
     stream.synchronize()?;
-    Ok((start.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64, n))
+    let drain_ms = drain.elapsed().as_secs_f64() * 1e3;
+    Ok((
+        start.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64,
+        n,
+        drain_ms,
+    ))
+}
+
+impl Row {
+    /// The consumers column: how many, and what happened to them.
+    fn who(&self) -> String {
+        match self.fault {
+            Fault::None => self.consumers.to_string(),
+            Fault::Stopped => format!("{} (1 stopped)", self.consumers),
+            Fault::Contained => format!("{} (own PID, IPC, mount namespaces)", self.consumers),
+            Fault::Killed { lanes } => format!(
+                "{} (+{lanes} killed and replaced: {} kills in {} frames)",
+                self.consumers, self.kills, self.frames
+            ),
+        }
+    }
 }
 
 fn run(
@@ -258,33 +291,34 @@ fn run(
     let mut times = Vec::with_capacity(frames as usize);
     let stop_killing = std::sync::atomic::AtomicBool::new(false);
     let killing = matches!(fault, Fault::Killed { .. });
-    let (kills, period_us, frames_run) = std::thread::scope(|scope| -> anyhow::Result<_> {
-        let killers: Vec<_> = match fault {
-            Fault::Killed { lanes } => (0..lanes)
-                .map(|lane| {
-                    let (name, stop) = (&name, &stop_killing);
-                    scope.spawn(move || killer(name, 0x9E37_79B9 + lane as u64, stop))
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        let publishing = publish(&mut publisher, &stream, bytes, &mut times, |n, start| {
-            if killing {
-                start.elapsed() < KILL_RUN
-            } else {
-                n < frames
+    let (kills, period_us, frames_run, drain_ms) =
+        std::thread::scope(|scope| -> anyhow::Result<_> {
+            let killers: Vec<_> = match fault {
+                Fault::Killed { lanes } => (0..lanes)
+                    .map(|lane| {
+                        let (name, stop) = (&name, &stop_killing);
+                        scope.spawn(move || killer(name, 0x9E37_79B9 + lane as u64, stop))
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let publishing = publish(&mut publisher, &stream, bytes, &mut times, |n, start| {
+                if killing {
+                    start.elapsed() < KILL_RUN
+                } else {
+                    n < frames
+                }
+            });
+            stop_killing.store(true, std::sync::atomic::Ordering::Release);
+            let mut kills = 0;
+            for k in killers {
+                kills += k
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a killer panicked"))??;
             }
-        });
-        stop_killing.store(true, std::sync::atomic::Ordering::Release);
-        let mut kills = 0;
-        for k in killers {
-            kills += k
-                .join()
-                .map_err(|_| anyhow::anyhow!("a killer panicked"))??;
-        }
-        let (period_us, n) = publishing?;
-        Ok((kills, period_us, n))
-    })?;
+            let (period_us, n, drain_ms) = publishing?;
+            Ok((kills, period_us, n, drain_ms))
+        })?;
     if fault == Fault::Stopped {
         // SAFETY: as above.
         unsafe { libc::kill(group.children[0].id() as i32, libc::SIGCONT) };
@@ -292,9 +326,18 @@ fn run(
     drop(publisher);
     let (attach_ms, held) = group.finish()?;
     let warm = times.len() / 10;
-    let mut steady = times[warm..].to_vec();
-    steady.sort_by(f64::total_cmp);
+    let column = |i: usize| {
+        let mut v: Vec<f64> = times[warm..].iter().map(|t| t[i]).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let steady = column(0);
     let pick = |q: f64| steady[((steady.len() - 1) as f64 * q) as usize];
+    let p99 = |i: usize| {
+        let v = column(i);
+        v[((v.len() - 1) as f64 * 0.99) as usize]
+    };
+    let phase_p99 = [p99(1), p99(2), p99(3), p99(4)];
     Ok(Row {
         frame,
         consumers,
@@ -309,6 +352,8 @@ fn run(
         kills,
         bytes,
         frames: frames_run,
+        phase_p99,
+        drain_ms,
     })
 }
 
@@ -361,15 +406,7 @@ fn main() -> anyhow::Result<()> {
             .map(|r| r.period_us)
     };
     for r in &rows {
-        let who = match r.fault {
-            Fault::None => r.consumers.to_string(),
-            Fault::Stopped => format!("{} (1 stopped)", r.consumers),
-            Fault::Contained => format!("{} (own PID, IPC, mount namespaces)", r.consumers),
-            Fault::Killed { lanes } => format!(
-                "{} (+{lanes} killed and replaced: {} kills in {} frames)",
-                r.consumers, r.kills, r.frames
-            ),
-        };
+        let who = r.who();
         let vs = |b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}x", r.period_us / b));
         let mut a = r.attach_ms.clone();
         let attach = if a.is_empty() {
@@ -389,6 +426,18 @@ fn main() -> anyhow::Result<()> {
             vs(base(r.frame, 0)),
             vs(base(r.frame, 1)),
             r.held
+        );
+    }
+    println!("\nWhere the publisher's host time goes (p99 µs per call) and how far its stream ran behind (ms to drain at the end):\n");
+    println!("| frame | consumers | begin_frame | acquire | write (enqueue) | release | stream drain ms |");
+    println!("|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let [b, a, w, rel] = r.phase_p99;
+        println!(
+            "| {} | {} | {b:.1} | {a:.1} | {w:.1} | {rel:.1} | {:.2} |",
+            r.frame,
+            r.who(),
+            r.drain_ms
         );
     }
     for r in [big, big8] {

@@ -170,14 +170,19 @@ impl Holds {
 
     /// The read of `held` is scheduled (its read-timeline signal enqueued): the publisher is
     /// told, and the next hold may be asked for.
+    /// Once the publisher is gone there is no one to tell: the release still succeeds (the
+    /// read's signal is enqueued), and the next [`Self::hold`] reports the end.
     fn released(&mut self, held: &Held) -> Result<()> {
         self.held = None;
-        self.attached.link().send_hold(hold(
+        match self.attached.link().send_hold(hold(
             HoldOp::Released,
             held.frame,
             held.slot as u32,
             held.read_value,
-        ))
+        )) {
+            Err(e) if is_peer_closed(&e) => Ok(()),
+            other => other,
+        }
     }
 }
 
