@@ -1,9 +1,9 @@
-//! The particle demo fanned out (issue 37; a preview, not yet run on a GPU): `--publish NAME`
+//! The particle demo fanned out (issue 37): `--publish NAME`
 //! simulates the galaxies with CUDA into slots it owns and serves them to any number of
 //! viewers; `--view NAME` is one such viewer (PNGs headless), each with its own camera. A
 //! viewer never slows the simulation; one that is killed frees its slot.
 //!
-//!     particles --publish galaxies --particles 4000000 &
+//!     particles --publish galaxies --particles 4000000 [--wait-viewers 2 --fps 60] &
 //!     particles --view galaxies --headless --frames 600 --save-every 100 --out out/a &
 //!     particles --view galaxies --headless --frames 600 --save-every 100 --out out/b
 
@@ -41,6 +41,9 @@ pub fn view_main(args: Vec<String>, shader_dir: PathBuf) -> ExitCode {
 fn publish(args: Vec<String>) -> anyhow::Result<()> {
     let (mut name, mut particles, mut slots, mut frames) =
         (String::new(), 1_000_000u64, 8u64, u64::MAX);
+    // Start once this many viewers are attached; at most this many frames a second (0: as
+    // fast as the GPU goes) — a collision people can watch, from its first frame.
+    let (mut wait_viewers, mut fps) = (0u64, 0u64);
     let mut f = Flags::new(args);
     while let Some(a) = f.next_flag() {
         match a.as_str() {
@@ -48,9 +51,11 @@ fn publish(args: Vec<String>) -> anyhow::Result<()> {
             "--particles" => particles = f.num(&a)?,
             "--slots" => slots = f.num(&a)?,
             "--frames" => frames = f.num(&a)?,
+            "--wait-viewers" => wait_viewers = f.num(&a)?,
+            "--fps" => fps = f.num(&a)?,
             "--headless" => {}
             other => bail!(usage(format!(
-                "--publish takes --particles --slots --frames, not '{other}'"
+                "--publish takes --particles --slots --frames --wait-viewers --fps, not '{other}'"
             ))),
         }
     }
@@ -101,11 +106,24 @@ fn publish(args: Vec<String>) -> anyhow::Result<()> {
         "publishing '{name}': {n} particles in {slots} slots (serves {} viewers at full rate)",
         slots.saturating_sub(2)
     );
+    let waiting = Instant::now();
+    while (publisher.consumers() as u64) < wait_viewers {
+        if waiting.elapsed() > WAIT {
+            bail!("{wait_viewers} viewers did not attach within {} s", WAIT.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let period = (fps > 0).then(|| Duration::from_secs_f64(1.0 / fps as f64));
     let started = Instant::now();
     let mut previous: Option<usize> = None;
     let mut crowded = false;
     let mut published = 0u64;
     while published < frames {
+        if let Some(p) = period {
+            // Paced from the start, so a late frame does not shift the ones after it.
+            let due = started + p.mul_f64(published as f64);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
         // More viewers holding frames than K - 2: the simulation waits for a slot (each
         // viewer holds one frame at a time and lets it go within a frame of its own).
         let frame = match publisher.begin_frame(WAIT) {

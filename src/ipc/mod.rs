@@ -27,7 +27,8 @@ mod wire;
 
 #[cfg(target_os = "linux")]
 mod frames;
-// Fan-out (issue 37): a preview behind `ipc-objects` until its GPU tests have run.
+// Fan-out (issue 37): the publisher and its consumers, behind `ipc-objects` (the object layer
+// they build on may change with any minor release).
 #[cfg(target_os = "linux")]
 #[cfg_attr(not(feature = "ipc-objects"), allow(dead_code))]
 mod publish;

@@ -1,4 +1,4 @@
-//! Fan-out consumers (issue 37; a preview, not yet run on a GPU): a [`Subscriber`] reads the
+//! Fan-out consumers (issue 37): a [`Subscriber`] reads the
 //! publisher's frames with Vulkan (a viewer), a [`CudaSubscriber`] with CUDA (a recorder, a
 //! dashboard, a training job's consumer). Both speak one hold protocol ([`Holds`]): one
 //! request outstanding at a time, every answer paired with it, a demotion a notice beside
