@@ -2,7 +2,9 @@
 # Issue 29 on the GPU machine (run through .gpu/run.sh after scripts/stage-gpu.sh and
 # scripts/stage-python.sh): the cross-process tests, the handoff benchmark, the fault runs and
 # the viewer/producer pairs (Rust and Python). Logs and PNGs under $OUT.
-#   bash .gpu/run.sh bash scripts/gpu-ipc.sh [tests|bench|pair|py|all]   (py: the Python pair alone)
+#   bash .gpu/run.sh bash scripts/gpu-ipc.sh [tests|bench|pair|py|fanout|all]   (py: the Python pair alone)
+# fanout (issue 37): one publisher, three viewers, a CuPy consumer and the C ABI's subscriber
+# (the C example against it), one viewer SIGKILLed; bench_fanout.
 set -uo pipefail
 what=${1:-all}
 B=.gpu/bin
@@ -68,6 +70,22 @@ if [ "$what" = pair ] || [ "$what" = all ]; then
     timeout 60 $B/ipc_producer galaxies > $OUT/producer-right.log 2>&1; echo "producer on GPU 0 rc=$?"
     wait $viewer; echo "viewer rc=$?"; tail -2 $OUT/serve-wrong.log
   fi
+fi
+if [ "$what" = fanout ] || [ "$what" = all ]; then
+  step fanout: a publisher, three viewers, a CuPy consumer, the C subscriber, a viewer killed
+  timeout 90 $B/particles --publish galaxies --particles 4000000 --wait-viewers 3 --fps 240 --frames 6000 > $OUT/serve-publish.log 2>&1 &
+  pub=$!
+  for v in a b c; do
+    timeout 80 $B/particles --view galaxies --headless --frames 600 --save-every 200 --out $OUT/serve-view-$v > $OUT/serve-view-$v.log 2>&1 &
+  done
+  sleep 4
+  timeout 60 python3 python/examples/fanout_consumer.py galaxies --frames 300 > $OUT/serve-cupy.log 2>&1 &
+  CUVK_EXAMPLE_PUBLISHER=galaxies timeout 60 $B/capi_example > $OUT/serve-capi.log 2>&1; echo "C subscriber rc=$?: $(grep -m1 'subscriber:' $OUT/serve-capi.log)"
+  timeout 60 $B/particles --view galaxies --headless --frames 100000 --out $OUT/serve-view-k > $OUT/serve-view-k.log 2>&1 &
+  k=$!; sleep 2; kill -9 $k; echo "a viewer killed (SIGKILL)"
+  wait $pub; echo "publisher rc=$?"; wait
+  tail -2 $OUT/serve-view-*.log $OUT/serve-cupy.log $OUT/serve-publish.log
+  step bench_fanout; timeout 200 $B/bench_fanout --frames 2000 2>&1 | tee $OUT/bench_fanout.log | tail -45
 fi
 echo "=== validation messages in the viewers: $(cat $OUT/serve-*.log 2>/dev/null | grep -c 'vulkan validation')"
 if [ "$what" = py ]; then

@@ -340,6 +340,57 @@ static const char SURFACE_PTX[] =
     " mov.u32 %r6, %ctaid.y;\n shl.b32 %r7, %r3, 2;\n"
     " sust.b.2d.b32.trap [%rd1, {%r7, %r6}], {%r2};\nDONE:\n ret;\n}\n";
 
+/* A viewer of a publisher in another process (`particles --publish NAME`), where
+ * CUVK_EXAMPLE_PUBLISHER names one: the slots as the engine's VkBuffers, 100 frames held and
+ * their (empty) reads submitted through cuvk, each waited for; frame numbers only grow. */
+static void subscriber_path(CuvkBridge bridge) {
+    const char *name = getenv("CUVK_EXAMPLE_PUBLISHER");
+    if (name == NULL) {
+        printf("no publisher named (CUVK_EXAMPLE_PUBLISHER): subscriber happy path skipped\n");
+        return;
+    }
+    CuvkSubscriber sub = 0;
+    EXPECT(cuvk_subscriber_attach(bridge, name, 0, 30000000000ull, &sub), CUVK_SUCCESS);
+    if (sub == 0) return;
+    uint32_t k = 0;
+    EXPECT(cuvk_subscriber_slot_count(sub, &k), CUVK_SUCCESS);
+    CHECK(k >= 3, "a publisher has at least 3 slots, not %u", k);
+    for (uint32_t i = 0; i < k; i++) {
+        uint64_t vk_buffer = 0, bytes = 0;
+        CuvkElementFormat el = {0};
+        EXPECT(cuvk_subscriber_slot(sub, i, &vk_buffer, &bytes, &el), CUVK_SUCCESS);
+        CHECK(vk_buffer != 0 && bytes > 0 && el.code == 2 && el.bits == 32 && el.columns == 4,
+              "slot %u: a VkBuffer of float4 rows (code %u, bits %u, columns %u)", i, el.code, el.bits, el.columns);
+    }
+    uint64_t vk_buffer = 0, bytes = 0;
+    CuvkElementFormat el = {0};
+    EXPECT(cuvk_subscriber_slot(sub, k, &vk_buffer, &bytes, &el), CUVK_ERROR_INVALID_ARGUMENT);
+    uint64_t last = 0;
+    unsigned held = 0;
+    for (int i = 0; i < 100; i++) {
+        CuvkHeldFrame f = {0};
+        CuvkResult r = cuvk_subscriber_hold(sub, 5000000000ull, &f);
+        CHECK(r == CUVK_SUCCESS, "hold %d: %d (%s)", i, (int)r, cuvk_last_error());
+        if (r != CUVK_SUCCESS) break;
+        CHECK(f.number > last && f.slot < k, "frame %llu after %llu, slot %u", (unsigned long long)f.number,
+              (unsigned long long)last, f.slot);
+        /* One at a time: a second hold before the submit is refused. */
+        if (i == 0) {
+            CuvkHeldFrame again = {0};
+            EXPECT(cuvk_subscriber_hold(sub, 0, &again), CUVK_ERROR_INVALID_ARGUMENT);
+            EXPECT_RULE(cuvk_subscriber_submit_read(sub, f.number + 1, NULL, 0, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT),
+                        CUVK_ERROR_INVALID_ARGUMENT, CUVK_RULE_SYNC_WRONG_FRAME);
+        }
+        EXPECT(cuvk_subscriber_submit_read(sub, f.number, NULL, 0, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT), CUVK_SUCCESS);
+        EXPECT(cuvk_subscriber_wait_read(sub, f.number, 5000000000ull), CUVK_SUCCESS);
+        last = f.number;
+        held++;
+    }
+    printf("subscriber: held %u frames of '%s', the last %llu\n", held, name, (unsigned long long)last);
+    EXPECT(cuvk_subscriber_destroy(sub), CUVK_SUCCESS);
+    EXPECT(cuvk_subscriber_destroy(sub), CUVK_ERROR_STALE_HANDLE);
+}
+
 static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     CuvkBridge bridge = 0;
     CuvkResult r = cuvk_bridge_create(d, NULL, 0, &bridge);
@@ -405,6 +456,7 @@ static void cuda_path(struct Engine *e, const CuvkVulkanDevice *d) {
     } else {
         printf("frame server unavailable (%s)\n", cuvk_last_error());
     }
+    subscriber_path(bridge);
     CuvkSemaphore sem = 0;
     EXPECT(cuvk_semaphore_create(bridge, 0, &sem), CUVK_SUCCESS);
     uint64_t vk_sem = 0;
@@ -640,6 +692,17 @@ int main(void) {
     } else {
         printf("frame server unavailable here (%s)\n", cuvk_last_error()); /* lavapipe: no semaphore export */
     }
+    /* A subscriber: refusals before any connection. */
+    CuvkSubscriber sub = 0;
+    EXPECT(cuvk_subscriber_attach(vb, NULL, 0, 1000000, &sub), CUVK_ERROR_NULL_POINTER);
+    EXPECT_RULE(cuvk_subscriber_attach(vb, "capi-example-\xff", 0, 1000000, &sub), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_NOT_UTF8);
+    EXPECT(cuvk_subscriber_attach(vb, "capi-example-no-publisher", 0, 1000000, &sub), CUVK_ERROR_TIMEOUT);
+    CHECK(sub == 0, "a refused attach makes no handle");
+    uint32_t slots = 0;
+    EXPECT(cuvk_subscriber_slot_count(0, &slots), CUVK_ERROR_INVALID_HANDLE);
+    EXPECT(cuvk_subscriber_slot_count(vb, &slots), CUVK_ERROR_WRONG_HANDLE_KIND);
+    EXPECT(cuvk_subscriber_destroy(vb), CUVK_ERROR_WRONG_HANDLE_KIND);
     /* A buffer of the Vulkan-only bridge has no CUDA side: no frame server publishes it. The
      * buffer is refused before the server handle is looked at, so this runs where no frame
      * server could be made too (fs is destroyed, or was never made). */

@@ -1207,6 +1207,26 @@ typedef struct CuvkFrame {
   uint32_t command_slot;
 } CuvkFrame;
 
+/**
+ * A consumer of a publisher in another process.
+ */
+typedef uint64_t CuvkSubscriber;
+
+/**
+ * A frame `cuvk_subscriber_hold` handed out: the publisher's frame number and the slot
+ * (`0..cuvk_subscriber_slot_count`) it is in.
+ */
+typedef struct CuvkHeldFrame {
+  /**
+   * The publisher's frame number.
+   */
+  uint64_t number;
+  /**
+   * The slot it is in.
+   */
+  uint32_t slot;
+} CuvkHeldFrame;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -1539,6 +1559,87 @@ enum CuvkResult cuvk_frame_server_wait_idle(CuvkFrameServer server, uint64_t tim
  * Destroys the server (the published buffers stay the engine's).
  */
 enum CuvkResult cuvk_frame_server_destroy(CuvkFrameServer server);
+
+/**
+ * Attaches to the publisher `name` (a NUL-terminated socket name; abstract unless it has a
+ * `/`) from the bridge's Vulkan device (checked against the publisher's GPU and driver),
+ * waiting at most `timeout_ns` for it to exist; `every_frame` (0 or 1) asks for every frame
+ * instead of the newest.
+ *
+ * # Safety
+ * `name` must be a NUL-terminated string; `out_subscriber` writable.
+ */
+enum CuvkResult cuvk_subscriber_attach(CuvkBridge bridge,
+                                       const char *name,
+                                       uint32_t every_frame,
+                                       uint64_t timeout_ns,
+                                       CuvkSubscriber *out_subscriber);
+
+/**
+ * The number of the publisher's slots (K).
+ *
+ * # Safety
+ * `out_count` must be writable.
+ */
+enum CuvkResult cuvk_subscriber_slot_count(CuvkSubscriber subscriber, uint32_t *out_count);
+
+/**
+ * Slot `slot` imported on the bridge's device: its `VkBuffer` (the engine's descriptors may
+ * name it; it lives until the subscriber is destroyed), its size in bytes and what it holds.
+ *
+ * # Safety
+ * `out_buffer`, `out_bytes` and `out_element` must be writable.
+ */
+enum CuvkResult cuvk_subscriber_slot(CuvkSubscriber subscriber,
+                                     uint32_t slot,
+                                     uint64_t *out_buffer,
+                                     uint64_t *out_bytes,
+                                     struct CuvkElementFormat *out_element);
+
+/**
+ * Holds the next frame (the newest not read; with `every_frame` the oldest), waiting at most
+ * `timeout_ns` for one: `CUVK_ERROR_TIMEOUT` if none came, `CUVK_ERROR_IO` once the
+ * publisher is gone (this subscriber's queue waits on it are then released). One frame at a
+ * time: refused while the frame held is not submitted.
+ *
+ * # Safety
+ * `out_frame` must be writable.
+ */
+enum CuvkResult cuvk_subscriber_hold(CuvkSubscriber subscriber,
+                                     uint64_t timeout_ns,
+                                     struct CuvkHeldFrame *out_frame);
+
+/**
+ * Submits the engine's command buffers reading frame `number` (the frame held): they wait on
+ * the GPU (at `wait_stage`, Vulkan pipeline stage bits) for the frame written, and signal
+ * this subscriber's read after them; the publisher is told, and may rewrite the slot once
+ * that signal ran. `count` may be 0 (a read done elsewhere, ordered before this submission).
+ *
+ * # Safety
+ * `command_buffers` must hold `count` executable `VkCommandBuffer`s of the bridge's device
+ * whose resources live until the read is done (`cuvk_subscriber_wait_read`).
+ */
+enum CuvkResult cuvk_subscriber_submit_read(CuvkSubscriber subscriber,
+                                            uint64_t number,
+                                            const uint64_t *command_buffers,
+                                            uint32_t count,
+                                            uint32_t wait_stage);
+
+/**
+ * Waits on the host, at most `timeout_ns`, until this subscriber's read of frame `number`
+ * (one of its last 64 submitted) is done.
+ */
+enum CuvkResult cuvk_subscriber_wait_read(CuvkSubscriber subscriber,
+                                          uint64_t number,
+                                          uint64_t timeout_ns);
+
+/**
+ * Destroys the subscriber: its connection closes (the publisher frees its slot) and its
+ * imports are released once its reads are done (bounded by the bridge's drop budget). Wait
+ * for the reads first (`cuvk_subscriber_wait_read`) where the engine's command buffers use
+ * the slots' buffers.
+ */
+enum CuvkResult cuvk_subscriber_destroy(CuvkSubscriber subscriber);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -17,6 +17,7 @@ pub(crate) enum Kind {
     Image = 6,
     Texture = 7,
     FrameServer = 8,
+    Subscriber = 9,
 }
 
 /// A type that lives behind a handle, of one [`Kind`]: each object's own module says so, so

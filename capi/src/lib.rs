@@ -47,6 +47,8 @@ mod pool;
 mod image;
 // Frame servers: a simulation in another process writes, the engine draws.
 mod ipc;
+// Subscribers: the engine is one of any number of viewers of a publisher in another process.
+mod fanout;
 
 pub use bridge::{
     cuvk_bridge_create, cuvk_bridge_destroy, CuvkBridge, CuvkVulkanDevice, CUVK_BRIDGE_VULKAN_ONLY,
@@ -55,6 +57,11 @@ pub use buffer::{
     cuvk_buffer_create, cuvk_buffer_destroy, cuvk_buffer_info, CuvkBuffer, CuvkBufferInfo,
 };
 pub use error::{cuvk_last_error, cuvk_last_error_rule, CuvkResult, CuvkRule};
+pub use fanout::{
+    cuvk_subscriber_attach, cuvk_subscriber_destroy, cuvk_subscriber_hold, cuvk_subscriber_slot,
+    cuvk_subscriber_slot_count, cuvk_subscriber_submit_read, cuvk_subscriber_wait_read,
+    CuvkHeldFrame, CuvkSubscriber,
+};
 pub use image::{
     cuvk_image_create, cuvk_image_cuda_array, cuvk_image_destroy, cuvk_image_info,
     cuvk_image_surface, cuvk_texture_create, cuvk_texture_destroy, cuvk_texture_object, CuvkImage,

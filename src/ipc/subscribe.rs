@@ -88,6 +88,11 @@ impl Holds {
         ))
     }
 
+    /// What each slot holds, in order.
+    fn slot_elements(&self) -> Vec<crate::ElementFormat> {
+        self.attached.buffers().map(|b| b.element).collect()
+    }
+
     /// The ids of the publisher's slots, in order.
     fn slot_ids(&self) -> Vec<u32> {
         self.attached.buffers().map(|b| b.id).collect()
@@ -250,6 +255,11 @@ impl Subscriber {
     /// The publisher's slots, imported (a held frame is in [`Held::slot`]).
     pub fn slots(&self) -> &[Arc<BoundBuffer>] {
         &self.slots
+    }
+
+    /// What each slot holds, as the publisher described it (in the order of [`Self::slots`]).
+    pub fn slot_elements(&self) -> Vec<crate::ElementFormat> {
+        self.holds.slot_elements()
     }
 
     /// Whether the publisher demoted this lossless consumer to the newest frames (it held
@@ -437,7 +447,7 @@ impl CudaSubscriber {
 
     /// What each slot holds, as the publisher described it (in the order of [`Self::slots`]).
     pub fn slot_elements(&self) -> Vec<crate::ElementFormat> {
-        self.holds.attached.buffers().map(|b| b.element).collect()
+        self.holds.slot_elements()
     }
 
     /// After reading `held` on `stream`: `stream` signals this consumer's read timeline; the
