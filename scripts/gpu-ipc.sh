@@ -86,6 +86,7 @@ if [ "$what" = fanout ] || [ "$what" = all ]; then
   wait $pub; echo "publisher rc=$?"; wait
   tail -2 $OUT/serve-view-*.log $OUT/serve-cupy.log $OUT/serve-publish.log
   step bench_fanout; timeout 200 $B/bench_fanout --frames 2000 2>&1 | tee $OUT/bench_fanout.log | tail -45
+  step bench_fanout_torch; timeout 300 python3 python/examples/bench_fanout_torch.py --steps 1000 2>&1 | tee $OUT/bench_fanout_torch.log | tail -10
 fi
 echo "=== validation messages in the viewers: $(cat $OUT/serve-*.log 2>/dev/null | grep -c 'vulkan validation')"
 if [ "$what" = py ]; then
