@@ -98,3 +98,17 @@ def test_torchrun_ranks_gather_into_rank0_cuvk_memory_exactly(torch2):
     print(out.stderr[-3000:])
     assert out.returncode == 0
     assert "12 frames checked exactly through Vulkan" in out.stdout
+
+
+def test_torchrun_depth_composite_equals_the_one_rank_picture_bit_for_bit(torch2):
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         os.path.join(EXAMPLES, "torchrun_depth.py"), "--particles", "400000", "--frames", "10", "--check",
+         "--out", os.path.join(os.environ.get("OUT", "/tmp"), "torchrun-depth")],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    print(out.stdout[-3000:])
+    print(out.stderr[-3000:])
+    assert out.returncode == 0
+    assert "composite vs one rank: 0 pixels differ" in out.stdout
