@@ -132,6 +132,37 @@ pub unsafe fn full_barrier(d: &cuvk::ash::Device, cmd: vk::CommandBuffer, src: v
     unsafe { d.cmd_pipeline_barrier(cmd, all, all, vk::DependencyFlags::empty(), &b, &[], &[]) };
 }
 
+/// Records, into command slot `slot` of `cmds`, `canvas` drawing `frame` from `shared` (as
+/// [`record_shared_draw`]), and ends it: the command buffer to submit, and the slot's fence to
+/// submit it with (the validation layer cannot see that an exported timeline's value means
+/// the submission completed; the fence tells it).
+///
+/// # Safety
+/// The slot's previous use has completed; `shared` is `frame.slot`'s buffer; it, the canvas
+/// and `cmds` outlive the commands.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn record_view_frame(
+    vk_ctx: &cuvk::vulkan::VulkanContext,
+    cmds: &cuvk_canvas::CommandSlots,
+    slot: usize,
+    canvas: &cuvk_canvas::canvas::Canvas,
+    shared: &dyn cuvk::vulkan::AsVkBuffer,
+    frame: &cuvk_canvas::canvas::Frame<'_>,
+    readback: bool,
+) -> cuvk::Result<(vk::CommandBuffer, vk::Fence)> {
+    // SAFETY: the caller's contract: the slot is free, the objects outlive the commands.
+    unsafe {
+        let cmd = cmds.begin(slot)?;
+        let qf = vk_ctx.queue_family_index();
+        record_shared_draw(vk_ctx.device(), cmd, qf, canvas, shared, frame, readback);
+        cuvk::VkResultExt::vk(
+            vk_ctx.device().end_command_buffer(cmd),
+            "vkEndCommandBuffer",
+        )?;
+        Ok((cmd, cmds.fence(slot)))
+    }
+}
+
 /// Records `canvas` drawing `frame` from `shared`, a particle buffer CUDA or another process
 /// writes (owned by the external queue family between uses): acquired, drawn, released back,
 /// then, where `readback`, copied to the canvas's readback buffer.

@@ -254,25 +254,13 @@ fn view(c: &ViewerArgs) -> anyhow::Result<()> {
         };
         // SAFETY: the command slot's last read is done (waited above); the slots, canvas and
         // command buffers live until the end, which waits for every read.
-        let cmd = unsafe {
-            let cmd = cmds.begin(cs)?;
-            let qf = vk.queue_family_index();
-            demo::record_shared_draw(
-                vk.device(),
-                cmd,
-                qf,
-                &canvas,
-                draw[held.slot()],
-                &picture,
-                save,
-            );
-            vk.device().end_command_buffer(cmd)?;
-            [cmd]
-        };
-        let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+        let (cmd, fence) = unsafe {
+            demo::record_view_frame(&vk, &cmds, cs, &canvas, draw[held.slot()], &picture, save)
+        }?;
+        let cmd = [cmd];
         let submit = FrameSubmit {
-            fence: cmds.fence(cs),
-            ..FrameSubmit::new(&cmd, stage)
+            fence,
+            ..FrameSubmit::new(&cmd, vk::PipelineStageFlags::COMPUTE_SHADER)
         };
         // SAFETY: as above.
         unsafe { sub.submit_read(&held, &submit) }?;

@@ -92,27 +92,13 @@ fn run(c: &ViewerArgs) -> anyhow::Result<()> {
         };
         // SAFETY: every frame recorded from this command slot has completed (`next_frame`);
         // the slots, canvas and command buffers live until the end, which waits for them all.
-        let cmd = unsafe {
-            let cmd = cmds.begin(cs)?;
-            let qf = vk.queue_family_index();
-            demo::record_shared_draw(
-                vk.device(),
-                cmd,
-                qf,
-                &canvas,
-                draw[frame.slot()],
-                &picture,
-                save,
-            );
-            vk.device().end_command_buffer(cmd)?;
-            [cmd]
-        };
-        // The slot's fence too: the validation layer cannot see that frame n drawn (an
-        // exported timeline) means this submission completed.
-        let stage = vk::PipelineStageFlags::COMPUTE_SHADER;
+        let (cmd, fence) = unsafe {
+            demo::record_view_frame(&vk, &cmds, cs, &canvas, draw[frame.slot()], &picture, save)
+        }?;
+        let cmd = [cmd];
         let submit = FrameSubmit {
-            fence: cmds.fence(cs),
-            ..FrameSubmit::new(&cmd, stage)
+            fence,
+            ..FrameSubmit::new(&cmd, vk::PipelineStageFlags::COMPUTE_SHADER)
         };
         // SAFETY: as above.
         unsafe { server.submit_drawn(&frame, &submit) }?;
