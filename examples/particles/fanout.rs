@@ -214,8 +214,10 @@ fn view(c: &ViewerArgs) -> anyhow::Result<()> {
     let mut cmds = CommandSlots::new(&vk, 2)?;
     let mut in_slot = [None, None];
     std::fs::create_dir_all(&c.out)?;
-    // Each viewer its own camera: a start along the orbit from its process id.
-    let start = u64::from(std::process::id() % 360);
+    // Each viewer its own camera: a start anywhere on the orbit (a full turn is about 3,490
+    // frames of it), scattered by the process id so that viewers started together differ.
+    let turn = (std::f32::consts::TAU / OrbitCamera::ORBIT_STEP) as u64;
+    let start = u64::from(std::process::id()).wrapping_mul(0x9E37_79B9) % turn;
     for drawn in 1..=c.frames {
         let held = match sub.hold(WAIT) {
             Ok(Some(held)) => held,
