@@ -155,8 +155,9 @@ enum Fault {
     Killed {
         lanes: usize,
     },
-    /// None, but twice the slots (K = 2 × consumers + 2): each slot rests longer between
-    /// writes, so its reads are more often done before the publisher's stream gets there.
+    /// None, but twice the slots (K = 2 × consumers + 2, at most 16): each slot rests longer
+    /// between writes, so its reads are more often done before the publisher's stream gets
+    /// there.
     Slack,
 }
 
@@ -237,7 +238,7 @@ impl Row {
             Fault::None => self.consumers.to_string(),
             Fault::Stopped => format!("{} (1 stopped)", self.consumers),
             Fault::Contained => format!("{} (own PID, IPC, mount namespaces)", self.consumers),
-            Fault::Slack => format!("{} (K = 2 x consumers + 2)", self.consumers),
+            Fault::Slack => format!("{} (more slots)", self.consumers),
             Fault::Killed { lanes } => format!(
                 "{} (+{lanes} killed and replaced: {} kills in {} frames)",
                 self.consumers, self.kills, self.frames
@@ -270,7 +271,7 @@ fn run(
         _ => 0,
     };
     let slots = if fault == Fault::Slack {
-        2 * consumers as u32 + 2
+        (2 * consumers as u32 + 2).min(cuvk::MAX_FRAMES_IN_FLIGHT)
     } else {
         ((consumers + passing) as u32 + 2).max(3)
     };

@@ -81,8 +81,11 @@ if [ "$what" = fanout ] || [ "$what" = all ]; then
   sleep 4
   timeout 60 python3 python/examples/fanout_consumer.py galaxies --frames 300 > $OUT/serve-cupy.log 2>&1 &
   CUVK_EXAMPLE_PUBLISHER=galaxies timeout 60 $B/capi_example > $OUT/serve-capi.log 2>&1; echo "C subscriber rc=$?: $(grep -m1 'subscriber:' $OUT/serve-capi.log)"
-  timeout 60 $B/particles --view galaxies --headless --frames 100000 --out $OUT/serve-view-k > $OUT/serve-view-k.log 2>&1 &
-  k=$!; sleep 2; kill -9 $k; echo "a viewer killed (SIGKILL)"
+  timeout 60 $B/particles --view galaxies --headless --frames 100000 --save-every 10 --out $OUT/serve-view-k > $OUT/serve-view-k.log 2>&1 &
+  k=$!
+  # Killed once it draws (its first PNG), not while it is still starting.
+  for _ in $(seq 100); do grep -q '^wrote' $OUT/serve-view-k.log 2>/dev/null && break; sleep 0.2; done
+  kill -9 $k; echo "a viewer killed (SIGKILL) after: $(grep -c '^wrote' $OUT/serve-view-k.log) PNGs"
   wait $pub; echo "publisher rc=$?"; wait
   tail -2 $OUT/serve-view-*.log $OUT/serve-cupy.log $OUT/serve-publish.log
   step bench_fanout; timeout 200 $B/bench_fanout --frames 2000 2>&1 | tee $OUT/bench_fanout.log | tail -45

@@ -697,6 +697,8 @@ int main(void) {
     EXPECT(cuvk_subscriber_attach(vb, NULL, 0, 1000000, &sub), CUVK_ERROR_NULL_POINTER);
     EXPECT_RULE(cuvk_subscriber_attach(vb, "capi-example-\xff", 0, 1000000, &sub), CUVK_ERROR_INVALID_ARGUMENT,
                 CUVK_RULE_ARGUMENT_NOT_UTF8);
+    EXPECT_RULE(cuvk_subscriber_attach(vb, "capi-example", 2, 1000000, &sub), CUVK_ERROR_INVALID_ARGUMENT,
+                CUVK_RULE_ARGUMENT_NOT_BOOLEAN);
     EXPECT(cuvk_subscriber_attach(vb, "capi-example-no-publisher", 0, 1000000, &sub), CUVK_ERROR_TIMEOUT);
     CHECK(sub == 0, "a refused attach makes no handle");
     uint32_t slots = 0;

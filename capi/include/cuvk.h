@@ -745,6 +745,10 @@ enum CuvkRule
    * CUDA is needed (`cuvk_frame_server_publish_buffer`).
    */
   CUVK_RULE_ARGUMENT_BUFFER_NOT_SHARED = 3589,
+  /**
+   * A yes/no argument that is neither 0 nor 1 (`cuvk_subscriber_attach`'s `every_frame`).
+   */
+  CUVK_RULE_ARGUMENT_NOT_BOOLEAN = 3590,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

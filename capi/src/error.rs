@@ -480,6 +480,9 @@ pub enum CuvkRule {
     /// A buffer without a CUDA side (made on a Vulkan-only bridge) where a buffer shared with
     /// CUDA is needed (`cuvk_frame_server_publish_buffer`).
     CuvkRuleArgumentBufferNotShared = 0x0E05,
+
+    /// A yes/no argument that is neither 0 nor 1 (`cuvk_subscriber_attach`'s `every_frame`).
+    CuvkRuleArgumentNotBoolean = 0x0E06,
 }
 
 /// Why a call failed: its result code, the rule it broke and the message.

@@ -82,11 +82,18 @@ pub unsafe extern "C" fn cuvk_subscriber_attach(
             position: e.valid_up_to(),
             byte: name.to_bytes().get(e.valid_up_to()).copied().unwrap_or(0),
         })?;
+        if every_frame > 1 {
+            return Err(Error::NotBoolean {
+                what: "every_frame",
+                value: every_frame,
+            }
+            .into());
+        }
         let b = bridge_of(bridge)?;
         let sub = Subscriber::attach(
             name,
             &b.vk,
-            every_frame != 0,
+            every_frame == 1,
             Duration::from_nanos(timeout_ns),
         )?;
         *out_subscriber = insert(CSubscriber {
@@ -129,39 +136,39 @@ pub unsafe extern "C" fn cuvk_subscriber_slot(
     out_element: *mut CuvkElementFormat,
 ) -> CuvkResult {
     guard(|| {
-        // SAFETY: the caller passes writable pointers or null (checked).
-        let (out_buffer, out_bytes, out_element) = unsafe {
-            (
-                out(out_buffer, "out_buffer")?,
-                out(out_bytes, "out_bytes")?,
-                out(out_element, "out_element")?,
-            )
-        };
+        if out_buffer.is_null() || out_bytes.is_null() || out_element.is_null() {
+            return fail(
+                CuvkResult::CuvkErrorNullPointer,
+                "out_buffer, out_bytes and out_element must not be null",
+            );
+        }
         let (buffer, bytes, element) = with_sub(subscriber, |s| {
             let slots = s.sub.slots();
-            let Some(b) = slots.get(slot as usize) else {
-                return Err(Error::from(cuvk::ipc::IpcError::NoSuchObject {
+            let elements = s.sub.slot_elements();
+            match (slots.get(slot as usize), elements.get(slot as usize)) {
+                (Some(b), Some(&element)) => {
+                    Ok((b.buffer().handle().as_raw(), b.buffer().size(), element))
+                }
+                _ => Err(Error::from(cuvk::ipc::IpcError::NoSuchObject {
                     id: slot,
                     kind: cuvk::ipc::MessageKind::Buffer,
                 })
-                .into());
-            };
-            let element = s
-                .sub
-                .slot_elements()
-                .get(slot as usize)
-                .copied()
-                .unwrap_or(cuvk::ElementFormat::F32X4);
-            Ok((b.buffer().handle().as_raw(), b.buffer().size(), element))
+                .into()),
+            }
         })?;
-        *out_buffer = buffer;
-        *out_bytes = bytes;
-        *out_element = CuvkElementFormat {
-            code: element.code,
-            bits: element.bits,
-            lanes: element.lanes,
-            columns: element.columns,
-        };
+        // SAFETY: non-null (checked) and writable (the caller's contract); written through
+        // the raw pointers one after the other, so outputs that alias only overwrite each
+        // other.
+        unsafe {
+            out_buffer.write(buffer);
+            out_bytes.write(bytes);
+            out_element.write(CuvkElementFormat {
+                code: element.code,
+                bits: element.bits,
+                lanes: element.lanes,
+                columns: element.columns,
+            });
+        }
         Ok(())
     })
 }

@@ -219,4 +219,5 @@ c_rules![
     CuvkRuleArgumentUnknownFilterMode,
     CuvkRuleArgumentNotUtf8,
     CuvkRuleArgumentBufferNotShared,
+    CuvkRuleArgumentNotBoolean,
 ];

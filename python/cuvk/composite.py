@@ -102,7 +102,7 @@ def draw(samples: Any, pixel: Any, depth: Any, rgba: Any) -> None:
     flat = samples.view(-1)
     new = pack(depth, rgba).view(-1) ^ _TOP  # unsigned order as signed order
     flat.xor_(_TOP)
-    flat.scatter_reduce_(0, pixel.view(-1).to(torch.int64), new, reduce="amin")
+    flat.scatter_reduce_(0, pixel.reshape(-1).to(torch.int64), new, reduce="amin")
     flat.xor_(_TOP)
 
 
@@ -111,8 +111,11 @@ def composite(samples: Any, dst: Optional[int] = 0, group: Any = None) -> None:
     in ``dst``'s samples (``dst=None``: in every rank's). A collective: every rank calls it with
     the same ``dst`` and a tensor of the same shape — checked, with every rank, on the first
     call for a group and shape (``InvalidInputError``, rule ``Peer.SizeMismatch``, on every
-    rank, with the smallest and largest pixel counts). Runs on the current stream; the other
-    ranks' samples are only read by a reduction to one rank (restored after it)."""
+    rank, with the smallest and largest pixel counts; a host wait, once). The check runs where
+    a rank sees a shape for the first time, so ranks change their picture size together (as a
+    resize does): a rank that changes alone is out of step with the others' collectives. Runs
+    on the current stream; the other ranks' samples are only read by a reduction to one rank
+    (restored after it)."""
     torch = _torch()
     import torch.distributed as dist  # noqa: PLC0415
 

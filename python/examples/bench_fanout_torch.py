@@ -33,7 +33,7 @@ def consume(name):
         except cuvk.CuvkError:
             break  # the publisher ended
         if frame is None:
-            break
+            continue  # the run has not started yet (the others are still attaching)
         with torch.cuda.stream(stream):
             total = torch.from_dlpack(sub.slots[frame.slot]).sum()
         sub.release(frame, stream)
@@ -72,7 +72,11 @@ def run(bridge, consumers, steps, size):
         stream.synchronize()
     held = 0
     for p in procs:
-        out, _ = p.communicate(timeout=60)
+        try:
+            out, _ = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
         for line in out.splitlines():
             if line.startswith("HELD "):
                 held += int(line.split()[1])

@@ -371,6 +371,17 @@ crate::error::table::refusals! {
             /// A buffer without a CUDA side where a buffer shared with CUDA is needed.
             ArgumentBufferNotShared = 0x0E05
         },
+        /// A yes/no argument that is neither 0 nor 1.
+        #[error("the {what} must be 0 or 1, not {value}")]
+        NotBoolean {
+            /// What argument.
+            what: &'static str,
+            /// The value given.
+            value: u32,
+        } => {
+            /// A yes/no argument that is neither 0 nor 1.
+            ArgumentNotBoolean = 0x0E06
+        },
         /// A host wait on the GPU timed out.
         #[error("timed out after {timeout_ns} ns waiting for {what}")]
         Timeout {
@@ -504,7 +515,8 @@ impl Error {
             | Error::UnknownAddressMode { .. }
             | Error::UnknownFilterMode { .. }
             | Error::NotUtf8 { .. }
-            | Error::BufferNotShared { .. } => K::InvalidInput,
+            | Error::BufferNotShared { .. }
+            | Error::NotBoolean { .. } => K::InvalidInput,
         }
     }
 

@@ -234,6 +234,15 @@ mod tests {
                 "buffer 0x10",
                 ("buffer", 16),
             ),
+            (
+                Error::NotBoolean {
+                    what: "every_frame",
+                    value: 7,
+                },
+                Rule::ArgumentNotBoolean,
+                "0 or 1, not 7",
+                ("value", 7),
+            ),
         ];
         for (e, rule, text, (field, value)) in cases {
             assert_eq!(e.rule(), Some(rule));

@@ -13,7 +13,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use super::error::IpcError;
 use super::publish::hold;
 use super::share::Attached;
-use super::wire::{HoldOp, MessageKind, TimelineRole};
+use super::wire::{HoldMessage, HoldOp, MessageKind, TimelineRole};
 use crate::cuda::{ExternalSemaphore, MappedRange};
 use crate::error::{CudaResultExt, FrameStep, Result, SyncError};
 use crate::vulkan::{BoundBuffer, Semaphore, SemaphoreOp, VulkanContext};
@@ -46,6 +46,9 @@ struct Holds {
     requested: bool,
     /// Whether the publisher demoted this (lossless) consumer to the newest frames.
     demoted: bool,
+    /// A release the socket had no room for: its read is scheduled, the notice goes first
+    /// with the next hold (a full socket never fails a submission that happened).
+    unsent: Option<HoldMessage>,
 }
 
 impl Holds {
@@ -67,6 +70,7 @@ impl Holds {
             held: None,
             requested: false,
             demoted: false,
+            unsent: None,
         })
     }
 
@@ -107,6 +111,14 @@ impl Holds {
                 reason: FrameStep::Begin,
             }
             .into());
+        }
+        if let Some(m) = self.unsent.take() {
+            if let Err(e) = self.attached.link().send_hold(m) {
+                if !is_peer_closed(&e) {
+                    self.unsent = Some(m);
+                }
+                return Err(e);
+            }
         }
         let deadline = Instant::now().checked_add(timeout);
         let left = || deadline.map_or(timeout, |d| d.saturating_duration_since(Instant::now()));
@@ -176,16 +188,22 @@ impl Holds {
     /// The read of `held` is scheduled (its read-timeline signal enqueued): the publisher is
     /// told, and the next hold may be asked for.
     /// Once the publisher is gone there is no one to tell: the release still succeeds (the
-    /// read's signal is enqueued), and the next [`Self::hold`] reports the end.
+    /// read's signal is enqueued), and the next [`Self::hold`] reports the end. A socket with
+    /// no room keeps the notice for the next hold.
     fn released(&mut self, held: &Held) -> Result<()> {
         self.held = None;
-        match self.attached.link().send_hold(hold(
+        let m = hold(
             HoldOp::Released,
             held.frame,
             held.slot as u32,
             held.read_value,
-        )) {
+        );
+        match self.attached.link().send_hold(m) {
             Err(e) if is_peer_closed(&e) => Ok(()),
+            Err(e) if e.kind() == crate::ErrorKind::Timeout => {
+                self.unsent = Some(m);
+                Ok(())
+            }
             other => other,
         }
     }
