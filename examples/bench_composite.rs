@@ -1,11 +1,11 @@
-//! The depth compositor (issue 38): time per composite of two GPUs' pictures of `u64` samples
+//! The depth compositor (issue 38): time per composite of N GPUs' pictures of `u64` samples
 //! (depth over RGBA8, the nearest kept: `cuvk::nccl::DepthCompositor`), at 1080p and 4K, for
 //! both schedules (one `ncclReduce`/`ncclAllReduce`, or `ncclReduceScatter` then a gather) to
 //! one rank and to all, on NVLink and on NCCL's network transport (`NCCL_P2P_DISABLE=1
 //! NCCL_SHM_DISABLE=1`: a stand-in for several nodes; as started, and with 4 threads × 4
 //! sockets per peer), side by side in one run.
 //!
-//!     cargo run --release --example bench_composite            (needs 2 GPUs)
+//!     cargo run --release --example bench_composite [-- --gpus N]   (every GPU by default, at least 2)
 //!
 //! One process, one thread per rank; the network rows come from a child process (NCCL reads
 //! its environment once). GPU-timed with CUDA events on rank 0's NCCL stream around
@@ -62,7 +62,8 @@ fn measure(
         // Each rank nearer in alternate rows: half the pixels change hands.
         let host: Vec<u64> = (0..n)
             .map(|i| {
-                let near = (i / w as usize) % 2 == rank;
+                // Rank r is nearest in every world-th row: the pixels change hands evenly.
+                let near = (i / w as usize) % comm.world() == rank;
                 (u64::from(near as u32 ^ 1) << 40) | i as u64
             })
             .collect();
@@ -93,14 +94,14 @@ fn measure(
     Ok(rows)
 }
 
-/// The rows of this process's transport, measured on two GPUs (rank 0's timings).
-fn rows(iters: usize) -> anyhow::Result<Vec<Row>> {
+/// The rows of this process's transport, measured on `gpus` GPUs (rank 0's timings).
+fn rows(iters: usize, gpus: usize) -> anyhow::Result<Vec<Row>> {
     let devices = cuvk::cuda::devices()?.len();
-    if devices < 2 {
-        bail!("bench_composite needs 2 GPUs, this machine has {devices}");
+    if gpus < 2 || devices < gpus {
+        bail!("bench_composite needs 2 to {devices} GPUs here, not {gpus}");
     }
     let id = NcclId::new()?;
-    let bridges = (0..2)
+    let bridges = (0..gpus)
         .map(|g| {
             Bridge::new(BridgeConfig {
                 cuda_device: cuvk::cuda::CudaDeviceChoice::Ordinal(g),
@@ -115,7 +116,7 @@ fn rows(iters: usize) -> anyhow::Result<Vec<Row>> {
             .enumerate()
             .map(|(rank, bridge)| {
                 s.spawn(move || {
-                    let comm = Communicator::init(bridge.cuda(), &id, rank, 2)?;
+                    let comm = Communicator::init(bridge.cuda(), &id, rank, gpus)?;
                     measure(rank, &comm, bridge, iters)
                 })
             })
@@ -154,9 +155,18 @@ fn main() -> anyhow::Result<()> {
         .transpose()
         .context("--iters takes a number")?
         .unwrap_or(200usize);
+    // Ranks: every GPU by default (two on the 2-GPU machine, four on the 4-GPU one).
+    let gpus = match args.iter().position(|a| a == "--gpus") {
+        Some(i) => args
+            .get(i + 1)
+            .context("--gpus takes a number")?
+            .parse()
+            .context("--gpus takes a number")?,
+        None => cuvk::cuda::devices()?.len(),
+    };
     if args.iter().any(|a| a == "--rows") {
         // The child: its rows on stdout, one per line.
-        for (size, schedule, to, ms, sent) in rows(iters)? {
+        for (size, schedule, to, ms, sent) in rows(iters, gpus)? {
             println!(
                 "ROW {size} {schedule:?} {} {ms} {sent}",
                 describe(to).replace(' ', "_")
@@ -170,7 +180,7 @@ fn main() -> anyhow::Result<()> {
     if let Ok(o) = out {
         print!("device: {}", String::from_utf8_lossy(&o.stdout));
     }
-    println!("NCCL {}", cuvk::nccl::version()?);
+    println!("NCCL {}, {gpus} ranks", cuvk::nccl::version()?);
     let mut table = Vec::new();
     // The network transport as NCCL starts it, then with more sockets and threads per peer
     // (what a TCP-only cluster would tune first).
@@ -180,7 +190,13 @@ fn main() -> anyhow::Result<()> {
         ("network, 4 threads x 4 sockets", true, Some("4")),
     ] {
         let mut cmd = Command::new(std::env::current_exe()?);
-        cmd.args(["--rows", "--iters", &iters.to_string()]);
+        cmd.args([
+            "--rows",
+            "--iters",
+            &iters.to_string(),
+            "--gpus",
+            &gpus.to_string(),
+        ]);
         if net {
             cmd.env("NCCL_P2P_DISABLE", "1")
                 .env("NCCL_SHM_DISABLE", "1");
