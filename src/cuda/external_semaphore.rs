@@ -161,6 +161,81 @@ impl ExternalSemaphore {
         self.enqueue(stream, value, signal)
     }
 
+    /// Enqueues on `stream` a wait for every `(semaphore, value)` in one
+    /// `cuWaitExternalSemaphoresAsync` (a publisher's write waits for each consumer's read of
+    /// its slot: one driver call, not one per consumer). The stream must belong to the
+    /// semaphores' context (checked, as [`Self::enqueue_raw`]); all of one context (checked).
+    ///
+    /// # Safety
+    /// `stream` must be null or a live `CUstream`.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the ipc publisher's
+    pub(crate) unsafe fn wait_all_raw(
+        waits: &[(&ExternalSemaphore, u64)],
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let Some((first, _)) = waits.first() else {
+            return Ok(());
+        };
+        if let [(only, value)] = waits {
+            // SAFETY: forwarded from the caller.
+            return unsafe { only.enqueue_raw(stream, *value, false) };
+        }
+        if waits.iter().any(|(s, _)| !Arc::ptr_eq(&s.ctx, &first.ctx)) {
+            return Err(Error::WrongDevice {
+                object: crate::DeviceObject::Semaphore,
+                owner: crate::DeviceOwner::CudaContext,
+            });
+        }
+        first.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
+        if !stream.is_null() {
+            let mut owner: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: reads the context of a stream the caller says is live.
+            unsafe { sys::cuStreamGetCtx(stream, &mut owner) }
+                .result()
+                .cuda("cuStreamGetCtx")?;
+            if owner != first.ctx.cu_ctx() {
+                return Err(Error::WrongDevice {
+                    object: crate::DeviceObject::Stream,
+                    owner: crate::DeviceOwner::CudaContext,
+                });
+            }
+        }
+        // Every stream's event exists before anything is enqueued (as in `enqueue`).
+        for (s, _) in waits {
+            s.ensure_event(stream)?;
+        }
+        let handles: Vec<sys::CUexternalSemaphore> = waits.iter().map(|(s, _)| s.handle).collect();
+        let params: Vec<sys::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS> = waits
+            .iter()
+            .map(|&(_, value)| {
+                // SAFETY: all-zero is a valid value of this plain C struct (unions of
+                // integers/pointers).
+                let mut p: sys::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS = unsafe { std::mem::zeroed() };
+                p.params.fence.value = value;
+                p
+            })
+            .collect();
+        // SAFETY: `handles.len()` live semaphores of this context and as many params; a stream
+        // of this context (checked).
+        unsafe {
+            sys::cuWaitExternalSemaphoresAsync(
+                handles.as_ptr(),
+                params.as_ptr(),
+                handles.len() as u32,
+                stream,
+            )
+        }
+        .result()
+        .cuda("cuWaitExternalSemaphoresAsync")?;
+        for &(s, value) in waits {
+            if s.ty == CudaSemaphoreType::Timeline {
+                s.ledger.note_wait(value);
+            }
+            s.record_use(stream)?;
+        }
+        Ok(())
+    }
+
     fn enqueue(&self, stream: sys::CUstream, value: u64, signal: bool) -> Result<()> {
         self.ctx.bind_to_thread().cuda("cuCtxSetCurrent")?;
         // The stream's event exists before the operation is enqueued, so nothing enqueued can

@@ -255,14 +255,14 @@ impl Publisher {
     ) -> Result<()> {
         let (_, plan) = self.check(frame, FrameStep::CudaAcquire)?;
         let shared = lock(&self.shared);
-        for &(id, value) in &plan.gpu_waits {
-            // A consumer gone meanwhile had its read timeline released past `value`.
-            if let Some(read) = shared.reads.get(&id) {
-                // SAFETY: forwarded from the caller.
-                unsafe { read.cuda.enqueue_raw(stream, value, false) }?;
-            }
-        }
-        Ok(())
+        // A consumer gone meanwhile had its read timeline released past `value`: skipped.
+        let waits: Vec<_> = plan
+            .gpu_waits
+            .iter()
+            .filter_map(|&(id, value)| shared.reads.get(&id).map(|r| (&r.cuda, value)))
+            .collect();
+        // SAFETY: forwarded from the caller.
+        unsafe { crate::cuda::ExternalSemaphore::wait_all_raw(&waits, stream) }
     }
 
     /// After writing `frame`: `stream` signals it written; the consumers' holds take it from
