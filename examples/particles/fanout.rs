@@ -109,7 +109,10 @@ fn publish(args: Vec<String>) -> anyhow::Result<()> {
     let waiting = Instant::now();
     while (publisher.consumers() as u64) < wait_viewers {
         if waiting.elapsed() > WAIT {
-            bail!("{wait_viewers} viewers did not attach within {} s", WAIT.as_secs());
+            bail!(
+                "{wait_viewers} viewers did not attach within {} s",
+                WAIT.as_secs()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
