@@ -18,6 +18,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Typed buffers over `slots` (`(device pointer, bytes, element)` on CUDA device `device`),
+/// each holding `keep` — the owner of the memory — for as long as any tensor made from it.
+fn shared_slots<K: Clone + Send + Sync + 'static>(
+    py: Python<'_>,
+    slots: impl IntoIterator<Item = (u64, u64, ElementFormat)>,
+    device: usize,
+    keep: &K,
+) -> PyResult<Vec<Py<PyAttachedBuffer>>> {
+    slots
+        .into_iter()
+        .map(|(ptr, bytes, element)| {
+            let keep = Box::new(keep.clone());
+            let core = Arc::new(AttachedCore::new(ptr, bytes, element, device, keep));
+            Py::new(py, PyAttachedBuffer { core })
+        })
+        .collect()
+}
+
 /// A slot's element format and bytes from a NumPy-style shape (`rows` or `(rows, columns)`)
 /// and dtype.
 fn slot_format(
@@ -98,23 +116,14 @@ impl PyPublisher {
         let publisher = py
             .detach(|| Publisher::new(name, &shared.bridge, desc))
             .py()?;
-        let mut ptrs = Vec::new();
-        for s in 0..slots as usize {
-            if let Some(b) = publisher.slot(s) {
-                ptrs.push(b.cuda_ptr());
-            }
-        }
+        let ptrs: Vec<_> = (0..slots as usize)
+            .filter_map(|s| publisher.slot(s))
+            .map(|b| (b.cuda_ptr(), bytes, element))
+            .collect();
         let inner = Arc::new(Mutex::new(publisher));
         let device = shared.ordinal;
-        let slots = ptrs
-            .into_iter()
-            .map(|ptr| {
-                // The tensor keeps the publisher (and so the slot's memory) alive.
-                let keep = Box::new(inner.clone());
-                let core = Arc::new(AttachedCore::new(ptr, bytes, element, device, keep));
-                Py::new(py, PyAttachedBuffer { core })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
+        // A tensor keeps the publisher (and so the slot's memory) alive.
+        let slots = shared_slots(py, ptrs, device, &inner)?;
         Ok(Self {
             inner,
             slots,
@@ -283,15 +292,8 @@ impl PySubscriber {
             })
             .py()?;
         let inner = Arc::new(Mutex::new(sub));
-        let slots = slots
-            .into_iter()
-            .map(|(ptr, bytes, element)| {
-                // The array keeps the subscriber (and so its mapping of the slot) alive.
-                let keep = Box::new(inner.clone());
-                let core = Arc::new(AttachedCore::new(ptr, bytes, element, device, keep));
-                Py::new(py, PyAttachedBuffer { core })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
+        // An array keeps the subscriber (and so its mapping of the slot) alive.
+        let slots = shared_slots(py, slots, device, &inner)?;
         Ok(Self {
             inner,
             slots,

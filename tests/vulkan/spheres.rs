@@ -15,27 +15,8 @@ use crate::repo;
 const W: u32 = 480;
 const H: u32 = 300;
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct SpherePush {
-    view_proj: [[f32; 4]; 4],
-    count: u32,
-    width: u32,
-    height: u32,
-    radius: f32,
-    first: u32,
-    focal: f32,
-    depth_scale: f32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct ResolvePush {
-    width: u32,
-    height: u32,
-    bgra: u32,
-    clear: u32,
-}
+// The shaders' push constants, as the canvas records them: one statement of their layout.
+use cuvk_dev::canvas::{SpherePush, SphereResolvePush as ResolvePush};
 
 /// Draws particles `range` of `positions` into a fresh sample buffer; its u64 samples.
 fn draw(

@@ -18,7 +18,7 @@ use crate::{ComputePipeline, PrivateAllocator, PrivateBuffer};
 pub mod hud;
 mod spheres;
 
-pub use spheres::SphereShaders;
+pub use spheres::{SpherePush, SphereResolvePush, SphereShaders};
 
 const STORAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
 

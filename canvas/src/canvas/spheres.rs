@@ -23,26 +23,40 @@ pub struct SphereShaders<'a> {
 /// Sphere radius in world units (the galaxies span about 20).
 const RADIUS: f32 = 0.035;
 
+/// particles_spheres.comp's push constants (its `Push` block, field for field).
 #[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct SpherePush {
-    view_proj: [[f32; 4]; 4],
-    count: u32,
-    width: u32,
-    height: u32,
-    radius: f32,
-    first: u32,
-    focal: f32,
-    depth_scale: f32,
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SpherePush {
+    /// World to clip space.
+    pub view_proj: [[f32; 4]; 4],
+    /// Particles `[first, count)` are drawn.
+    pub count: u32,
+    /// Picture width in pixels.
+    pub width: u32,
+    /// Picture height in pixels.
+    pub height: u32,
+    /// Sphere radius in world units.
+    pub radius: f32,
+    /// The first particle drawn (a rank's share).
+    pub first: u32,
+    /// Pixels per world unit at depth 1.
+    pub focal: f32,
+    /// far / (far - near): clip z per unit towards the eye, per unit of clip w.
+    pub depth_scale: f32,
 }
 
+/// particles_spheres_resolve.comp's push constants.
 #[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct SphereResolvePush {
-    width: u32,
-    height: u32,
-    bgra: u32,
-    clear: u32,
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct SphereResolvePush {
+    /// Picture width in pixels.
+    pub width: u32,
+    /// Picture height in pixels.
+    pub height: u32,
+    /// 1: write BGRA (a swapchain image), 0: RGBA.
+    pub bgra: u32,
+    /// 1: reset each sample to empty after reading it.
+    pub clear: u32,
 }
 
 /// The opaque mode's pipelines and descriptor sets.
