@@ -85,7 +85,8 @@ if [ "$what" = fanout ] || [ "$what" = all ]; then
   k=$!
   # Killed once it draws (its first PNG), not while it is still starting.
   for _ in $(seq 100); do grep -q '^wrote' $OUT/serve-view-k.log 2>/dev/null && break; sleep 0.2; done
-  kill -9 $k; echo "a viewer killed (SIGKILL) after: $(grep -c '^wrote' $OUT/serve-view-k.log) PNGs"
+  # $k is `timeout`; the viewer is its child (killing timeout alone leaves the viewer running).
+  kill -9 $(pgrep -P $k) $k; echo "a viewer killed (SIGKILL) after: $(grep -c '^wrote' $OUT/serve-view-k.log) PNGs"
   wait $pub; echo "publisher rc=$?"; wait
   tail -2 $OUT/serve-view-*.log $OUT/serve-cupy.log $OUT/serve-publish.log
   step bench_fanout; timeout 200 $B/bench_fanout --frames 2000 2>&1 | tee $OUT/bench_fanout.log | tail -45

@@ -4,16 +4,32 @@
 # there — the fan-out front ends and measurements (gpu-ipc.sh fanout: three viewers, a CuPy
 # consumer, the C subscriber, a viewer killed; bench_fanout with its phase columns;
 # bench_fanout_torch), the Python depth compositor (its GPU tests and the torchrun check),
-# bench_composite on every GPU. Logs in $OUT/next.tgz. The suite itself is `bash .gpu/run.sh`.
-#   bash .gpu/run.sh bash scripts/gpu-next.sh
+# bench_composite on every GPU. Logs in $OUT/next.tgz (PNGs: one per viewer). The suite
+# itself is `bash .gpu/run.sh`.
+#   bash .gpu/run.sh bash scripts/gpu-next.sh [python] [composite] [fanout]   (default: all three)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 W=$(mktemp -d)
-step() { echo "=== $*"; }
-step python: composite, fan-out, torchrun depth
-timeout 300 bash python/gpu-test.sh -k "composite or fanout or subscriber or depth" > $W/py.log 2>&1; echo "python rc=$?"; tail -3 $W/py.log
-step bench_composite
-timeout 200 .gpu/bin/bench_composite > $W/bench_composite.log 2>&1; echo "rc=$?"; tail -20 $W/bench_composite.log
-step gpu-ipc.sh fanout
-OUT=$W timeout 400 bash scripts/gpu-ipc.sh fanout > $W/fanout.log 2>&1; echo "rc=$?"; grep -E "rc=|===|\| " $W/fanout.log | tail -60
-tar -czf $OUT/next.tgz -C $W . 2>/dev/null
+what=" ${*:-python composite fanout} "
+# The archive is rewritten after every step: a call cut short still brings back what ran.
+pack() { tar -czf $OUT/next.tgz -C $W --exclude '*.png' . $(cd $W && find . -name '*00200.png' | head -4) 2>/dev/null; }
+step() { pack; echo "=== $*"; }
+if [[ $what == *" python "* ]]; then
+  step python: composite, fan-out, torchrun depth
+  timeout 300 bash python/gpu-test.sh -k "composite or fanout or subscriber or depth" > $W/py.log 2>&1; echo "python rc=$?"
+  grep -E "^(FAILED|ERROR)|Error|assert|passed|failed" $W/py.log | head -30
+fi
+if [[ $what == *" composite "* ]]; then
+  step bench_composite
+  timeout 200 .gpu/bin/bench_composite > $W/bench_composite.log 2>&1; echo "rc=$?"
+  grep -v "^ *[0-9]*: \|^Stack backtrace" $W/bench_composite.log | tail -30
+fi
+if [[ $what == *" fanout "* ]]; then
+  step gpu-ipc.sh fanout
+  mkdir -p $W/ipc
+  OUT=$W/ipc timeout 420 bash scripts/gpu-ipc.sh fanout > $W/fanout.log 2>&1; echo "rc=$?"
+  (cd $W/ipc && tar -xzf logs.tgz && rm -f logs.tgz)
+  grep -E "rc=|===|\| |killed|subscriber" $W/fanout.log | tail -70
+fi
+pack
+ls -la $OUT

@@ -101,9 +101,9 @@ def draw(samples: Any, pixel: Any, depth: Any, rgba: Any) -> None:
     _check(samples)
     flat = samples.view(-1)
     new = pack(depth, rgba).view(-1) ^ _TOP  # unsigned order as signed order
-    flat.xor_(_TOP)
+    flat.bitwise_xor_(_TOP)
     flat.scatter_reduce_(0, pixel.reshape(-1).to(torch.int64), new, reduce="amin")
-    flat.xor_(_TOP)
+    flat.bitwise_xor_(_TOP)
 
 
 def composite(samples: Any, dst: Optional[int] = 0, group: Any = None) -> None:
@@ -135,12 +135,12 @@ def composite(samples: Any, dst: Optional[int] = 0, group: Any = None) -> None:
                 numbers={"len": n, "min": smallest, "max": largest},
             )
         _agreed[key] = True
-    samples.xor_(_TOP)
+    samples.bitwise_xor_(_TOP)
     if dst is None:
         dist.all_reduce(samples, op=dist.ReduceOp.MIN, group=group)
     else:
         dist.reduce(samples, dst=dst, op=dist.ReduceOp.MIN, group=group)
-    samples.xor_(_TOP)
+    samples.bitwise_xor_(_TOP)
 
 
 def colour(samples: Any, background: Tuple[int, int, int] = (4, 6, 14)) -> Any:

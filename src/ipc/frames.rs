@@ -212,6 +212,8 @@ impl FrameServer {
         buffer: &Arc<BoundBuffer>,
         element: ElementFormat,
     ) -> Result<u32> {
+        // The arguments first, then the server's state: a bad element is named as such.
+        element.check()?;
         let published = self.buffers.len() as u32;
         if u64::from(published) >= self.frames_in_flight {
             return Err(SyncError::SlotCount {

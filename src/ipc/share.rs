@@ -782,11 +782,17 @@ impl Attached {
     /// driver's requirements are checked against the description first.
     pub fn import_vulkan_buffer(&self, id: u32, vk: &Arc<VulkanContext>) -> Result<BoundBuffer> {
         let (info, fd) = self.buffer(id)?;
+        // The exporter's device decided SHADER_DEVICE_ADDRESS by its features; this device
+        // decides by its own (an engine's device may not enable bufferDeviceAddress).
+        let usage = crate::vulkan::shared_buffer_usage(
+            vk,
+            info.usage & !vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+        );
         let buffer = Buffer::new(
             vk,
             BufferDesc {
                 size: info.size,
-                usage: info.usage,
+                usage,
                 external: ExternalUse::Import,
             },
         )?;
