@@ -17,6 +17,10 @@
 #    layer, 1.3.239, not knowing a struct wgpu chains: VUID-VkDeviceCreateInfo-pNext-pNext).
 # 4. Exits mid-run (update 3 and 40, ordered and not, with work in flight): exit status 0, no
 #    error logged, no validation message.
+# 5. --view: Bevy attached as a viewer to `particles --publish` in another process draws 300
+#    frames (PNGs), under the validation layer; then the publisher is SIGKILLed while Bevy
+#    draws: the viewer says so and exits 0, no error, no validation message. (Sections 1-4
+#    may be skipped with BEVY_VIEW_ONLY=1.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${BEVY_PARTICLES:-.gpu/bin/bevy_particles}
@@ -28,6 +32,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 vuids() { grep -o 'VUID-[A-Za-z0-9_-]*' "$1" | grep -v "$known" | sort | uniq -c | tr '\n' ' '; }
 
+if [ "${BEVY_VIEW_ONLY:-0}" != 1 ]; then
 echo "=== 1. --check (inline, stream, WGSL)"
 for args in "--launch inline" "--launch stream" "--sim wgsl"; do
   log=$out/check-${args// /}.txt
@@ -72,6 +77,29 @@ for t in "" --image; do for l in inline stream; do
     fi
   done; done
 done; done
+
+fi
+
+echo "=== 5. --view: Bevy as a viewer of a publisher in another process (CuvkSubscriber)"
+P=${PARTICLES:-.gpu/bin/particles}
+name=bevy-view-$$
+timeout 150 $P --publish $name --particles 1000000 --wait-viewers 1 --fps 240 --frames 4000 >"$out/publish.txt" 2>&1 &
+pub=$!
+log=$out/view.txt
+WGPU_VALIDATION=1 timeout 120 $B --view $name --headless --frames 300 --every 100 --yaw 1.2 --out "$out/view" >"$log" 2>&1
+rc=$?; v=$(vuids "$log"); pngs=$(ls "$out/view" 2>/dev/null | grep -c png)
+echo "view: rc=$rc, $(grep -m1 '^attached' "$log"), $pngs PNGs, ${v:-no validation message} | $(grep '^frames:' "$log")"
+[ $rc = 0 ] && [ -z "$v" ] && [ "$pngs" -ge 3 ] && grep -q '^attached' "$log" || { bad "view"; grep -E 'ERROR|panic|could not|failed' "$log" | grep -v "$known" | head -5 | cut -c1-400; }
+# The publisher killed (SIGKILL) while Bevy draws: the viewer says so and ends cleanly.
+log=$out/view-killed.txt
+WGPU_VALIDATION=1 timeout 120 $B --view $name --headless --frames 100000 --every 0 --out "$out/view-killed" >"$log" 2>&1 &
+viewer=$!
+for _ in $(seq 100); do grep -q '^attached' "$log" 2>/dev/null && break; sleep 0.2; done
+sleep 2
+kill -9 $(pgrep -P $pub) $pub 2>/dev/null
+wait $viewer; rc=$?; v=$(vuids "$log"); e=$(grep -E 'ERROR|panic' "$log" | grep -c -v "$known")
+echo "view, publisher killed: rc=$rc errors=$e ${v:-no validation message} | $(grep -m1 'publisher ended' "$log") | $(grep '^frames:' "$log")"
+[ $rc = 0 ] && [ "$e" = 0 ] && [ -z "$v" ] && grep -q 'publisher ended' "$log" || { bad "view, publisher killed"; grep -E 'ERROR|panic|VUID' "$log" | grep -v "$known" | head -5 | cut -c1-400; }
 
 echo "=== bevy_cuvk GPU tests: $([ $fail = 0 ] && echo passed || echo FAILED)"
 exit $fail

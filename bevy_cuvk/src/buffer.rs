@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bevy::render::render_resource::Buffer;
 use cuvk::ash::vk;
-use cuvk::vulkan::webgpu;
+use cuvk::vulkan::{webgpu, BoundBuffer};
 use cuvk::{SharedBuffer, MEMORY_HANDLE_TYPE};
 use wgpu::hal;
 
@@ -93,7 +93,7 @@ impl<T: bytemuck::Pod> CuvkBuffer<T> {
 /// what wgpu-core and wgpu-hal create such a buffer with), plus copies (CUDA's initial upload
 /// is not one, but users copy). `None` for a usage with no Vulkan counterpart here (mapping,
 /// acceleration-structure inputs, unknown bits).
-fn vk_usage(usage: wgpu::BufferUsages) -> Option<vk::BufferUsageFlags> {
+pub(crate) fn vk_usage(usage: wgpu::BufferUsages) -> Option<vk::BufferUsageFlags> {
     let copies = vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
     webgpu::vk_buffer_usage(usage.bits())
         .ok()
@@ -141,27 +141,14 @@ impl CuvkDevice {
         } else {
             shared.cuda_write(data).map_err(cuvk_err)?;
         }
-        let alias = alias_buffer(self, &shared)?;
+        let alias = alias_buffer(self, shared.vulkan_buffer(), shared.byte_size())?;
         // SAFETY: `alias` is a live VkBuffer of Bevy's device bound to memory cuvk keeps alive
-        // (see `Inner::drop`); wgpu owns the handle from here (it destroys it), never the
-        // memory (no allocation is attached); the memory is device-local, never mapped by wgpu.
-        let hal_buffer = unsafe { hal::vulkan::Buffer::from_raw(alias) };
-        let desc = wgpu::BufferDescriptor {
-            label: Some("cuvk shared buffer"),
-            size: shared.byte_size(),
-            usage,
-            mapped_at_creation: false,
-        };
-        // SAFETY: the hal buffer is of this device (Bevy's), created with at least the Vulkan
-        // usage `usage` needs and exactly `desc.size` bytes, initialised (written above, and
-        // cuda_write waits for its copy), and not mapped.
-        let wgpu_buffer = unsafe {
-            self.wgpu_device()
-                .create_buffer_from_hal::<hal::api::Vulkan>(hal_buffer, &desc)
-        };
+        // (see `Inner::drop`), created with at least the Vulkan usage `usage` needs and exactly
+        // `byte_size` bytes, initialised (written above, and cuda_write waits for its copy).
+        let buffer = unsafe { wrap_alias(self, alias, shared.byte_size(), usage) };
         Ok(CuvkBuffer {
             inner: Arc::new(Inner {
-                buffer: Buffer::from(wgpu_buffer),
+                buffer,
                 shared: ManuallyDrop::new(shared),
                 late: self.late().clone(),
             }),
@@ -170,11 +157,46 @@ impl CuvkDevice {
 }
 
 /// A second `VkBuffer` over `shared`'s bytes, for wgpu to own.
-fn alias_buffer<T: bytemuck::Pod>(
+/// Bevy's side of cuvk memory: `wgpu` owns the handle `alias` from here (it destroys it),
+/// never the memory (no allocation is attached); the memory is device-local, never mapped by
+/// wgpu.
+///
+/// # Safety
+/// `alias` is a live VkBuffer of Bevy's device, of exactly `size` bytes, created with at least
+/// the Vulkan usage `usage` needs, bound to initialised memory that outlives every submission
+/// naming the returned buffer, and not used by anyone else.
+pub(crate) unsafe fn wrap_alias(
     device: &CuvkDevice,
-    shared: &SharedBuffer<T>,
+    alias: vk::Buffer,
+    size: u64,
+    usage: wgpu::BufferUsages,
+) -> Buffer {
+    // SAFETY: the caller's promise (a live buffer of this device, handed over).
+    let hal_buffer = unsafe { hal::vulkan::Buffer::from_raw(alias) };
+    let desc = wgpu::BufferDescriptor {
+        label: Some("cuvk shared buffer"),
+        size,
+        usage,
+        mapped_at_creation: false,
+    };
+    // SAFETY: as promised by the caller: of this device (Bevy's), with the usage `usage`
+    // needs, `desc.size` bytes, initialised, not mapped.
+    let wgpu_buffer = unsafe {
+        device
+            .wgpu_device()
+            .create_buffer_from_hal::<hal::api::Vulkan>(hal_buffer, &desc)
+    };
+    Buffer::from(wgpu_buffer)
+}
+
+/// A second VkBuffer on Bevy's device over the `bytes` bytes of `bound` (cuvk's buffer, made
+/// or imported by cuvk), with `bound`'s usage: what wgpu 29 can own. Refused where `bound`'s
+/// memory is a dedicated allocation, or the alias would not fit it.
+pub(crate) fn alias_buffer(
+    device: &CuvkDevice,
+    bound: &BoundBuffer,
+    bytes: u64,
 ) -> Result<vk::Buffer, CuvkError> {
-    let bound = shared.vulkan_buffer();
     let memory = bound.memory();
     if memory.is_dedicated() {
         return Err(CuvkError::Alias {
@@ -186,7 +208,7 @@ fn alias_buffer<T: bytemuck::Pod>(
     let mut external =
         vk::ExternalMemoryBufferCreateInfo::default().handle_types(MEMORY_HANDLE_TYPE);
     let info = vk::BufferCreateInfo::default()
-        .size(shared.byte_size())
+        .size(bytes)
         .usage(bound.buffer().usage())
         .sharing_mode(vk::SharingMode::EXCLUSIVE)
         .push_next(&mut external);
@@ -203,7 +225,7 @@ fn alias_buffer<T: bytemuck::Pod>(
         && offset.is_multiple_of(req.alignment.max(1))
         && offset + req.size <= memory.size();
     let bind = if fits {
-        // SAFETY: the memory is live (held by `shared`), of a type the alias accepts, and the
+        // SAFETY: the memory is live (held by `bound`), of a type the alias accepts, and the
         // range [offset, offset + size) lies inside it at the required alignment (checked).
         unsafe { vk_device.bind_buffer_memory(alias, memory.handle(), offset) }
             .map_err(|result| format!("vkBindBufferMemory: {result}"))

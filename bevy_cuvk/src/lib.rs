@@ -16,6 +16,8 @@
 //!   behind a `Handle<Image>` with [`CuvkImages`]: sprites, materials and UI sample it) and a
 //!   CUDA array; the plugin hands it between CUDA and Bevy's queue every frame; inline kernels
 //!   write it through an [`InlineImage`] ([`CuvkImage::inline_surface`]);
+//! - [`CuvkSubscriber`] (Linux): Bevy as a viewer of a cuvk publisher in another process
+//!   (`particles --publish NAME`): its slots as Bevy buffers, the newest frame each frame;
 //! - the rest of cuvk (pools, semaphores) through [`CuvkDevice::bridge`].
 //!
 //! What Bevy's command buffers of a frame may still name is never freed under them: dropped
@@ -60,6 +62,8 @@ mod late;
 mod plugin;
 mod status;
 mod stream;
+#[cfg(target_os = "linux")]
+mod subscriber;
 
 pub use buffer::CuvkBuffer;
 pub use device::CuvkDevice;
@@ -68,6 +72,8 @@ pub use kernel::InlineKernel;
 pub use plugin::{CuvkPlugin, CuvkPluginGroupExt, CuvkSystems};
 pub use status::{CuvkError, CuvkStatus};
 pub use stream::StreamSync;
+#[cfg(target_os = "linux")]
+pub use subscriber::{CuvkSubscriber, HeldFrame};
 
 /// Re-exported so users name the cuvk this crate was built with.
 pub use cuvk;

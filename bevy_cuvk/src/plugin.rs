@@ -132,6 +132,11 @@ impl Plugin for CuvkPlugin {
                             flush_late_work.in_set(RenderGraphSystems::Finish),
                         ),
                     );
+                #[cfg(target_os = "linux")]
+                render_app.add_systems(
+                    RenderGraph,
+                    crate::subscriber::release_held_frame.in_set(RenderGraphSystems::Finish),
+                );
             }
             None => {
                 let status = CuvkStatus::unavailable(&CuvkError::NoRenderer);

@@ -127,7 +127,7 @@ impl Publisher {
         }
         let usage = BufferUsage::STORAGE_BUFFER;
         let slots = (0..k)
-            .map(|_| bridge.create_buffer::<u8>(desc.bytes as usize, usage))
+            .map(|_| slot_buffer(bridge, desc.bytes, usage))
             .collect::<Result<Vec<_>>>()?;
         let written = bridge.create_semaphore(SemaphoreKind::Timeline { initial: 0 })?;
         let mut server = Server::bind(name, bridge.vulkan())?;
@@ -701,5 +701,18 @@ fn on_message(
             got: super::wire::MessageKind::Hold,
         }
         .into()),
+    }
+}
+
+/// One slot: in a non-dedicated allocation where the driver allows it, so that a consumer may
+/// bind buffers of its own to the imported memory (an engine's alias of the slot: Bevy's),
+/// else a dedicated one.
+fn slot_buffer(bridge: &Bridge, bytes: u64, usage: BufferUsage) -> Result<SharedBuffer<u8>> {
+    match bridge.create_allocation(bytes, usage) {
+        Ok(allocation) => allocation.buffer::<u8>(0, bytes as usize),
+        Err(crate::Error::Memory(crate::MemoryError::DedicatedOnlyUsage { .. })) => {
+            bridge.create_buffer::<u8>(bytes as usize, usage)
+        }
+        Err(e) => Err(e),
     }
 }

@@ -16,7 +16,7 @@ use super::share::Attached;
 use super::wire::{HoldMessage, HoldOp, MessageKind, TimelineRole};
 use crate::cuda::{ExternalSemaphore, MappedRange};
 use crate::error::{CudaResultExt, FrameStep, Result, SyncError};
-use crate::vulkan::{BoundBuffer, Semaphore, SemaphoreOp, VulkanContext};
+use crate::vulkan::{BoundBuffer, ProgressSignal, Semaphore, SemaphoreOp, VulkanContext};
 use crate::FrameSubmit;
 
 /// A frame a consumer holds: read slot [`Self::slot`] after the GPU wait for it.
@@ -338,6 +338,44 @@ impl Subscriber {
         unsafe {
             self.vk
                 .submit_with_semaphores(submit.command_buffers, &waits, &signals, submit.fence)
+        }?;
+        self.holds.released(held)
+    }
+
+    /// For an engine whose queue cannot wait on a semaphore (wgpu 29, so Bevy 0.19): waits on
+    /// the host, at most `timeout`, until the publisher's write of `held` is complete; the
+    /// engine then submits its reads of the slot as it likes, and ends the frame with
+    /// [`Self::release_foreign`]. (Where the engine's submission can carry a wait,
+    /// [`Self::submit_read`] orders it on the GPU instead.)
+    pub fn wait_written(&self, held: &Held, timeout: Duration) -> Result<()> {
+        self.holds.check(held)?;
+        self.written.check_scheduled(held.frame)?;
+        self.written.wait_host(held.frame, timeout)
+    }
+
+    /// Releases `held` through a submission another library makes on this device's queue
+    /// after its reads of the slot (wgpu's, on its own queue: a signal covers every command
+    /// submitted before it): `submit` is called, holding the context's queue lock, with the
+    /// context's [`ProgressSignal`] and this consumer's read-timeline signal `(semaphore,
+    /// value)`, and must submit both (an empty batch is enough). The publisher is told once
+    /// it returned `Ok`; on `Err` nothing is recorded and the frame stays held.
+    ///
+    /// # Safety
+    /// As [`VulkanContext::submit_foreign`]: `submit` returns `Err` only if nothing reached a
+    /// queue, and `Ok` only once it submitted, on this device's queue after every command
+    /// that reads the slot, a batch signalling both semaphores with their values.
+    pub unsafe fn release_foreign(
+        &mut self,
+        held: &Held,
+        submit: impl FnOnce(ProgressSignal, (ash::vk::Semaphore, u64)) -> Result<()>,
+    ) -> Result<()> {
+        self.holds.check(held)?;
+        let signals = [SemaphoreOp::signal(&self.read, held.read_value)];
+        let read = (self.read.handle(), held.read_value);
+        // SAFETY: forwarded to the caller's promise.
+        unsafe {
+            self.vk
+                .submit_foreign(&[], &signals, |progress| submit(progress, read))
         }?;
         self.holds.released(held)
     }

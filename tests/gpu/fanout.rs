@@ -27,11 +27,15 @@ const U32: ElementFormat = ElementFormat {
 };
 
 /// A consumer: attaches to `name`, holds frames until `stop` (or the publisher goes), checks
-/// each with Vulkan; (wrong elements, checks, frames held).
+/// each with Vulkan; (wrong elements, checks, frames held). `foreign`: as an engine whose
+/// queue cannot wait on a semaphore (Bevy on wgpu 29) — a host wait for the write
+/// (`wait_written`), its own submission with no semaphores, then the release on an empty
+/// batch it submits itself (`release_foreign`).
 fn consume_frames(
     name: &str,
     vk: &Arc<cuvk::vulkan::VulkanContext>,
     stop: &AtomicBool,
+    foreign: bool,
 ) -> (u32, u32, u64) {
     let mut sub = Subscriber::attach(name, vk, false, T).unwrap();
     let result = checker::result_buffer(vk).unwrap();
@@ -69,11 +73,18 @@ fn consume_frames(
                 )
                 .unwrap();
             let cmds = [cmd];
-            let submit = FrameSubmit {
-                fence: checker.fence(cs),
-                ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
-            };
-            sub.submit_read(&held, &submit).unwrap();
+            if foreign {
+                sub.wait_written(&held, T).unwrap();
+                vk.submit_with_semaphores(&cmds, &[], &[], checker.fence(cs))
+                    .unwrap();
+                release_on_empty_batch(&mut sub, vk, &held);
+            } else {
+                let submit = FrameSubmit {
+                    fence: checker.fence(cs),
+                    ..FrameSubmit::new(&cmds, vk::PipelineStageFlags::COMPUTE_SHADER)
+                };
+                sub.submit_read(&held, &submit).unwrap();
+            }
         }
         last[cs] = Some(held);
         held_count += 1;
@@ -87,12 +98,43 @@ fn consume_frames(
     (bad, checks, held_count)
 }
 
+/// What an engine's own submission does in `release_foreign`: an empty batch on the queue
+/// (locked by cuvk around the call) signalling both semaphores, after the reads submitted.
+///
+/// # Safety
+/// The reads of `held`'s slot are submitted on `vk`'s queue.
+unsafe fn release_on_empty_batch(
+    sub: &mut Subscriber,
+    vk: &cuvk::vulkan::VulkanContext,
+    held: &cuvk::ipc::Held,
+) {
+    let queue = *vk.lock_queue();
+    // SAFETY: cuvk holds the queue's lock during the call; the semaphores are alive.
+    unsafe {
+        sub.release_foreign(held, |progress, (read, value)| {
+            let semaphores = [progress.semaphore, read];
+            let values = [progress.value, value];
+            let mut timeline =
+                vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+            let batch = [vk::SubmitInfo::default()
+                .signal_semaphores(&semaphores)
+                .push_next(&mut timeline)];
+            vk.device()
+                .queue_submit(queue, &batch, vk::Fence::null())
+                .unwrap();
+            Ok(())
+        })
+    }
+    .unwrap();
+}
+
 fn consume(
     name: String,
     vk: Arc<cuvk::vulkan::VulkanContext>,
     stop: Arc<AtomicBool>,
+    foreign: bool,
 ) -> std::thread::JoinHandle<(u32, u32, u64)> {
-    std::thread::spawn(move || consume_frames(&name, &vk, &stop))
+    std::thread::spawn(move || consume_frames(&name, &vk, &stop, foreign))
 }
 
 /// A consumer in a child process, until it is killed (does nothing as an ordinary test).
@@ -102,7 +144,8 @@ fn fanout_consumer_child() {
         return;
     };
     let bridge = common::bridge("fanout child").unwrap();
-    let (bad, checks, held) = consume_frames(&name, bridge.vulkan(), &AtomicBool::new(false));
+    let (bad, checks, held) =
+        consume_frames(&name, bridge.vulkan(), &AtomicBool::new(false), false);
     eprintln!("fanout child: {held} held, {checks} checks, {bad} wrong");
 }
 
@@ -156,7 +199,7 @@ fn a_consumer_killed_mid_read_leaves_the_publisher_and_the_others_running() {
     let kernels = Kernels::load(bridge.cuda()).unwrap();
     let stream = bridge.cuda().new_stream().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let local = consume(name.clone(), bridge.vulkan().clone(), stop.clone());
+    let local = consume(name.clone(), bridge.vulkan().clone(), stop.clone(), false);
     let mut child = common::child_test(
         "fanout::fanout_consumer_child",
         "CUVK_FANOUT_CONSUMER",
@@ -240,7 +283,8 @@ fn a_publisher_serves_consumers_that_hold_the_newest_frame() {
     let stream = bridge.cuda().new_stream().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let consumers: Vec<_> = (0..2)
-        .map(|_| consume(name.clone(), bridge.vulkan().clone(), stop.clone()))
+        // Consumer 1 as an engine whose queue cannot wait (a host wait, its own release).
+        .map(|i| consume(name.clone(), bridge.vulkan().clone(), stop.clone(), i == 1))
         .collect();
     let recorder = consume_cuda(name.clone(), bridge.cuda().clone(), stop.clone());
     wait_for("the consumers never attached", || {

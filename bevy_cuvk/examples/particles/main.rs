@@ -8,6 +8,8 @@
 //! ```sh
 //! cargo run --release -p bevy_cuvk --example bevy_particles                        # a window
 //! cargo run --release -p bevy_cuvk --example bevy_particles -- --headless --frames 300 --out out
+//! cargo run --release --example particles -- --publish galaxies &    # a simulation elsewhere
+//! cargo run --release -p bevy_cuvk --example bevy_particles -- --view galaxies
 //! ```
 //!
 //! Options: `--headless` (no window: frames rendered to an image, PNGs written),
@@ -19,6 +21,11 @@
 //! plain Bevy, the baseline), `--check` (headless: compare the last frame of the simulation
 //! with the CPU reference, exit status 1 on a mismatch — the GPU machine's test of a path
 //! without a separate test binary; use few `--frames`, e.g. 8, as float rounding grows).
+//!
+//! `--view NAME`: no simulation here — Bevy attaches to the publisher `NAME` in another
+//! process (`particles --publish NAME`; `bevy_cuvk::CuvkSubscriber`) and draws its newest
+//! frame every frame from the publisher's memory (`view.rs`), with its own orbit camera
+//! (`--yaw R` to start elsewhere); it ends when the publisher does. PNGs as above.
 
 mod bench;
 mod capture;
@@ -26,6 +33,7 @@ mod cuda;
 mod reference;
 mod sim;
 mod verify;
+mod view;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,6 +91,10 @@ struct Options {
     json: Option<PathBuf>,
     /// `--counts`: the particle counts `--bench` measures.
     counts: Vec<u32>,
+    /// `--view NAME`: draw what a publisher in another process simulates (no simulation here).
+    view: Option<String>,
+    /// `--yaw R`: the viewer's starting camera yaw (radians).
+    yaw: f32,
 }
 
 fn usage() -> ! {
@@ -92,7 +104,8 @@ fn usage() -> ! {
          [--sync] [--skip N]\n\
          \x20      bevy_particles --verify [--launch inline|stream] [--image] [--unordered|--swapped] [--exit-at N] [--frames N] \
          [--elements N] [--rounds R]\n\
-         \x20      bevy_particles --bench [--counts N[,N...]] [--frames N] [--json PATH]"
+         \x20      bevy_particles --bench [--counts N[,N...]] [--frames N] [--json PATH]\n\
+         \x20      bevy_particles --view NAME [--headless] [--frames N] [--out DIR] [--every K] [--size WxH] [--yaw R]"
     );
     std::process::exit(2)
 }
@@ -122,6 +135,8 @@ fn parse() -> Options {
         bench: false,
         json: None,
         counts: vec![1_000_000, 4_000_000],
+        view: None,
+        yaw: 0.3,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -161,6 +176,8 @@ fn parse() -> Options {
             "--sync" => o.sync = true,
             "--skip" => o.skip = value().parse().unwrap_or_else(|_| usage()),
             "--bench" => o.bench = true,
+            "--view" => o.view = Some(value()),
+            "--yaw" => o.yaw = value().parse().unwrap_or_else(|_| usage()),
             "--json" => o.json = Some(PathBuf::from(value())),
             "--launch" => {
                 o.launch = match value().as_str() {
@@ -222,35 +239,47 @@ fn main() -> AppExit {
             ..default()
         }));
     }
-    app.add_plugins((
-        FrameTimeDiagnosticsPlugin::default(),
-        ParticleSimPlugin,
-        CapturePlugin,
-    ))
-    .insert_resource(ClearColor(Color::BLACK))
-    // Pending for ever with --no-cuvk (the plugin inserts it otherwise).
-    .init_resource::<CuvkStatus>()
-    .insert_resource(CaptureSettings {
-        headless: o.headless,
-        out: o.out.clone(),
-        every: o.every,
-        last: o.frames,
-        check: o.check,
-        width: o.width,
-        height: o.height,
-    })
-    .insert_resource(Stats::default())
-    .insert_resource(OptionsRes(o))
-    .add_systems(Startup, setup)
-    .add_systems(
-        Update,
-        (
-            report_status.run_if(resource_changed::<CuvkStatus>),
-            update_hud,
-            count_presented,
-        ),
-    )
-    .add_systems(Last, print_summary_on_exit);
+    app.add_plugins((FrameTimeDiagnosticsPlugin::default(), CapturePlugin));
+    match &o.view {
+        Some(name) => {
+            app.add_plugins(view::ViewPlugin)
+                .insert_resource(view::ViewSettings {
+                    name: name.clone(),
+                    yaw: o.yaw,
+                    ended: Default::default(),
+                    publisher_frame: Default::default(),
+                    particles: Default::default(),
+                })
+                .add_systems(Update, end_when_the_publisher_ends);
+        }
+        None => {
+            app.add_plugins(ParticleSimPlugin);
+        }
+    }
+    app.insert_resource(ClearColor(Color::BLACK))
+        // Pending for ever with --no-cuvk (the plugin inserts it otherwise).
+        .init_resource::<CuvkStatus>()
+        .insert_resource(CaptureSettings {
+            headless: o.headless,
+            out: o.out.clone(),
+            every: o.every,
+            last: o.frames,
+            check: o.check,
+            width: o.width,
+            height: o.height,
+        })
+        .insert_resource(Stats::default())
+        .insert_resource(OptionsRes(o))
+        .add_systems(Startup, setup)
+        .add_systems(
+            Update,
+            (
+                report_status.run_if(resource_changed::<CuvkStatus>),
+                update_hud,
+                count_presented,
+            ),
+        )
+        .add_systems(Last, print_summary_on_exit);
     if let Some(render_app) = app.get_sub_app_mut(bevy::render::RenderApp) {
         render_app.insert_resource(FrameSync(sync)).add_systems(
             bevy::render::Render,
@@ -431,10 +460,23 @@ fn count_presented(options: Res<OptionsRes>, mut frames: Local<u32>) {
     }
 }
 
+/// `--view`: once the publisher is gone (or attaching failed), the summary and the exit.
+fn end_when_the_publisher_ends(settings: Res<view::ViewSettings>, mut exit: ResMut<ExitRequested>) {
+    if settings.ended.load(std::sync::atomic::Ordering::Acquire) {
+        exit.0 = true;
+    }
+}
+
 /// Prints the status once it is known (and what the example runs on).
-fn report_status(status: Res<CuvkStatus>) {
+fn report_status(status: Res<CuvkStatus>, view: Option<Res<view::ViewSettings>>) {
     match &*status {
         CuvkStatus::Pending => {}
+        CuvkStatus::Ready {
+            inline_kernels,
+            device,
+        } if view.is_some() => {
+            println!("cuvk: CUDA ready on {device} (inline kernels: {inline_kernels})")
+        }
         CuvkStatus::Ready {
             inline_kernels,
             device,
@@ -462,6 +504,7 @@ fn update_hud(
     status: Res<CuvkStatus>,
     sim: Option<Res<ParticleSim>>,
     time: Res<Time<Real>>,
+    view: Option<Res<view::ViewSettings>>,
     mut stats: ResMut<Stats>,
     mut hud: Query<&mut Text, With<Hud>>,
 ) {
@@ -484,8 +527,17 @@ fn update_hud(
     };
     let count = sim.as_ref().map_or(0, |s| s.count);
     for mut text in &mut hud {
-        **text =
-            format!("{count} particles | {path}\n{fps:.1} fps | {ms:.2} ms/frame | step {steps}");
+        **text = match view.as_deref() {
+            Some(v) => format!(
+                "{} particles | {path}\n{fps:.1} fps | {ms:.2} ms/frame | frame {steps} | \
+                 publisher frame {}",
+                v.particles.load(std::sync::atomic::Ordering::Acquire),
+                v.publisher_frame.load(std::sync::atomic::Ordering::Acquire)
+            ),
+            None => format!(
+                "{count} particles | {path}\n{fps:.1} fps | {ms:.2} ms/frame | step {steps}"
+            ),
+        };
     }
 }
 

@@ -117,7 +117,8 @@ impl ParticleSim {
             .unwrap_or_else(|e| e.into_inner().clone())
     }
 
-    fn set_path(&self, path: String) {
+    /// Says which path runs (the HUD's line).
+    pub fn set_path(&self, path: String) {
         match self.path.lock() {
             Ok(mut p) => *p = path,
             Err(e) => *e.into_inner() = path,
