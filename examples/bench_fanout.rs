@@ -5,7 +5,12 @@
 //! consumers killed (SIGKILL) and replaced while the publisher runs. Side by side in one run:
 //! a 4 KiB frame and a 1,000,000-particle frame (16 MB), K = consumers + 2.
 //!
-//!     cargo run --release --example bench_fanout [-- --frames 3000]
+//!     cargo run --release --example bench_fanout [-- --frames 3000] [--fps F]
+//!
+//! `--fps F`: the publisher paced at F frames per second (a simulation's or a training job's
+//! pace, not as fast as the host can go): only the rows of 0 to 8 consumers. Unpaced, the
+//! publisher and 8 consumer processes share the GPU by time slices, and the publisher's
+//! launches block once its stream's queue is full; paced, what is left is the protocol.
 //!
 //! Columns: the publisher's host time per frame (begin_frame → acquire → write → release:
 //! no host wait is in it, so p99 shows any), its frame period (wall time / frames, the
@@ -30,6 +35,8 @@ const U32: ElementFormat = ElementFormat {
     columns: 1,
 };
 const WAIT: Duration = Duration::from_secs(30);
+/// `--fps`: the publisher's frame period (unset: as fast as it can).
+static PACE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
 /// How long the publisher runs while consumers are killed around it.
 const KILL_RUN: Duration = Duration::from_secs(8);
 
@@ -195,6 +202,10 @@ fn publish(
     let mut n = 0u64;
     let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
     while more(n, start) {
+        if let Some(period) = PACE.get() {
+            let due = start + period.mul_f64(n as f64);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
         let t = Instant::now();
         let f = publisher.begin_frame(WAIT)?;
         let begun = us(t);
@@ -380,9 +391,29 @@ fn main() -> anyhow::Result<()> {
         .transpose()
         .context("--frames takes a number")?
         .unwrap_or(3000);
+    let fps: Option<f64> = args
+        .iter()
+        .position(|a| a == "--fps")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse())
+        .transpose()
+        .context("--fps takes a number")?;
+    if let Some(fps) = fps.filter(|f| *f > 0.0) {
+        let _ = PACE.set(Duration::from_secs_f64(1.0 / fps));
+    }
     let bridge = Bridge::new(BridgeConfig::default())?;
     println!("device: {}", bridge.vulkan().info().name);
     let mut rows = Vec::new();
+    if let Some(fps) = fps {
+        println!("the publisher paced at {fps} frames/s");
+        for (frame, bytes) in [("4 KiB", 4096u64), ("1M particles (16 MB)", 16_000_000)] {
+            for consumers in [0, 1, 2, 4, 8] {
+                rows.push(run(&bridge, frame, bytes, consumers, Fault::None, frames)?);
+            }
+        }
+        print_tables(&rows);
+        return Ok(());
+    }
     for (frame, bytes) in [("4 KiB", 4096u64), ("1M particles (16 MB)", 16_000_000)] {
         for consumers in [0, 1, 2, 4, 8] {
             rows.push(run(&bridge, frame, bytes, consumers, Fault::None, frames)?);
@@ -408,6 +439,24 @@ fn main() -> anyhow::Result<()> {
     // Attach of a 256 MiB slot set (4 slots of 64 MiB), 8 consumers at once.
     let big = run(&bridge, "256 MiB slot set", 64 << 20, 2, Fault::None, 200)?;
     let big8 = run(&bridge, "256 MiB slot set", 26_843_544, 8, Fault::None, 200)?;
+    print_tables(&rows);
+    for r in [big, big8] {
+        let mut a = r.attach_ms.clone();
+        let max = a.iter().copied().fold(0.0, f64::max);
+        println!(
+            "attach of {} slots x {:.1} MiB ({:.0} MiB) by {} consumers at once: median {:.2} ms, max {max:.2} ms",
+            r.slots,
+            r.bytes as f64 / (1 << 20) as f64,
+            (r.bytes * u64::from(r.slots)) as f64 / (1 << 20) as f64,
+            r.consumers,
+            median(std::mem::take(&mut a))
+        );
+    }
+    Ok(())
+}
+
+/// The two tables: time per frame by consumers, and where the host time goes.
+fn print_tables(rows: &[Row]) {
     println!("\n| frame | consumers | K | publisher host µs/frame p50 | p99 | max | frame period µs | vs 0 consumers | vs 1 consumer | frames held (all consumers) | attach ms median / max |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let base = |frame: &str, c: usize| {
@@ -415,7 +464,7 @@ fn main() -> anyhow::Result<()> {
             .find(|r| r.frame == frame && r.consumers == c && r.fault == Fault::None)
             .map(|r| r.period_us)
     };
-    for r in &rows {
+    for r in rows {
         let who = r.who();
         let vs = |b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}x", r.period_us / b));
         let mut a = r.attach_ms.clone();
@@ -441,7 +490,7 @@ fn main() -> anyhow::Result<()> {
     println!("\nWhere the publisher's host time goes (p99 µs per call) and how far its stream ran behind (ms to drain at the end):\n");
     println!("| frame | consumers | begin_frame | acquire | write (enqueue) | release | stream drain ms |");
     println!("|---|---|---|---|---|---|---|");
-    for r in &rows {
+    for r in rows {
         let [b, a, w, rel] = r.phase_p99;
         println!(
             "| {} | {} | {b:.1} | {a:.1} | {w:.1} | {rel:.1} | {:.2} |",
@@ -450,17 +499,4 @@ fn main() -> anyhow::Result<()> {
             r.drain_ms
         );
     }
-    for r in [big, big8] {
-        let mut a = r.attach_ms.clone();
-        let max = a.iter().copied().fold(0.0, f64::max);
-        println!(
-            "attach of {} slots x {:.1} MiB ({:.0} MiB) by {} consumers at once: median {:.2} ms, max {max:.2} ms",
-            r.slots,
-            r.bytes as f64 / (1 << 20) as f64,
-            (r.bytes * u64::from(r.slots)) as f64 / (1 << 20) as f64,
-            r.consumers,
-            median(std::mem::take(&mut a))
-        );
-    }
-    Ok(())
 }

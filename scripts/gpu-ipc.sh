@@ -90,7 +90,8 @@ if [ "$what" = fanout ] || [ "$what" = all ]; then
   wait $pub; echo "publisher rc=$?"; wait
   tail -2 $OUT/serve-view-*.log $OUT/serve-cupy.log $OUT/serve-publish.log
   step bench_fanout; timeout 200 $B/bench_fanout --frames 2000 2>&1 | tee $OUT/bench_fanout.log | tail -45
-  step bench_fanout_torch; timeout 300 python3 python/examples/bench_fanout_torch.py --steps 1000 2>&1 | tee $OUT/bench_fanout_torch.log | tail -10
+  step bench_fanout paced at 1 kHz; timeout 200 $B/bench_fanout --frames 2000 --fps 1000 2>&1 | tee $OUT/bench_fanout_paced.log | tail -30
+  step bench_fanout_torch; timeout 300 python3 python/examples/bench_fanout_torch.py --steps 1000 2>&1 | tee $OUT/bench_fanout_torch.log | tail -20
 fi
 echo "=== validation messages in the viewers: $(cat $OUT/serve-*.log 2>/dev/null | grep -c 'vulkan validation')"
 if [ "$what" = py ]; then

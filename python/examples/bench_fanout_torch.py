@@ -6,7 +6,9 @@ frame they can and read it), side by side in one run; the target is 8 consumers 
     python python/examples/bench_fanout_torch.py [--steps 2000] [--size 4096]
 
 Each consumer is `python bench_fanout_torch.py --consume NAME`: it attaches, then holds,
-reads (a sum over the frame on its own stream) and releases frames until the publisher ends.
+reads (a sum over the frame on its own stream) and releases frames until the publisher ends:
+as fast as it can (the worst case), and in a second table at 60 frames per second (what a
+viewer or a dashboard does).
 """
 
 import argparse
@@ -23,11 +25,15 @@ import cuvk
 PARTICLES = 1_000_000
 
 
-def consume(name):
+def consume(name, fps):
     sub = cuvk.Subscriber(name, timeout=60.0)
     stream = torch.cuda.Stream()
     held = 0
+    tick = time.monotonic()
     while True:
+        if fps:
+            tick += 1.0 / fps
+            time.sleep(max(0.0, tick - time.monotonic()))
         try:
             frame = sub.hold(stream, timeout=5.0)
         except cuvk.CuvkError:
@@ -42,7 +48,7 @@ def consume(name):
     print(f"HELD {held} {float(total) if held else 0.0}", flush=True)
 
 
-def run(bridge, consumers, steps, size):
+def run(bridge, consumers, steps, size, fps):
     name = f"bench-fanout-torch-{os.getpid()}-{consumers}"
     a = torch.randn(size, size, device="cuda")
     b = torch.randn(size, size, device="cuda")
@@ -50,7 +56,11 @@ def run(bridge, consumers, steps, size):
     with cuvk.Publisher(bridge, name, (PARTICLES, 4), "float32", slots=consumers + 2) as pub:
         slots = [torch.from_dlpack(s) for s in pub.slots]
         procs = [
-            subprocess.Popen([sys.executable, __file__, "--consume", name], stdout=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [sys.executable, __file__, "--consume", name, "--consumer-fps", str(fps)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             for _ in range(consumers)
         ]
         deadline = time.monotonic() + 120
@@ -89,20 +99,23 @@ def main():
     ap.add_argument("--consume")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--size", type=int, default=4096, help="matmul size per step")
+    ap.add_argument("--consumer-fps", type=float, default=0.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.consume:
-        return consume(args.consume)
+        return consume(args.consume, args.consumer_fps)
     bridge = cuvk.Bridge()
     print(f"{bridge}, torch {torch.__version__}, {args.size}x{args.size} matmul per step, "
           f"{PARTICLES:,} float4 published per step")
-    rows = []
-    for consumers in (0, 1, 2, 4, 8):
-        rows.append((consumers, *run(bridge, consumers, args.steps, args.size)))
-    base = rows[0][1]
-    print("\n| consumers | step ms mean | p50 | p99 | vs none | frames held (all consumers) |")
-    print("|---|---|---|---|---|---|")
-    for consumers, mean, p50, p99, held in rows:
-        print(f"| {consumers} | {mean:.3f} | {p50:.3f} | {p99:.3f} | {mean / base:.3f}x | {held} |")
+    for fps, what in ((0.0, "as fast as they can"), (60.0, "at 60 frames/s")):
+        rows = []
+        for consumers in (0, 1, 2, 4, 8):
+            rows.append((consumers, *run(bridge, consumers, args.steps, args.size, fps)))
+        base = rows[0][1]
+        print(f"\nconsumers reading {what}")
+        print("| consumers | step ms mean | p50 | p99 | vs none | frames held (all consumers) |")
+        print("|---|---|---|---|---|---|")
+        for consumers, mean, p50, p99, held in rows:
+            print(f"| {consumers} | {mean:.3f} | {p50:.3f} | {p99:.3f} | {mean / base:.3f}x | {held} |")
 
 
 if __name__ == "__main__":
