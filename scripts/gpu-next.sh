@@ -6,14 +6,20 @@
 # bench_fanout_torch), the Python depth compositor (its GPU tests and the torchrun check),
 # bench_composite on every GPU. Logs in $OUT/next.tgz (PNGs: one per viewer). The suite
 # itself is `bash .gpu/run.sh`.
-#   bash .gpu/run.sh bash scripts/gpu-next.sh [python] [composite] [fanout]   (default: all three)
+#   bash .gpu/run.sh bash scripts/gpu-next.sh [tests] [python] [composite] [fanout] [bevy]
+#   (default: all; bevy needs scripts/stage-bevy.sh's binary in .gpu/bin)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 W=$(mktemp -d)
-what=" ${*:-python composite fanout} "
+what=" ${*:-tests python composite fanout bevy} "
 # The archive is rewritten after every step: a call cut short still brings back what ran.
 pack() { tar -czf $OUT/next.tgz -C $W --exclude '*.png' . $(cd $W && find . -name '*00200.png' | head -4) 2>/dev/null; }
 step() { pack; echo "=== $*"; }
+if [[ $what == *" tests "* ]]; then
+  step test-gpu fanout
+  timeout 200 .gpu/bin/test-gpu fanout --include-ignored --nocapture > $W/test-gpu-fanout.log 2>&1; echo "rc=$?"
+  grep -E "^test |test result|panicked|fanout:|vulkan validation" $W/test-gpu-fanout.log | tail -20
+fi
 if [[ $what == *" python "* ]]; then
   step python: composite, fan-out, torchrun depth
   timeout 300 bash python/gpu-test.sh -k "composite or fanout or subscriber or depth" > $W/py.log 2>&1; echo "python rc=$?"
@@ -30,6 +36,10 @@ if [[ $what == *" fanout "* ]]; then
   OUT=$W/ipc timeout 420 bash scripts/gpu-ipc.sh fanout > $W/fanout.log 2>&1; echo "rc=$?"
   (cd $W/ipc && tar -xzf logs.tgz && rm -f logs.tgz)
   grep -E "rc=|===|\| |killed|subscriber" $W/fanout.log | tail -70
+fi
+if [[ $what == *" bevy "* ]]; then
+  step bevy_cuvk gpu-test.sh section 5: Bevy as a viewer
+  BEVY_VIEW_ONLY=${BEVY_VIEW_ONLY:-1} OUT=$W timeout 300 bash bevy_cuvk/gpu-test.sh 2>&1 | tee $W/bevy.log | tail -12
 fi
 pack
 ls -la $OUT

@@ -418,17 +418,27 @@ impl CudaSubscriber {
         every_frame: bool,
         timeout: Duration,
     ) -> Result<Self> {
+        let start = Instant::now();
         let uuid = crate::cuda::uuid_of(cuda)?;
         let holds = Holds::connect(name, uuid, None, every_frame, timeout)?;
+        let connected = start.elapsed();
         let (written_id, read_id) = holds.timeline_ids()?;
         let a = &holds.attached;
         let written = a.import_cuda_timeline(written_id, cuda)?;
         let read = a.import_cuda_timeline(read_id, cuda)?;
+        let timelines = start.elapsed();
         let slots = holds
             .slot_ids()
             .into_iter()
             .map(|id| a.import_cuda_bytes(id, cuda))
             .collect::<Result<Vec<_>>>()?;
+        // Where an attach's time goes (bench_fanout's consumers print it with RUST_LOG).
+        log::debug!(
+            "ipc: attached to {name:?}: connected and described at {connected:?}, timelines \
+             imported at {timelines:?}, {} slots imported and mapped at {:?}",
+            slots.len(),
+            start.elapsed()
+        );
         Ok(Self {
             written,
             read,
