@@ -35,7 +35,12 @@ if [[ $what == *" fanout "* ]]; then
   mkdir -p $W/ipc
   OUT=$W/ipc timeout 420 bash scripts/gpu-ipc.sh fanout > $W/fanout.log 2>&1; echo "rc=$?"
   (cd $W/ipc && tar -xzf logs.tgz && rm -f logs.tgz)
-  grep -E "rc=|===|\| |killed|subscriber" $W/fanout.log | tail -70
+  grep -E "rc=|===|\| |killed|subscriber|attach of" $W/fanout.log | tail -90
+  step where an attach of 8 x 64 MiB slots goes
+  timeout 30 .gpu/bin/particles --publish attach-probe --particles 4000000 --frames 1500 --fps 240 > $W/attach-publisher.log 2>&1 &
+  sleep 2
+  for i in 1 2 3; do RUST_LOG=cuvk::ipc=debug timeout 20 .gpu/bin/bench_fanout --consumer attach-probe > $W/attach-$i.log 2>&1 & sleep 1; done
+  wait; grep -h "attached to\|ATTACH" $W/attach-*.log | cut -c1-300
 fi
 if [[ $what == *" bevy "* ]]; then
   step bevy_cuvk gpu-test.sh section 5: Bevy as a viewer
