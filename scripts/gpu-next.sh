@@ -13,7 +13,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 W=$(mktemp -d)
 what=" ${*:-tests python composite fanout bevy} "
 # The archive is rewritten after every step: a call cut short still brings back what ran.
-pack() { tar -czf $OUT/next.tgz -C $W --exclude '*.png' . $(cd $W && find . -name '*00200.png' | head -4) 2>/dev/null; }
+pack() { (cd $W && { find . -type f ! -name '*.png'; find . -name '*00200.png' | head -4; } | tar -czf $OUT/next.tgz -T -) 2>/dev/null; }
 step() { pack; echo "=== $*"; }
 if [[ $what == *" tests "* ]]; then
   step test-gpu fanout

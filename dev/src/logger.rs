@@ -7,7 +7,7 @@ struct Stderr;
 
 impl log::Log for Stderr {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Warn && metadata.target().starts_with("cuvk")
+        metadata.level() <= log::max_level() && metadata.target().starts_with("cuvk")
     }
 
     fn log(&self, record: &log::Record<'_>) {
@@ -23,9 +23,13 @@ impl log::Log for Stderr {
     fn flush(&self) {}
 }
 
-/// Installs the logger (once; later calls, or another logger already set, change nothing).
+/// Installs the logger (once; later calls, or another logger already set, change nothing):
+/// warnings and errors, or down to the level `RUST_LOG` names (`info`, `debug`, `trace`, or
+/// `cuvk::ipc=debug`: the level after the last `=`; cuvk's records only either way).
 pub fn init() {
     if log::set_logger(&Stderr).is_ok() {
-        log::set_max_level(log::LevelFilter::Warn);
+        let asked = std::env::var("RUST_LOG").unwrap_or_default();
+        let level = asked.rsplit('=').next().unwrap_or_default().parse();
+        log::set_max_level(level.unwrap_or(log::LevelFilter::Warn));
     }
 }

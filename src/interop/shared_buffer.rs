@@ -80,8 +80,11 @@ impl Bridge {
         let usage = crate::vulkan::shared_buffer_usage(&self.vulkan, usage);
         let buffer = exportable_buffer(&self.vulkan, bytes, usage)?;
         let req = buffer.requirements();
-        let is_dedicated =
-            dedicated == Dedicated::Always || req.requires_dedicated || req.prefers_dedicated;
+        let is_dedicated = match dedicated {
+            Dedicated::Always => true,
+            Dedicated::Auto => req.requires_dedicated || req.prefers_dedicated,
+            Dedicated::WhenRequired => req.requires_dedicated,
+        };
         let allocation = SharedAllocation::allocate(
             self,
             req.size,

@@ -34,7 +34,7 @@ use crate::error::{FrameStep, Result, SyncError};
 use crate::interop::frame::{check_current, next_issuer_id};
 use crate::interop::{Bridge, BufferUsage, SharedBuffer, SharedSemaphore};
 use crate::rules::fanout::{Blocked, ConsumerId, Delivery, HoldRefused, SlotBook, WritePlan};
-use crate::vulkan::{Semaphore, SemaphoreDesc, SemaphoreKind, VulkanContext};
+use crate::vulkan::{Dedicated, Semaphore, SemaphoreDesc, SemaphoreKind, VulkanContext};
 use crate::{ElementFormat, Frame};
 
 /// How long `begin_frame` sleeps while lossless consumers hold every free slot.
@@ -127,7 +127,11 @@ impl Publisher {
         }
         let usage = BufferUsage::STORAGE_BUFFER;
         let slots = (0..k)
-            .map(|_| slot_buffer(bridge, desc.bytes, usage))
+            // Non-dedicated where the driver allows: a consumer may then bind buffers of its
+            // own to the imported memory (an engine's alias of the slot: Bevy's).
+            .map(|_| {
+                bridge.create_buffer_with::<u8>(desc.bytes as usize, usage, Dedicated::WhenRequired)
+            })
             .collect::<Result<Vec<_>>>()?;
         let written = bridge.create_semaphore(SemaphoreKind::Timeline { initial: 0 })?;
         let mut server = Server::bind(name, bridge.vulkan())?;
@@ -701,18 +705,5 @@ fn on_message(
             got: super::wire::MessageKind::Hold,
         }
         .into()),
-    }
-}
-
-/// One slot: in a non-dedicated allocation where the driver allows it, so that a consumer may
-/// bind buffers of its own to the imported memory (an engine's alias of the slot: Bevy's),
-/// else a dedicated one.
-fn slot_buffer(bridge: &Bridge, bytes: u64, usage: BufferUsage) -> Result<SharedBuffer<u8>> {
-    match bridge.create_allocation(bytes, usage) {
-        Ok(allocation) => allocation.buffer::<u8>(0, bytes as usize),
-        Err(crate::Error::Memory(crate::MemoryError::DedicatedOnlyUsage { .. })) => {
-            bridge.create_buffer::<u8>(bytes as usize, usage)
-        }
-        Err(e) => Err(e),
     }
 }

@@ -390,11 +390,15 @@ impl Image {
         &self.ctx
     }
 
-    /// Whether it gets a dedicated allocation: when Vulkan requires or prefers it, or `desc`
-    /// says always.
+    /// Whether it gets a dedicated allocation, by `desc`'s policy ([`Dedicated`]) and what
+    /// Vulkan requires or prefers.
     pub fn wants_dedicated(&self) -> bool {
         let r = self.requirements;
-        self.desc.dedicated == Dedicated::Always || r.requires_dedicated || r.prefers_dedicated
+        match self.desc.dedicated {
+            Dedicated::Always => true,
+            Dedicated::Auto => r.requires_dedicated || r.prefers_dedicated,
+            Dedicated::WhenRequired => r.requires_dedicated,
+        }
     }
 
     /// Checks every rule of `vkBindImageMemory` the bridge can see, then binds, then (unless

@@ -18,6 +18,9 @@ pub enum Dedicated {
     Auto,
     /// Always (the CUDA import then maps only at offset 0).
     Always,
+    /// Only where Vulkan requires it: other buffers (an importer's own, an engine's alias) may
+    /// then be bound to the memory, which a dedicated allocation forbids.
+    WhenRequired,
 }
 
 /// The one resource a dedicated allocation was made for.
