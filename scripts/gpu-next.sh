@@ -6,12 +6,12 @@
 # bench_fanout_torch), the Python depth compositor (its GPU tests and the torchrun check),
 # bench_composite on every GPU. Logs in $OUT/next.tgz (PNGs: one per viewer). The suite
 # itself is `bash .gpu/run.sh`.
-#   bash .gpu/run.sh bash scripts/gpu-next.sh [tests] [python] [composite] [fanout] [bevy]
+#   bash .gpu/run.sh bash scripts/gpu-next.sh [tests] [python] [composite] [fanout] [bench] [attach] [bevy]
 #   (default: all; bevy needs scripts/stage-bevy.sh's binary in .gpu/bin)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 W=$(mktemp -d)
-what=" ${*:-tests python composite fanout bevy} "
+what=" ${*:-tests python composite fanout attach bevy} "
 # The archive is rewritten after every step: a call cut short still brings back what ran.
 pack() { (cd $W && { find . -type f ! -name '*.png'; find . -name '*00200.png' | head -4; } | tar -czf $OUT/next.tgz -T -) 2>/dev/null; }
 step() { pack; echo "=== $*"; }
@@ -36,6 +36,13 @@ if [[ $what == *" fanout "* ]]; then
   OUT=$W/ipc timeout 420 bash scripts/gpu-ipc.sh fanout > $W/fanout.log 2>&1; echo "rc=$?"
   (cd $W/ipc && tar -xzf logs.tgz && rm -f logs.tgz)
   grep -E "rc=|===|\| |killed|subscriber|attach of" $W/fanout.log | tail -90
+fi
+if [[ $what == *" bench "* ]]; then
+  step bench_fanout
+  timeout 240 .gpu/bin/bench_fanout --frames 2000 > $W/bench_fanout.log 2>&1; echo "rc=$?"
+  grep -E "^\||attach of|Error" $W/bench_fanout.log | tail -60
+fi
+if [[ $what == *" attach "* ]]; then
   step where an attach of 8 x 64 MiB slots goes
   timeout 30 .gpu/bin/particles --publish attach-probe --particles 4000000 --frames 1500 --fps 240 > $W/attach-publisher.log 2>&1 &
   sleep 2

@@ -156,7 +156,6 @@ impl CuvkDevice {
     }
 }
 
-/// A second `VkBuffer` over `shared`'s bytes, for wgpu to own.
 /// Bevy's side of cuvk memory: `wgpu` owns the handle `alias` from here (it destroys it),
 /// never the memory (no allocation is attached); the memory is device-local, never mapped by
 /// wgpu.

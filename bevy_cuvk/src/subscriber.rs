@@ -2,12 +2,13 @@
 //! (`cuvk::ipc::Publisher`: `particles --publish NAME`, a PyTorch job's `cuvk.Publisher`).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bevy::log::error;
 use bevy::prelude::{Res, ResMut, Resource};
 use bevy::render::render_resource::Buffer;
 use cuvk::ipc::{Held, Subscriber};
+use cuvk::vulkan::VulkanContext;
 use cuvk::ElementFormat;
 use wgpu::hal;
 
@@ -48,16 +49,31 @@ pub struct CuvkSubscriber {
     /// `Some` until drop (taken there to be freed late).
     subscriber: Option<Subscriber>,
     slots: Vec<Buffer>,
-    /// Held this frame, released after Bevy's submission.
-    held: Option<Held>,
+    /// The frame held, until released after a Bevy frame that drew it.
+    holding: Option<Holding>,
+    /// The device it attached from (a renderer recovered onto a new device is not it).
+    vulkan: Arc<VulkanContext>,
     late: Arc<LateWork>,
 }
+
+/// A frame held, and whether its write is known complete (then it may be drawn, and is
+/// released after this Bevy frame); one whose write is not is kept, unreleased, until it is.
+#[derive(Debug, Clone, Copy)]
+struct Holding {
+    held: Held,
+    since: Instant,
+    written: bool,
+}
+
+/// How long a held frame whose write never completes is kept (a publisher killed mid-write)
+/// before it is released, so that the next [`CuvkSubscriber::hold`] learns what happened.
+const WRITE_GIVE_UP: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for CuvkSubscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CuvkSubscriber")
             .field("slots", &self.slots.len())
-            .field("held", &self.held)
+            .field("holding", &self.holding)
             .finish_non_exhaustive()
     }
 }
@@ -65,9 +81,11 @@ impl std::fmt::Debug for CuvkSubscriber {
 impl CuvkSubscriber {
     /// Attaches to the publisher `name` (a name under cuvk's socket directory, or a socket
     /// path) from Bevy's device, waiting at most `timeout` for the publisher to answer.
-    /// `usage`: what Bevy does with the slots (`STORAGE`, `VERTEX`, `COPY_SRC`, ...). Refused
-    /// with the reason where the publisher is on another GPU or driver, or its slots are
-    /// dedicated allocations (no second buffer may be bound to them).
+    /// `usage`: what Bevy does with the slots — `STORAGE` (bind them **read-only**: other
+    /// consumers read the same memory), `COPY_SRC`; the publisher makes its slots as storage
+    /// buffers with transfers, so `VERTEX`, `INDEX` and `UNIFORM` are refused. Refused with the
+    /// reason where the publisher is on another GPU or driver, or its slots are dedicated
+    /// allocations (no second buffer may be bound to them).
     pub fn attach(
         device: &CuvkDevice,
         name: &str,
@@ -104,7 +122,8 @@ impl CuvkSubscriber {
         Ok(Self {
             subscriber: Some(subscriber),
             slots,
-            held: None,
+            holding: None,
+            vulkan: device.vulkan().clone(),
             late: device.late().clone(),
         })
     }
@@ -123,33 +142,56 @@ impl CuvkSubscriber {
     }
 
     /// Holds the newest frame for this Bevy frame: waits at most `timeout` for one newer than
-    /// the last held, then (within the same bound) on the host for the publisher's write of
-    /// it. `Ok(None)`: none came in time (draw nothing from the slots this frame). Call it once
-    /// per frame, before the render graph; the frame is released after Bevy's submission.
+    /// the last drawn, and within the same bound on the host for the publisher's write of it.
+    /// `Ok(None)`: none came in time, or its write is not complete yet (draw nothing new from
+    /// the slots this frame; that frame stays held, unreleased, and the next call waits for
+    /// its write first). Call it once per frame, before the render graph (again in the same
+    /// frame: the same frame); a frame returned is released after Bevy's submission.
     pub fn hold(&mut self, timeout: Duration) -> Result<Option<HeldFrame>, CuvkError> {
         let shared = |source| CuvkError::Shared { source };
         let Some(subscriber) = self.subscriber.as_mut() else {
             return Ok(None);
         };
-        if self.held.is_some() {
-            // Held earlier this frame: the same frame.
-            return Ok(self.held.map(|h| HeldFrame {
-                frame: h.frame(),
-                slot: h.slot(),
-            }));
-        }
-        let start = std::time::Instant::now();
-        let Some(held) = subscriber.hold(timeout).map_err(shared)? else {
-            return Ok(None);
+        let start = Instant::now();
+        let mut holding = match self.holding {
+            Some(h) if h.written => return Ok(Some(h.frame())),
+            Some(h) => h,
+            None => match subscriber.hold(timeout).map_err(shared)? {
+                Some(held) => Holding {
+                    held,
+                    since: start,
+                    written: false,
+                },
+                None => return Ok(None),
+            },
         };
-        // Held from here: released after the frame whatever the wait below says.
-        self.held = Some(held);
+        self.holding = Some(holding);
         let left = timeout.saturating_sub(start.elapsed());
-        subscriber.wait_written(&held, left).map_err(shared)?;
-        Ok(Some(HeldFrame {
-            frame: held.frame(),
-            slot: held.slot(),
-        }))
+        match subscriber.wait_written(&holding.held, left) {
+            Ok(()) => {
+                holding.written = true;
+                self.holding = Some(holding);
+                Ok(Some(holding.frame()))
+            }
+            Err(e) if e.kind() == cuvk::ErrorKind::Timeout => Ok(None),
+            Err(e) => Err(shared(e)),
+        }
+    }
+
+    /// The frame to release after this Bevy frame: one drawn, or one whose write never came.
+    fn due(&self) -> Option<Held> {
+        self.holding
+            .filter(|h| h.written || h.since.elapsed() > WRITE_GIVE_UP)
+            .map(|h| h.held)
+    }
+}
+
+impl Holding {
+    fn frame(&self) -> HeldFrame {
+        HeldFrame {
+            frame: self.held.frame(),
+            slot: self.held.slot(),
+        }
     }
 }
 
@@ -167,8 +209,10 @@ impl Drop for CuvkSubscriber {
     }
 }
 
-/// `RenderGraphSystems::Finish` (after Bevy submitted the frame): the frame held this frame is
-/// released on an empty submission of the plugin's, after every command Bevy submitted.
+/// `RenderGraphSystems::Finish` (after Bevy submitted the frame): the frame drawn this frame
+/// is released on an empty submission of the plugin's, after every command Bevy submitted.
+/// (Bevy's `Readback` and screenshot copies are submitted after `Finish`: a copy of a slot
+/// there is not covered; copy it in a pass of your own.)
 pub(crate) fn release_held_frame(
     device: Option<Res<CuvkDevice>>,
     subscriber: Option<ResMut<CuvkSubscriber>>,
@@ -176,16 +220,23 @@ pub(crate) fn release_held_frame(
     let (Some(device), Some(mut subscriber)) = (device, subscriber) else {
         return;
     };
-    let Some(held) = subscriber.held.take() else {
+    let Some(held) = subscriber.due() else {
         return;
     };
-    let Some(inner) = subscriber.subscriber.as_mut() else {
+    if !device.vulkan().same_device(&subscriber.vulkan) {
+        // Bevy's renderer was recreated: this subscriber's semaphores belong to the old
+        // device, whose queue is gone; it is dropped with its resource.
+        error!("cuvk: the subscriber was attached from another device; not releasing");
+        subscriber.holding = None;
         return;
-    };
+    }
     let queue = device.wgpu_queue();
     // SAFETY: the hal queue is only used to add signals to its next submission.
     let Some(hal_queue) = (unsafe { queue.as_hal::<hal::api::Vulkan>() }) else {
         error!("cuvk: Bevy's queue is not a Vulkan queue; the held frame is not released");
+        return;
+    };
+    let Some(inner) = subscriber.subscriber.as_mut() else {
         return;
     };
     // SAFETY: the closure attaches both signals to the empty submission it makes at once,
@@ -201,10 +252,15 @@ pub(crate) fn release_held_frame(
             Ok(())
         })
     };
-    if let Err(e) = released {
+    if let Err(e) = &released {
         error!(
             "cuvk: releasing the publisher's frame {} failed: {e}",
             held.frame()
         );
+    }
+    // Released (or the publisher told in vain): the subscriber no longer holds it. Still held
+    // (nothing submitted): kept, and released after the next frame.
+    if inner.held() != Some(held) {
+        subscriber.holding = None;
     }
 }

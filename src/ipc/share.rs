@@ -783,11 +783,18 @@ impl Attached {
     pub fn import_vulkan_buffer(&self, id: u32, vk: &Arc<VulkanContext>) -> Result<BoundBuffer> {
         let (info, fd) = self.buffer(id)?;
         // The exporter's device decided SHADER_DEVICE_ADDRESS by its features; this device
-        // decides by its own (an engine's device may not enable bufferDeviceAddress).
-        let usage = crate::vulkan::shared_buffer_usage(
-            vk,
-            info.usage & !vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
-        );
+        // decides by its own (an engine's device may not enable bufferDeviceAddress) — except
+        // for a dedicated allocation, whose buffer must be the exporter's exactly
+        // (VUID-VkMemoryDedicatedAllocateInfo-buffer-01879): Buffer::new then refuses it with
+        // the feature's name where this device lacks it.
+        let usage = if info.dedicated {
+            info.usage
+        } else {
+            crate::vulkan::shared_buffer_usage(
+                vk,
+                info.usage & !vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS,
+            )
+        };
         let buffer = Buffer::new(
             vk,
             BufferDesc {

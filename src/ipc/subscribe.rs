@@ -135,6 +135,14 @@ impl Holds {
             match self.attached.link().recv_hold(left())? {
                 Some(m) if m.op == HoldOp::Granted => {
                     self.requested = false;
+                    // A slot this consumer has: indexing its slots with it cannot panic.
+                    if m.slot as usize >= self.attached.buffers().count() {
+                        return Err(IpcError::NoSuchObject {
+                            id: m.slot,
+                            kind: MessageKind::Buffer,
+                        }
+                        .into());
+                    }
                     let held = Held {
                         frame: m.frame,
                         slot: m.slot as usize,
@@ -286,6 +294,11 @@ impl Subscriber {
         self.holds.demoted
     }
 
+    /// The frame held now, if any (held by [`Self::hold`], not yet released).
+    pub fn held(&self) -> Option<Held> {
+        self.holds.held
+    }
+
     /// Holds the newest frame (or the next, lossless), waiting at most `timeout` for one
     /// newer than the last held; `Ok(None)` if none came. Refused while a frame is held.
     /// [`IpcError::PeerClosed`] once the publisher is gone (this consumer's queue waits on
@@ -358,7 +371,9 @@ impl Subscriber {
     /// submitted before it): `submit` is called, holding the context's queue lock, with the
     /// context's [`ProgressSignal`] and this consumer's read-timeline signal `(semaphore,
     /// value)`, and must submit both (an empty batch is enough). The publisher is told once
-    /// it returned `Ok`; on `Err` nothing is recorded and the frame stays held.
+    /// it returned `Ok`. If `submit` (or a check before it) fails, nothing is recorded and
+    /// the frame stays held ([`Self::held`]); if only telling the publisher fails, the read
+    /// is released all the same (its signal is submitted) and the error says why.
     ///
     /// # Safety
     /// As [`VulkanContext::submit_foreign`]: `submit` returns `Err` only if nothing reached a

@@ -12,6 +12,7 @@ use crate::vulkan::VulkanContext;
 
 /// Whether a buffer or image gets a dedicated allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Dedicated {
     /// Exactly when `VkMemoryDedicatedRequirements` prefers or requires it.
     #[default]
