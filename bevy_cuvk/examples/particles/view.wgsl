@@ -2,7 +2,8 @@
 // (rows x, y, z, key, in one of its slots, read where they lie) drawn as `particles --view`
 // draws them, in WGSL: a splat of each particle into one pixel's counts, then a resolve into
 // the image the sprite shows — the pixel's mean key through the galaxies' palette, its count
-// compressed (square root), a dark sky, a vignette, ACES filmic tone map, gamma 1/2.2.
+// compressed (square root), a dark sky, a vignette, ACES filmic tone map. The image is linear
+// (Rgba8Unorm): Bevy's output encodes it to sRGB, so no gamma here.
 
 struct Params {
     view_proj: mat4x4<f32>,
@@ -84,6 +85,5 @@ fn resolve(@builtin(global_invocation_id) id: vec3<u32>) {
     }
     let uv = vec2<f32>(f32(id.x) / f32(params.width), v) - 0.5;
     colour *= 1.0 - 0.6 * dot(uv, uv);
-    let mapped = pow(aces(colour * 1.4), vec3<f32>(1.0 / 2.2));
-    textureStore(output, vec2<i32>(id.xy), vec4<f32>(mapped, 1.0));
+    textureStore(output, vec2<i32>(id.xy), vec4<f32>(aces(colour * 1.4), 1.0));
 }
