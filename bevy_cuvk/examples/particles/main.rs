@@ -414,6 +414,9 @@ fn setup(
 ) {
     let o = &options.0;
     let mut sim = ParticleSim::new(&mut images, o.particles, o.width, o.height, o.frames);
+    if o.view.is_some() {
+        sim = sim.with_image_format(&mut images, view::FORMAT);
+    }
     sim.launch = o.launch;
     let sprite = Sprite {
         image: sim.image.clone(),

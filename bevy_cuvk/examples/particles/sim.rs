@@ -81,22 +81,8 @@ impl ParticleSim {
         height: u32,
         max_steps: Option<u32>,
     ) -> Self {
-        let mut image = Image::new_uninit(
-            Extent3d {
-                width,
-                height,
-                depth_or_array_layers: 1,
-            },
-            TextureDimension::D2,
-            FORMAT,
-            RenderAssetUsages::RENDER_WORLD,
-        );
-        image.texture_descriptor.usage = TextureUsages::STORAGE_BINDING
-            | TextureUsages::TEXTURE_BINDING
-            | TextureUsages::COPY_SRC
-            | TextureUsages::COPY_DST;
         Self {
-            image: images.add(image),
+            image: storage_image(images, width, height, FORMAT),
             count,
             width,
             height,
@@ -107,6 +93,12 @@ impl ParticleSim {
             allow_cuda: true,
             launch: Launch::Auto,
         }
+    }
+
+    /// The same, drawing into a new image of `format` (the viewer's `Rgba16Float`).
+    pub fn with_image_format(mut self, images: &mut Assets<Image>, format: TextureFormat) -> Self {
+        self.image = storage_image(images, self.width, self.height, format);
+        self
     }
 
     /// Which path steps the particles, in words.
@@ -129,6 +121,30 @@ impl ParticleSim {
     pub fn steps(&self) -> u32 {
         self.steps.load(Ordering::Acquire)
     }
+}
+
+/// A `width` x `height` image that compute writes and a sprite samples.
+fn storage_image(
+    images: &mut Assets<Image>,
+    width: u32,
+    height: u32,
+    format: TextureFormat,
+) -> Handle<Image> {
+    let mut image = Image::new_uninit(
+        Extent3d {
+            width,
+            height,
+            depth_or_array_layers: 1,
+        },
+        TextureDimension::D2,
+        format,
+        RenderAssetUsages::RENDER_WORLD,
+    );
+    image.texture_descriptor.usage = TextureUsages::STORAGE_BINDING
+        | TextureUsages::TEXTURE_BINDING
+        | TextureUsages::COPY_SRC
+        | TextureUsages::COPY_DST;
+    images.add(image)
 }
 
 /// Adds the render-world part: pipelines, buffers, the per-frame dispatches.

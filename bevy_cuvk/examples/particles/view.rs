@@ -29,7 +29,12 @@ use bevy_cuvk::cuvk::ipc::IpcError;
 use bevy_cuvk::cuvk::ElementFormat;
 use bevy_cuvk::{CuvkDevice, CuvkError, CuvkStatus, CuvkSubscriber, HeldFrame};
 
-use crate::sim::{ParticleSim, FORMAT};
+use bevy::render::render_resource::TextureFormat;
+
+use crate::sim::ParticleSim;
+
+/// The viewer's image: linear half floats (the dark sky's gradient would band in 8 bits).
+pub const FORMAT: TextureFormat = TextureFormat::Rgba16Float;
 
 /// How long a frame waits for a newer frame of the publisher (then draws nothing new).
 const HOLD_TIMEOUT: Duration = Duration::from_millis(250);

@@ -3,7 +3,8 @@
 // draws them, in WGSL: a splat of each particle into one pixel's counts, then a resolve into
 // the image the sprite shows — the pixel's mean key through the galaxies' palette, its count
 // compressed (square root), a dark sky, a vignette, ACES filmic tone map. The image is linear
-// (Rgba8Unorm): Bevy's output encodes it to sRGB, so no gamma here.
+// half floats (Rgba16Float: 8 bits would band the dark sky): Bevy's output encodes it to
+// sRGB, so no gamma here.
 
 struct Params {
     view_proj: mat4x4<f32>,
@@ -23,7 +24,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> positions: array<vec4<f32>>;
 // Two words per pixel: particles, sum of their keys (0..255 each).
 @group(0) @binding(2) var<storage, read_write> counts: array<atomic<u32>>;
-@group(0) @binding(3) var output: texture_storage_2d<rgba8unorm, write>;
+@group(0) @binding(3) var output: texture_storage_2d<rgba16float, write>;
 
 @compute @workgroup_size(256)
 fn splat(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
